@@ -1,0 +1,263 @@
+//! Decoding: bytes → one message or a batch of raw members → a classified [`Message`].
+//! A `result` is kept raw (validated, never built into a tree); malformed input of any kind
+//! is a [`DecodeError`], never a panic.
+
+use super::{Id, MAX_ID_LEN};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+
+/// Why bytes could not be read as JSON-RPC.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Not JSON at all (or not UTF-8, or nested too deeply).
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    /// JSON, but no JSON-RPC message: a scalar, an empty array, an object with no
+    /// `method`, `id`, `result` or `error`.
+    #[error("not a JSON-RPC message: {0}")]
+    NotJsonRpc(&'static str),
+    /// An `id` that is neither an integer in i64 range, a string, nor null.
+    #[error("invalid id: {0}")]
+    InvalidId(&'static str),
+}
+
+/// What a top-level JSON text holds: one message, or the members of a batch (kept raw so each
+/// classifies on its own; a bad member spoils only itself).
+#[derive(Debug)]
+pub enum Decoded<'a> {
+    Single(Message<'a>),
+    Batch(Vec<&'a RawValue>),
+}
+
+/// One incoming JSON-RPC message, classified.
+#[derive(Debug)]
+pub enum Message<'a> {
+    /// A response (or something that wants to be one): it has no `method`.
+    Response(Response<'a>),
+    /// A request or notification sent by the server (it has a `method`).
+    ServerMessage {
+        method: Cow<'a, str>,
+        id: Option<Id>,
+    },
+}
+
+/// A response as received; which of `result` / `error` it carried decides its class.
+#[derive(Debug)]
+pub struct Response<'a> {
+    /// `None` when the id was `null` or absent.
+    pub id: Option<Id>,
+    /// `"jsonrpc": "2.0"` was present.
+    pub jsonrpc_ok: bool,
+    pub result: Option<&'a RawValue>,
+    pub error: Option<&'a RawValue>,
+}
+
+impl Response<'_> {
+    /// The `code` of the error object, when there is one with an integer code.
+    pub fn error_code(&self) -> Option<i64> {
+        #[derive(Deserialize)]
+        struct Code {
+            code: i64,
+        }
+        let raw = self.error?;
+        serde_json::from_str::<Code>(raw.get()).ok().map(|c| c.code)
+    }
+}
+
+/// Reads one JSON text: a single message or a batch.
+pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, DecodeError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'[') {
+        let members: Vec<&RawValue> =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::NotJson(e.to_string()))?;
+        if members.is_empty() {
+            return Err(DecodeError::NotJsonRpc("empty batch"));
+        }
+        Ok(Decoded::Batch(members))
+    } else {
+        let raw: &RawValue =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::NotJson(e.to_string()))?;
+        decode_message(raw).map(Decoded::Single)
+    }
+}
+
+/// Classifies one JSON value (a single message or one member of a batch).
+pub fn decode_message(raw: &RawValue) -> Result<Message<'_>, DecodeError> {
+    let text = raw.get();
+    if !text.starts_with('{') {
+        return Err(DecodeError::NotJsonRpc("not an object"));
+    }
+    let fields: Fields =
+        serde_json::from_str(text).map_err(|e| DecodeError::NotJson(e.to_string()))?;
+    let id = match fields.id {
+        None | Some(IdField::Null) => None,
+        Some(IdField::Id(id)) => Some(id),
+        Some(IdField::Invalid(why)) => return Err(DecodeError::InvalidId(why)),
+    };
+    if let Some(method) = fields.method {
+        return Ok(Message::ServerMessage { method, id });
+    }
+    if !fields.has_id && fields.result.is_none() && fields.error.is_none() {
+        return Err(DecodeError::NotJsonRpc("no method, id, result or error"));
+    }
+    Ok(Message::Response(Response {
+        id,
+        jsonrpc_ok: fields.jsonrpc_ok,
+        result: fields.result,
+        error: fields.error,
+    }))
+}
+
+const FRACTIONAL_ID: &str = "fractional id";
+const ID_BEYOND_I64: &str = "integer id beyond i64";
+const ID_WRONG_TYPE: &str = "id of a type other than integer or string";
+const ID_TOO_LONG: &str = "string id too long";
+
+/// The `id` member as found: a usable id, `null`, or something no id can be.
+#[derive(Debug)]
+pub(crate) enum IdField {
+    Id(Id),
+    Null,
+    Invalid(&'static str),
+}
+
+impl<'de> Deserialize<'de> for IdField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = IdField;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an integer, a string or null")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<IdField, E> {
+                Ok(IdField::Id(Id::Num(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<IdField, E> {
+                Ok(i64::try_from(v)
+                    .map_or(IdField::Invalid(ID_BEYOND_I64), |n| IdField::Id(Id::Num(n))))
+            }
+            fn visit_i128<E>(self, _: i128) -> Result<IdField, E> {
+                Ok(IdField::Invalid(ID_BEYOND_I64))
+            }
+            fn visit_u128<E>(self, _: u128) -> Result<IdField, E> {
+                Ok(IdField::Invalid(ID_BEYOND_I64))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<IdField, E> {
+                Ok(IdField::Invalid(FRACTIONAL_ID))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<IdField, E> {
+                if v.len() > MAX_ID_LEN {
+                    return Ok(IdField::Invalid(ID_TOO_LONG));
+                }
+                Ok(IdField::Id(Id::Str(v.into())))
+            }
+            fn visit_unit<E>(self) -> Result<IdField, E> {
+                Ok(IdField::Null)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<IdField, E> {
+                Ok(IdField::Invalid(ID_WRONG_TYPE))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> Result<IdField, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IdField::Invalid(ID_WRONG_TYPE))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<IdField, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IdField::Invalid(ID_WRONG_TYPE))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The members of a message object that classification needs; everything else is skipped.
+struct Fields<'a> {
+    jsonrpc_ok: bool,
+    has_id: bool,
+    id: Option<IdField>,
+    method: Option<Cow<'a, str>>,
+    result: Option<&'a RawValue>,
+    error: Option<&'a RawValue>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Fields<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON-RPC message object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Fields<'a>, A::Error> {
+                let mut f = Fields {
+                    jsonrpc_ok: false,
+                    has_id: false,
+                    id: None,
+                    method: None,
+                    result: None,
+                    error: None,
+                };
+                while let Some(key) = a.next_key::<Key>()? {
+                    match key {
+                        Key::Jsonrpc => {
+                            let v: &RawValue = a.next_value()?;
+                            f.jsonrpc_ok = v.get() == "\"2.0\"";
+                        }
+                        Key::Id => {
+                            f.has_id = true;
+                            f.id = Some(a.next_value()?);
+                        }
+                        Key::Method => f.method = Some(a.next_value::<MethodName>()?.0),
+                        Key::Result => f.result = Some(a.next_value()?),
+                        Key::Error => f.error = Some(a.next_value()?),
+                        Key::Other => {
+                            a.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(f)
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// A member name, matched without allocating.
+enum Key {
+    Jsonrpc,
+    Id,
+    Method,
+    Result,
+    Error,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+                Ok(match v {
+                    "jsonrpc" => Key::Jsonrpc,
+                    "id" => Key::Id,
+                    "method" => Key::Method,
+                    "result" => Key::Result,
+                    "error" => Key::Error,
+                    _ => Key::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+/// A `method` member: borrowed from the input unless it holds escapes.
+#[derive(Deserialize)]
+struct MethodName<'a>(#[serde(borrow)] Cow<'a, str>);

@@ -1,0 +1,187 @@
+//! Measurement state owned by one worker: the counters of METRICS.md and HDR histograms, all
+//! mergeable with `+=` so workers never share anything until a step ends.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::AddAssign;
+use std::time::Duration;
+
+/// Every count of METRICS.md that one worker keeps. Names are the CSV column names.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Requests registered (sent or attempted), batch members included.
+    pub requests: u64,
+    /// Responses that paired a request: `ok + errors + both_result_error + invalid_jsonrpc`.
+    pub responses: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub both_result_error: u64,
+    pub invalid_jsonrpc: u64,
+    pub duplicate_id: u64,
+    pub late: u64,
+    pub unknown_id: u64,
+    pub null_id: u64,
+    pub server_messages: u64,
+    pub parse_errors: u64,
+    pub missing: u64,
+    pub timeouts: u64,
+    pub http_429: u64,
+    pub http_503: u64,
+    pub http_other: u64,
+    pub transport_errors: u64,
+    pub batches: u64,
+    pub batch_rejected: u64,
+    pub response_count_mismatch: u64,
+    /// Largest `Retry-After` seen, in seconds (merged by maximum).
+    pub retry_after_max_s: u64,
+    /// Highest number of requests in flight at once (merged by maximum).
+    pub in_flight_max: u64,
+    /// Error responses by their JSON-RPC error code (absent code: not counted here).
+    pub errors_by_code: BTreeMap<i64, u64>,
+}
+
+impl Counters {
+    /// `duplicate_id + late + unknown_id + null_id + both_result_error + invalid_jsonrpc +
+    /// parse_errors`, the `anomalies` column of timeseries.csv.
+    pub fn anomalies(&self) -> u64 {
+        self.duplicate_id
+            + self.late
+            + self.unknown_id
+            + self.null_id
+            + self.both_result_error
+            + self.invalid_jsonrpc
+            + self.parse_errors
+    }
+
+    /// Requests that ended, one way or another: every term of the pairing identity but
+    /// `in_flight_at_end`.
+    pub fn ended(&self) -> u64 {
+        self.ok
+            + self.errors
+            + self.both_result_error
+            + self.invalid_jsonrpc
+            + self.missing
+            + self.timeouts
+            + self.http_429
+            + self.http_503
+            + self.http_other
+            + self.transport_errors
+    }
+}
+
+impl AddAssign<&Counters> for Counters {
+    fn add_assign(&mut self, o: &Counters) {
+        macro_rules! sum {
+            ($($f:ident),*) => { $( self.$f += o.$f; )* };
+        }
+        sum!(
+            requests,
+            responses,
+            ok,
+            errors,
+            both_result_error,
+            invalid_jsonrpc,
+            duplicate_id,
+            late,
+            unknown_id,
+            null_id,
+            server_messages,
+            parse_errors,
+            missing,
+            timeouts,
+            http_429,
+            http_503,
+            http_other,
+            transport_errors,
+            batches,
+            batch_rejected,
+            response_count_mismatch
+        );
+        self.retry_after_max_s = self.retry_after_max_s.max(o.retry_after_max_s);
+        self.in_flight_max = self.in_flight_max.max(o.in_flight_max);
+        for (code, n) in &o.errors_by_code {
+            *self.errors_by_code.entry(*code).or_default() += n;
+        }
+    }
+}
+
+/// Highest value an HDR latency histogram records: one hour, in microseconds.
+pub const LATENCY_MAX_US: u64 = 3_600_000_000;
+
+/// An HDR histogram of durations in microseconds, 1 µs to 1 h, 3 significant digits.
+#[derive(Clone, Debug)]
+pub struct LatencyHistogram(Histogram<u64>);
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        LatencyHistogram(
+            Histogram::new_with_bounds(1, LATENCY_MAX_US, 3).expect("static bounds are valid"),
+        )
+    }
+}
+
+impl LatencyHistogram {
+    /// Records a duration (clamped to 1 µs ..= 1 h; never fails).
+    #[inline]
+    pub fn record(&mut self, d: Duration) {
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.0.saturating_record(us.clamp(1, LATENCY_MAX_US));
+    }
+
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.0
+    }
+
+    pub fn reset(&mut self) {
+        self.0.reset();
+    }
+}
+
+impl AddAssign<&LatencyHistogram> for LatencyHistogram {
+    fn add_assign(&mut self, o: &LatencyHistogram) {
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = self.0.add(&o.0);
+    }
+}
+
+/// Everything one worker measures in one step.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    pub counters: Counters,
+    /// Pairing latency from the moment each request was due (coordinated-omission corrected
+    /// in open loop).
+    pub latency: LatencyHistogram,
+    /// Pairing latency from the moment each request was written (the uncorrected figure).
+    pub service_latency: LatencyHistogram,
+    /// Members per batch sent.
+    pub batch_size: Histogram<u64>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            counters: Counters::default(),
+            latency: LatencyHistogram::default(),
+            service_latency: LatencyHistogram::default(),
+            batch_size: Histogram::new(3).expect("static bounds are valid"),
+        }
+    }
+}
+
+impl AddAssign<&Stats> for Stats {
+    fn add_assign(&mut self, o: &Stats) {
+        self.counters += &o.counters;
+        self.latency += &o.latency;
+        self.service_latency += &o.service_latency;
+        let _ = self.batch_size.add(&o.batch_size);
+    }
+}
