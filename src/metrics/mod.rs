@@ -1,6 +1,10 @@
 //! Measurement state owned by one worker: the counters of METRICS.md and HDR histograms, all
 //! mergeable with `+=` so workers never share anything until a step ends.
 
+mod summary;
+
+pub use summary::{Model, Percentiles, StepFacts, StepSummary, Verdict, us_to_ms};
+
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

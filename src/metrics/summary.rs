@@ -1,0 +1,228 @@
+//! The serialisable figures of one step: one row of steps.csv, one entry of summary.json.
+//! Field order is the column order of METRICS.md; extra columns come after `verdict`.
+
+use super::{Counters, LatencyHistogram, Stats};
+use serde::{Deserialize, Serialize};
+
+/// Closed loop (N virtual clients) or open loop (R arrivals per second).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    Closed,
+    Open,
+}
+
+/// A step's verdict (METRICS.md "The knee").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Ok,
+    Saturated,
+    Failed,
+}
+
+/// One step's figures. Every field is a column of steps.csv, in this order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepSummary {
+    /// 1-based step number within the run.
+    pub step: u32,
+    pub model: Model,
+    /// Virtual clients (closed loop); empty in open loop.
+    pub concurrency: Option<u64>,
+    /// Arrivals per second (open loop); empty in closed loop.
+    pub target_rate: Option<f64>,
+    /// Measured duration in seconds (warm-up excluded).
+    pub duration_s: f64,
+    pub requests: u64,
+    pub responses: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub both_result_error: u64,
+    pub invalid_jsonrpc: u64,
+    pub duplicate_id: u64,
+    pub late: u64,
+    pub unknown_id: u64,
+    pub null_id: u64,
+    pub server_messages: u64,
+    pub parse_errors: u64,
+    pub missing: u64,
+    pub timeouts: u64,
+    pub http_429: u64,
+    pub http_503: u64,
+    pub http_other: u64,
+    pub transport_errors: u64,
+    pub batches: u64,
+    pub batch_rejected: u64,
+    pub response_count_mismatch: u64,
+    /// Responses paired per second.
+    pub throughput_rps: f64,
+    /// `ok` per second.
+    pub goodput_rps: f64,
+    /// (requests − ok) / requests; 0 when no request was sent.
+    pub error_rate: f64,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub p999_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    pub mean_ms: Option<f64>,
+    pub in_flight_max: u64,
+    pub retry_after_max_s: Option<u64>,
+    /// Open loop: p99 of how late sends left compared with their schedule.
+    pub schedule_lag_p99_ms: Option<f64>,
+    /// Open loop: arrivals not sent because `max_in_flight` was reached.
+    pub dropped_arrivals: Option<u64>,
+    pub verdict: Verdict,
+    /// Open loop: the same percentiles measured from the actual write (uncorrected).
+    pub service_p50_ms: Option<f64>,
+    pub service_p90_ms: Option<f64>,
+    pub service_p99_ms: Option<f64>,
+    pub service_p999_ms: Option<f64>,
+    pub service_max_ms: Option<f64>,
+    pub service_mean_ms: Option<f64>,
+    /// Requests still pending when the step's figures were taken (0 once drained).
+    pub in_flight_at_end: u64,
+    /// The step was cut short by Ctrl-C / SIGTERM.
+    pub interrupted: bool,
+}
+
+/// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Percentiles {
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    pub p999: Option<f64>,
+    pub max: Option<f64>,
+    pub mean: Option<f64>,
+}
+
+impl Percentiles {
+    pub fn of(h: &LatencyHistogram) -> Self {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let h = h.histogram();
+        let q = |q: f64| Some(us_to_ms(h.value_at_quantile(q) as f64));
+        Percentiles {
+            p50: q(0.50),
+            p90: q(0.90),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: Some(us_to_ms(h.max() as f64)),
+            mean: Some(us_to_ms(h.mean())),
+        }
+    }
+}
+
+/// Microseconds to milliseconds, rounded to 3 decimals.
+pub fn us_to_ms(us: f64) -> f64 {
+    (us).round() / 1000.0
+}
+
+/// What the engine knows of a step besides its merged [`Stats`].
+#[derive(Clone, Copy, Debug)]
+pub struct StepFacts {
+    pub step: u32,
+    pub model: Model,
+    pub concurrency: Option<u64>,
+    pub target_rate: Option<f64>,
+    pub duration_s: f64,
+    /// Open loop only: p99 schedule lag in ms, and arrivals dropped at `max_in_flight`.
+    pub schedule_lag_p99_ms: Option<f64>,
+    pub dropped_arrivals: Option<u64>,
+    pub in_flight_at_end: u64,
+    pub interrupted: bool,
+}
+
+impl StepSummary {
+    /// Builds the row from the merged stats; `verdict` starts `Ok` and is set by the analysis.
+    pub fn new(f: StepFacts, s: &Stats) -> Self {
+        let c: &Counters = &s.counters;
+        let per_s = |n: u64| {
+            if f.duration_s > 0.0 {
+                n as f64 / f.duration_s
+            } else {
+                0.0
+            }
+        };
+        let lat = Percentiles::of(&s.latency);
+        let service = match f.model {
+            Model::Open => Percentiles::of(&s.service_latency),
+            Model::Closed => Percentiles::default(),
+        };
+        StepSummary {
+            step: f.step,
+            model: f.model,
+            concurrency: f.concurrency,
+            target_rate: f.target_rate,
+            duration_s: f.duration_s,
+            requests: c.requests,
+            responses: c.responses,
+            ok: c.ok,
+            errors: c.errors,
+            both_result_error: c.both_result_error,
+            invalid_jsonrpc: c.invalid_jsonrpc,
+            duplicate_id: c.duplicate_id,
+            late: c.late,
+            unknown_id: c.unknown_id,
+            null_id: c.null_id,
+            server_messages: c.server_messages,
+            parse_errors: c.parse_errors,
+            missing: c.missing,
+            timeouts: c.timeouts,
+            http_429: c.http_429,
+            http_503: c.http_503,
+            http_other: c.http_other,
+            transport_errors: c.transport_errors,
+            batches: c.batches,
+            batch_rejected: c.batch_rejected,
+            response_count_mismatch: c.response_count_mismatch,
+            throughput_rps: per_s(c.responses),
+            goodput_rps: per_s(c.ok),
+            error_rate: if c.requests == 0 {
+                0.0
+            } else {
+                (c.requests - c.ok.min(c.requests)) as f64 / c.requests as f64
+            },
+            p50_ms: lat.p50,
+            p90_ms: lat.p90,
+            p99_ms: lat.p99,
+            p999_ms: lat.p999,
+            max_ms: lat.max,
+            mean_ms: lat.mean,
+            in_flight_max: c.in_flight_max,
+            retry_after_max_s: (c.http_429 + c.http_503 > 0).then_some(c.retry_after_max_s),
+            schedule_lag_p99_ms: f.schedule_lag_p99_ms,
+            dropped_arrivals: f.dropped_arrivals,
+            verdict: Verdict::Ok,
+            service_p50_ms: service.p50,
+            service_p90_ms: service.p90,
+            service_p99_ms: service.p99,
+            service_p999_ms: service.p999,
+            service_max_ms: service.max,
+            service_mean_ms: service.mean,
+            in_flight_at_end: f.in_flight_at_end,
+            interrupted: f.interrupted,
+        }
+    }
+
+    /// METRICS.md's `anomalies`: every pairing anomaly added up.
+    pub fn anomalies(&self) -> u64 {
+        self.duplicate_id
+            + self.late
+            + self.unknown_id
+            + self.null_id
+            + self.both_result_error
+            + self.invalid_jsonrpc
+            + self.parse_errors
+    }
+
+    /// The step's load: concurrency (closed loop) or target rate (open loop).
+    pub fn load(&self) -> f64 {
+        match self.model {
+            Model::Closed => self.concurrency.unwrap_or(0) as f64,
+            Model::Open => self.target_rate.unwrap_or(0.0),
+        }
+    }
+}
