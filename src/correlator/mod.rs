@@ -6,7 +6,7 @@ use crate::metrics::Stats;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How many ended ids are remembered by default, to tell `duplicate_id` and `late` from
 /// `unknown_id`. Older ids are forgotten; a response for one then counts as `unknown_id`.
@@ -92,23 +92,112 @@ pub struct Ingested {
     pub non_null_responses: usize,
 }
 
-#[derive(Debug)]
-enum Entry {
-    Pending(Sent),
+/// What is known of one id the run issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Never used (a ring slot only).
+    Empty,
+    Pending,
     /// Paired by a response; another response with this id is a `duplicate_id`.
     Paired,
     /// Ended unpaired (timed out, cancelled, missing, refused); a response now is `late`.
     Unpaired,
 }
 
+/// One id's record; times are nanoseconds since the correlator's epoch.
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    due: u64,
+    written: u64,
+    deadline: u64,
+    state: State,
+}
+
+const EMPTY: Record = Record {
+    due: 0,
+    written: 0,
+    deadline: 0,
+    state: State::Empty,
+};
+
+/// Integer ids, direct-mapped by `id & mask`: the run issues them in sequence, so a slot is
+/// reused only after `len` newer ids, which makes the ring its own window of ended ids. A
+/// slot still pending when its index comes round again makes the ring grow.
+#[derive(Debug)]
+struct Ring {
+    ids: Vec<i64>,
+    records: Vec<Record>,
+    mask: usize,
+}
+
+impl Ring {
+    fn new(len: usize) -> Self {
+        let len = len.next_power_of_two();
+        Ring {
+            ids: vec![0; len],
+            records: vec![EMPTY; len],
+            mask: len - 1,
+        }
+    }
+
+    /// The slot holding `id`, if it does.
+    #[inline]
+    fn slot(&self, id: i64) -> Option<usize> {
+        let i = id as usize & self.mask;
+        (self.ids[i] == id && self.records[i].state != State::Empty).then_some(i)
+    }
+
+    /// Places a record, growing while its slot holds another pending id.
+    fn insert(&mut self, id: i64, rec: Record) {
+        loop {
+            let i = id as usize & self.mask;
+            if self.records[i].state != State::Pending {
+                self.ids[i] = id;
+                self.records[i] = rec;
+                return;
+            }
+            self.grow();
+        }
+    }
+
+    fn grow(&mut self) {
+        let old = std::mem::replace(self, Ring::new((self.mask + 1) * 2));
+        // Pending records first, so that an ended one never takes a pending one's slot.
+        for pass in [true, false] {
+            for (id, rec) in old.ids.iter().zip(&old.records) {
+                if (rec.state == State::Pending) == pass && rec.state != State::Empty {
+                    let i = *id as usize & self.mask;
+                    if pass {
+                        self.insert(*id, *rec);
+                    } else if self.records[i].state == State::Empty {
+                        self.ids[i] = *id;
+                        self.records[i] = *rec;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// String ids (rare: probes and servers that echo strings) with their own window.
+#[derive(Debug, Default)]
+struct Named {
+    records: FxHashMap<Box<str>, Record>,
+    ended: VecDeque<Box<str>>,
+}
+
 /// One worker's correlator. Not shared: each worker owns one and merges its [`Stats`].
 #[derive(Debug)]
 pub struct Correlator {
-    entries: FxHashMap<Id, Entry>,
-    pending: usize,
-    deadlines: BinaryHeap<Reverse<(Instant, Id)>>,
-    ended: VecDeque<Id>,
+    epoch: Instant,
+    ring: Ring,
+    named: Named,
     ended_window: usize,
+    pending: usize,
+    /// Deadlines in registration order; nearly always nondecreasing, so a FIFO suffices...
+    deadlines: VecDeque<(u64, Id)>,
+    /// ...and the few that arrive out of order wait here.
+    early_deadlines: BinaryHeap<Reverse<(u64, Id)>>,
     stats: Stats,
 }
 
@@ -119,36 +208,65 @@ impl Default for Correlator {
 }
 
 impl Correlator {
-    /// A correlator that remembers the last `ended_window` ended ids.
+    /// A correlator that remembers at least the last `ended_window` ended ids.
     pub fn new(ended_window: usize) -> Self {
+        let ended_window = ended_window.max(1);
         Correlator {
-            entries: FxHashMap::default(),
+            epoch: Instant::now(),
+            ring: Ring::new(ended_window),
+            named: Named::default(),
+            ended_window,
             pending: 0,
-            deadlines: BinaryHeap::new(),
-            ended: VecDeque::with_capacity(ended_window.min(1 << 20)),
-            ended_window: ended_window.max(1),
+            deadlines: VecDeque::new(),
+            early_deadlines: BinaryHeap::new(),
             stats: Stats::default(),
+        }
+    }
+
+    #[inline]
+    fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+
+    #[inline]
+    fn record(&self, id: &Id) -> Option<&Record> {
+        match id {
+            Id::Num(n) => self.ring.slot(*n).map(|i| &self.ring.records[i]),
+            Id::Str(s) => self.named.records.get(s),
+        }
+    }
+
+    #[inline]
+    fn record_mut(&mut self, id: &Id) -> Option<&mut Record> {
+        match id {
+            Id::Num(n) => self.ring.slot(*n).map(|i| &mut self.ring.records[i]),
+            Id::Str(s) => self.named.records.get_mut(s),
         }
     }
 
     /// Registers a request about to be written. Refused when `id` is still pending.
     #[inline]
     pub fn register(&mut self, id: Id, sent: Sent) -> Result<(), Collision> {
-        match self.entries.entry(id) {
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                if matches!(e.get(), Entry::Pending(_)) {
-                    return Err(Collision(e.key().clone()));
-                }
-                // A reused id: its old end is forgotten, its window slot stays (see evict).
-                e.insert(Entry::Pending(sent));
-                self.deadlines
-                    .push(Reverse((sent.deadline, e.key().clone())));
+        if matches!(self.record(&id), Some(r) if r.state == State::Pending) {
+            return Err(Collision(id));
+        }
+        let rec = Record {
+            due: self.ns(sent.due),
+            written: self.ns(sent.written),
+            deadline: self.ns(sent.deadline),
+            state: State::Pending,
+        };
+        match &id {
+            Id::Num(n) => self.ring.insert(*n, rec),
+            Id::Str(s) => {
+                self.named.records.insert(s.clone(), rec);
             }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                self.deadlines
-                    .push(Reverse((sent.deadline, v.key().clone())));
-                v.insert(Entry::Pending(sent));
+        }
+        match self.deadlines.back() {
+            Some((last, _)) if *last > rec.deadline => {
+                self.early_deadlines.push(Reverse((rec.deadline, id)))
             }
+            _ => self.deadlines.push_back((rec.deadline, id)),
         }
         self.pending += 1;
         let c = &mut self.stats.counters;
@@ -198,7 +316,7 @@ impl Correlator {
         let class = match msg {
             Err(_) => Class::ParseError,
             Ok(Message::ServerMessage { .. }) => Class::ServerMessage,
-            Ok(Message::Response(mut r)) => match r.id.take() {
+            Ok(Message::Response(r)) => match &r.id {
                 None => Class::NullId,
                 Some(id) => self.pair(id, &r, now),
             },
@@ -220,22 +338,26 @@ impl Correlator {
     }
 
     #[inline]
-    fn pair(&mut self, id: Id, r: &jsonrpc::Response<'_>, now: Instant) -> Class {
-        let Some(entry) = self.entries.get_mut(&id) else {
+    fn pair(&mut self, id: &Id, r: &jsonrpc::Response<'_>, now: Instant) -> Class {
+        let now_ns = self.ns(now);
+        let Some(rec) = self.record_mut(id) else {
             return Class::UnknownId;
         };
-        let sent = match entry {
-            Entry::Pending(sent) => *sent,
-            Entry::Paired => return Class::DuplicateId,
-            Entry::Unpaired => return Class::Late,
-        };
-        *entry = Entry::Paired;
+        match rec.state {
+            State::Pending => {}
+            State::Paired => return Class::DuplicateId,
+            State::Unpaired => return Class::Late,
+            State::Empty => return Class::UnknownId,
+        }
+        rec.state = State::Paired;
+        let (due, written) = (rec.due, rec.written);
         self.pending -= 1;
         self.remember_ended(id);
         let s = &mut self.stats;
-        s.latency.record(now.saturating_duration_since(sent.due));
+        s.latency
+            .record(Duration::from_nanos(now_ns.saturating_sub(due)));
         s.service_latency
-            .record(now.saturating_duration_since(sent.written));
+            .record(Duration::from_nanos(now_ns.saturating_sub(written)));
         s.counters.responses += 1;
         let class = match (r.result.is_some(), r.error.is_some()) {
             _ if !r.jsonrpc_ok => Class::InvalidJsonrpc,
@@ -255,15 +377,12 @@ impl Correlator {
     /// Ends a pending request without a response. Returns false (and counts nothing) when
     /// `id` was not pending.
     pub fn end(&mut self, id: &Id, end: End) -> bool {
-        let Some(entry) = self.entries.get_mut(id) else {
-            return false;
-        };
-        if !matches!(entry, Entry::Pending(_)) {
-            return false;
+        match self.record_mut(id) {
+            Some(rec) if rec.state == State::Pending => rec.state = State::Unpaired,
+            _ => return false,
         }
-        *entry = Entry::Unpaired;
         self.pending -= 1;
-        self.remember_ended(id.clone());
+        self.remember_ended(id);
         let c = &mut self.stats.counters;
         match end {
             End::Missing => c.missing += 1,
@@ -286,11 +405,17 @@ impl Correlator {
 
     /// Ends every pending request the same way (a child that exited, a drain that gave up).
     pub fn end_all(&mut self, end: End) -> usize {
-        let ids: Vec<Id> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| matches!(e, Entry::Pending(_)))
-            .map(|(id, _)| id.clone())
+        let numbered = self.ring.ids.iter().zip(&self.ring.records);
+        let ids: Vec<Id> = numbered
+            .filter(|(_, r)| r.state == State::Pending)
+            .map(|(id, _)| Id::Num(*id))
+            .chain(
+                self.named
+                    .records
+                    .iter()
+                    .filter(|(_, r)| r.state == State::Pending)
+                    .map(|(s, _)| Id::Str(s.clone())),
+            )
             .collect();
         ids.iter().filter(|id| self.end(id, end)).count()
     }
@@ -298,17 +423,29 @@ impl Correlator {
     /// Ends as `timeouts` every pending request whose deadline is at or before `now`, calling
     /// `on_timeout` for each (to cancel it on the wire). Returns how many timed out.
     pub fn expire(&mut self, now: Instant, mut on_timeout: impl FnMut(&Id)) -> usize {
+        let now = self.ns(now);
         let mut n = 0;
-        while let Some(Reverse((deadline, _))) = self.deadlines.peek() {
+        // The FIFO: drop entries of requests that already ended (so it stays about as long as
+        // the span of requests in flight), stop at the first pending one not yet due.
+        while let Some((deadline, id)) = self.deadlines.front() {
+            let (deadline, live) = (*deadline, self.is_pending_until(id, *deadline));
+            if live && deadline > now {
+                break;
+            }
+            let (_, id) = self.deadlines.pop_front().expect("peeked");
+            if live {
+                self.end(&id, End::Timeout);
+                on_timeout(&id);
+                n += 1;
+            }
+        }
+        while let Some(Reverse((deadline, _))) = self.early_deadlines.peek() {
             if *deadline > now {
                 break;
             }
-            let Some(Reverse((deadline, id))) = self.deadlines.pop() else {
-                break;
-            };
-            let due_now =
-                matches!(self.entries.get(&id), Some(Entry::Pending(s)) if s.deadline == deadline);
-            if due_now && self.end(&id, End::Timeout) {
+            let Reverse((deadline, id)) = self.early_deadlines.pop().expect("peeked");
+            if self.is_pending_until(&id, deadline) {
+                self.end(&id, End::Timeout);
                 on_timeout(&id);
                 n += 1;
             }
@@ -316,9 +453,20 @@ impl Correlator {
         n
     }
 
+    /// Whether `id` is pending under the registration that set this deadline.
+    fn is_pending_until(&self, id: &Id, deadline: u64) -> bool {
+        matches!(self.record(id), Some(r) if r.state == State::Pending && r.deadline == deadline)
+    }
+
     /// The earliest deadline still queued (possibly of a request already ended).
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.peek().map(|Reverse((d, _))| *d)
+        let fifo = self.deadlines.front().map(|(d, _)| *d);
+        let early = self.early_deadlines.peek().map(|Reverse((d, _))| *d);
+        let d = match (fifo, early) {
+            (Some(f), Some(e)) => f.min(e),
+            (f, e) => f.or(e)?,
+        };
+        Some(self.epoch + Duration::from_nanos(d))
     }
 
     /// Records a batch sent with `members` members.
@@ -362,14 +510,20 @@ impl Correlator {
         std::mem::replace(&mut self.stats, fresh)
     }
 
-    fn remember_ended(&mut self, id: Id) {
-        if self.ended.len() == self.ended_window
-            && let Some(old) = self.ended.pop_front()
-            && let Some(Entry::Paired | Entry::Unpaired) = self.entries.get(&old)
+    /// String ids keep their own window; integer ids are remembered by the ring.
+    fn remember_ended(&mut self, id: &Id) {
+        let Id::Str(s) = id else { return };
+        let named = &mut self.named;
+        if named.ended.len() >= self.ended_window
+            && let Some(old) = named.ended.pop_front()
+            && named
+                .records
+                .get(&old)
+                .is_some_and(|r| r.state != State::Pending)
         {
-            self.entries.remove(&old);
+            named.records.remove(&old);
         }
-        self.ended.push_back(id);
+        named.ended.push_back(s.clone());
     }
 }
 
