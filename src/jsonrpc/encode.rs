@@ -6,15 +6,35 @@ use serde_json::value::RawValue;
 
 /// Appends one request to `out`. `params` is already-serialised JSON (or `None`).
 pub fn encode_request(out: &mut Vec<u8>, id: &Id, method: &str, params: Option<&RawValue>) {
+    match params {
+        Some(p) => encode_request_with(out, id, method, |out| {
+            out.extend_from_slice(p.get().as_bytes())
+        }),
+        None => {
+            write_head(out, id, method);
+            out.push(b'}');
+        }
+    }
+}
+
+/// Appends one request whose params `write_params` renders in place (a template).
+pub fn encode_request_with(
+    out: &mut Vec<u8>,
+    id: &Id,
+    method: &str,
+    write_params: impl FnOnce(&mut Vec<u8>),
+) {
+    write_head(out, id, method);
+    out.extend_from_slice(br#","params":"#);
+    write_params(out);
+    out.push(b'}');
+}
+
+fn write_head(out: &mut Vec<u8>, id: &Id, method: &str) {
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     write_id(out, id);
     out.extend_from_slice(br#","method":"#);
     write_json_str(out, method);
-    if let Some(p) = params {
-        out.extend_from_slice(br#","params":"#);
-        out.extend_from_slice(p.get().as_bytes());
-    }
-    out.push(b'}');
 }
 
 /// Appends one notification (no id) to `out`.

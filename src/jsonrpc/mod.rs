@@ -5,7 +5,9 @@ mod decode;
 mod encode;
 
 pub use decode::{DecodeError, Decoded, Message, Response, decode, decode_message};
-pub use encode::{BatchWriter, RequestTemplate, encode_notification, encode_request};
+pub use encode::{
+    BatchWriter, RequestTemplate, encode_notification, encode_request, encode_request_with,
+};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

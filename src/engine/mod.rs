@@ -1,0 +1,285 @@
+//! The load engine: workers that fire the mix at the target, one step at a time, and the
+//! coordinator that merges their once-a-second reports into the run folder. The engine never
+//! formats or prints; the progress display reads what the coordinator hands it.
+
+mod progress;
+mod worker;
+
+pub use progress::Progress;
+
+use crate::load::mix::Mix;
+use crate::metrics::{LatencyHistogram, Model, Stats, StepFacts};
+use crate::profile::Spacing;
+use crate::report::{ReportError, RunFolder, Second};
+use crate::transport::{AnyTransport, Transport};
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Everything the workers need that does not change between steps.
+#[derive(Debug)]
+pub struct Workload {
+    pub model: Model,
+    pub mix: Mix,
+    pub batch: Option<BatchShape>,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub timeout: Duration,
+    pub think_time: Duration,
+    pub spacing: Spacing,
+    pub max_in_flight: usize,
+    pub seed: u64,
+}
+
+impl Workload {
+    fn batch_size(&self) -> usize {
+        self.batch.as_ref().map_or(1, |b| b.size)
+    }
+}
+
+/// Every send is a JSON array of `size` requests and `notifications` notifications.
+#[derive(Debug)]
+pub struct BatchShape {
+    pub size: usize,
+    pub notifications: usize,
+    filler: Box<RawValue>,
+}
+
+impl BatchShape {
+    pub fn new(size: usize, notifications: usize) -> Self {
+        BatchShape {
+            size,
+            notifications,
+            filler: worker::batch_filler(),
+        }
+    }
+}
+
+/// One step as the coordinator hands it to every worker.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StepOrder {
+    pub step: u32,
+    /// Concurrency (closed loop) or arrivals per second (open loop), for the whole step.
+    pub level: f64,
+}
+
+/// What workers tell the coordinator.
+#[derive(Debug)]
+pub(crate) enum Report {
+    /// One measured second (the last one of a step also holds the drain).
+    Second {
+        worker: u32,
+        step: u32,
+        second: u32,
+        stats: Box<Stats>,
+        in_flight: u64,
+    },
+    StepDone {
+        worker: u32,
+        step: u32,
+        /// From the start of the measured phase to the end of the drain.
+        measured: Duration,
+        /// Open loop: how late each send left compared with its schedule.
+        lag: Box<LatencyHistogram>,
+        dropped_arrivals: u64,
+        in_flight_at_end: u64,
+        interrupted: bool,
+    },
+}
+
+/// How a sweep ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SweepEnd {
+    /// Every step ran, or the sweep stopped after a failed step as asked.
+    Complete,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+/// Runs every level as one step, writing each second and each step to `folder` as it ends.
+/// Transports are handed back for closing.
+pub async fn sweep(
+    work: Arc<Workload>,
+    levels: &[f64],
+    transports: Vec<AnyTransport>,
+    folder: &mut RunFolder,
+    stop_on_failure: bool,
+    cancel: CancellationToken,
+    progress: &Progress,
+) -> Result<(SweepEnd, Vec<AnyTransport>), ReportError> {
+    let workers = transports.len() as u32;
+    let (report_tx, mut reports) = mpsc::unbounded_channel();
+    let mut orders = Vec::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, transport) in transports.into_iter().enumerate() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        orders.push(tx);
+        let w = worker::Worker {
+            index: i as u32,
+            workers,
+            transport,
+            work: Arc::clone(&work),
+            reports: report_tx.clone(),
+            cancel: cancel.clone(),
+        };
+        tasks.spawn(async move { (i, w.run(rx).await) });
+    }
+    drop(report_tx);
+    let mut end = SweepEnd::Complete;
+    for (i, level) in levels.iter().enumerate() {
+        if cancel.is_cancelled() {
+            end = SweepEnd::Interrupted;
+            break;
+        }
+        let order = StepOrder {
+            step: i as u32 + 1,
+            level: *level,
+        };
+        progress.start_step(order.step, levels.len(), work.model, *level, work.warmup + work.duration);
+        for o in &orders {
+            let _ = o.send(order);
+        }
+        let Some(step) = collect_step(&mut reports, workers, order, &work, folder, progress).await? else {
+            break; // every worker is gone
+        };
+        let judgement = folder.end_step(step.facts, &step.stats)?;
+        progress.end_step(&judgement);
+        if step.facts.interrupted {
+            end = SweepEnd::Interrupted;
+            break;
+        }
+        if stop_on_failure && judgement.stop() {
+            break;
+        }
+    }
+    drop(orders);
+    let mut back: Vec<(usize, AnyTransport)> = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok(t) = joined {
+            back.push(t);
+        }
+    }
+    back.sort_by_key(|(i, _)| *i);
+    Ok((end, back.into_iter().map(|(_, t)| t).collect()))
+}
+
+/// A step's merged figures.
+struct StepResult {
+    facts: StepFacts,
+    stats: Stats,
+}
+
+/// Gathers one step's reports from every worker; writes each second once all workers sent it.
+async fn collect_step(
+    reports: &mut mpsc::UnboundedReceiver<Report>,
+    workers: u32,
+    order: StepOrder,
+    work: &Workload,
+    folder: &mut RunFolder,
+    progress: &Progress,
+) -> Result<Option<StepResult>, ReportError> {
+    let mut total = Stats::default();
+    let mut seconds: BTreeMap<u32, (Stats, u64)> = BTreeMap::new();
+    let mut lag = LatencyHistogram::default();
+    let mut facts = StepFacts {
+        step: order.step,
+        model: work.model,
+        concurrency: (work.model == Model::Closed).then_some(order.level.round() as u64),
+        target_rate: (work.model == Model::Open).then_some(order.level),
+        duration_s: 0.0,
+        schedule_lag_p99_ms: None,
+        dropped_arrivals: (work.model == Model::Open).then_some(0),
+        in_flight_at_end: 0,
+        interrupted: false,
+    };
+    let mut measured = Duration::ZERO;
+    // Per worker: the last second it reported, and whether it finished the step.
+    let mut last_second_of: Vec<Option<u32>> = vec![None; workers as usize];
+    let mut finished = vec![false; workers as usize];
+    while finished.iter().any(|f| !f) {
+        let Some(r) = reports.recv().await else {
+            return Ok(None);
+        };
+        match r {
+            Report::Second {
+                worker,
+                step,
+                second,
+                stats,
+                in_flight,
+            } if step == order.step => {
+                total += &*stats;
+                let slot = seconds
+                    .entry(second)
+                    .or_insert_with(|| (Stats::default(), 0));
+                slot.0 += &*stats;
+                slot.1 += in_flight;
+                last_second_of[worker as usize] = Some(second);
+            }
+            Report::StepDone {
+                worker,
+                step,
+                measured: m,
+                lag: l,
+                dropped_arrivals,
+                in_flight_at_end,
+                interrupted,
+            } if step == order.step => {
+                finished[worker as usize] = true;
+                measured = measured.max(m);
+                lag += &*l;
+                if let Some(d) = facts.dropped_arrivals.as_mut() {
+                    *d += dropped_arrivals;
+                }
+                facts.in_flight_at_end += in_flight_at_end;
+                facts.interrupted |= interrupted;
+            }
+            _ => {}
+        }
+        // A second is complete once every worker sent it or finished the step (a worker
+        // sends its seconds in order, and its last one just before it finishes).
+        while let Some((&sec, _)) = seconds.first_key_value() {
+            let complete = (0..workers as usize)
+                .all(|w| finished[w] || last_second_of[w].is_some_and(|last| last >= sec));
+            if !complete {
+                break;
+            }
+            let (_, (stats, in_flight)) = seconds.pop_first().expect("peeked");
+            // The step's last row also holds the drain: it lasts until the drain ended.
+            let last = seconds.is_empty() && finished.iter().all(|f| *f);
+            let start = Duration::from_secs(sec as u64);
+            let length = if last {
+                measured.saturating_sub(start).max(Duration::from_millis(1))
+            } else {
+                Duration::from_secs(1)
+            };
+            folder.record_second(&Second {
+                step: order.step,
+                start,
+                length,
+                counters: &stats.counters,
+                in_flight,
+                latency: &stats.latency,
+            })?;
+            progress.second(&stats, in_flight);
+        }
+    }
+    facts.duration_s = measured.as_secs_f64();
+    if work.model == Model::Open && !lag.is_empty() {
+        facts.schedule_lag_p99_ms = Some(lag.histogram().value_at_quantile(0.99) as f64 / 1000.0);
+    }
+    Ok(Some(StepResult {
+        facts,
+        stats: total,
+    }))
+}
+
+/// Closes every transport (DELETE of legacy sessions, a child's stdin closed and reaped).
+pub async fn close_all(transports: &mut [AnyTransport]) {
+    for t in transports {
+        t.close().await;
+    }
+}

@@ -1,0 +1,332 @@
+//! One worker: the hot loop. It owns one transport, one correlator, one ledger and its share
+//! of the load; it writes only its own state and reports to the coordinator once a second.
+
+use super::{Report, StepOrder, Workload};
+use crate::correlator::{Correlator, Sent};
+use crate::jsonrpc::{BatchWriter, Id, encode_notification};
+use crate::load::mix::Renderer;
+use crate::load::schedule::Arrivals;
+use crate::metrics::{Counters, LatencyHistogram, Model};
+use crate::transport::{AnyTransport, Ledger, Outgoing, Transport};
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// How often timeouts are checked and the clock looked at between events.
+const HOUSEKEEPING: Duration = Duration::from_millis(5);
+/// Below this distance to the next arrival the worker yields instead of sleeping: tokio's
+/// timer has a 1 ms grain, which would bunch arrivals and show as schedule lag.
+const SPIN_BELOW: Duration = Duration::from_micros(1500);
+/// How long an interrupted step waits for the answers already asked for.
+const INTERRUPT_DRAIN: Duration = Duration::from_secs(2);
+
+pub(super) struct Worker {
+    pub index: u32,
+    pub workers: u32,
+    pub transport: AnyTransport,
+    pub work: Arc<Workload>,
+    pub reports: mpsc::UnboundedSender<Report>,
+    pub cancel: CancellationToken,
+}
+
+/// Where a step is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Sending, measured but not recorded.
+    Warmup,
+    /// Warm-up over: no sends until the warm-up's requests have ended.
+    WarmupDrain,
+    Measure,
+    /// Sending over: waiting for answers up to the timeout.
+    Drain,
+}
+
+/// What the worker knows of its current step.
+struct StepState {
+    order: StepOrder,
+    phase: Phase,
+    measure_start: Instant,
+    /// Index of the current one-second interval of the measured phase.
+    second: u32,
+    next_second: Instant,
+    /// Closed loop: when each free virtual client may send again.
+    ready: VecDeque<Instant>,
+    arrivals: Option<Arrivals>,
+    lag: LatencyHistogram,
+    dropped_arrivals: u64,
+    /// When Ctrl-C / SIGTERM stopped the sending.
+    interrupted_at: Option<Instant>,
+}
+
+impl Worker {
+    pub async fn run(mut self, mut orders: mpsc::UnboundedReceiver<StepOrder>) -> AnyTransport {
+        let mut corr = Correlator::default();
+        let mut ledger = Ledger::default();
+        let mut renderer = Renderer::new(self.index, self.work.seed);
+        let mut seq = 0u64;
+        let mut buf = Vec::with_capacity(512);
+        while let Some(order) = orders.recv().await {
+            let mut ctx = Sending {
+                corr: &mut corr,
+                renderer: &mut renderer,
+                seq: &mut seq,
+                buf: &mut buf,
+            };
+            self.step(order, &mut ctx, &mut ledger).await;
+        }
+        self.transport
+    }
+
+    async fn step(&mut self, order: StepOrder, s: &mut Sending<'_>, ledger: &mut Ledger) {
+        let work = Arc::clone(&self.work);
+        let now = Instant::now();
+        let mut st = StepState {
+            phase: if work.warmup.is_zero() {
+                Phase::Measure
+            } else {
+                Phase::Warmup
+            },
+            measure_start: now + work.warmup,
+            second: 0,
+            next_second: now + work.warmup + Duration::from_secs(1),
+            ready: VecDeque::new(),
+            arrivals: None,
+            lag: LatencyHistogram::default(),
+            dropped_arrivals: 0,
+            interrupted_at: None,
+            order,
+        };
+        self.start_sending(&mut st, now);
+        let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
+        housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            let spin = match (st.phase, &st.arrivals) {
+                (Phase::Warmup | Phase::Measure, Some(a)) => {
+                    a.next_due().saturating_duration_since(Instant::now()) < SPIN_BELOW
+                }
+                _ => false,
+            };
+            let next_arrival = st.arrivals.as_ref().map(Arrivals::next_due);
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled(), if st.interrupted_at.is_none() => {
+                    st.interrupted_at = Some(Instant::now());
+                    st.phase = Phase::Drain;
+                }
+                ev = self.transport.next_event() => {
+                    let before = st.outstanding(s.corr, work.batch_size());
+                    ledger.apply(s.corr, ev);
+                    let freed = before.saturating_sub(st.outstanding(s.corr, work.batch_size()));
+                    let at = Instant::now() + work.think_time;
+                    st.ready.extend(std::iter::repeat_n(at, freed));
+                }
+                _ = tokio::task::yield_now(), if spin => {}
+                _ = sleep_until_opt(next_arrival), if !spin && next_arrival.is_some()
+                    && matches!(st.phase, Phase::Warmup | Phase::Measure) => {}
+                _ = housekeeping.tick() => {}
+            }
+            let now = Instant::now();
+            s.corr.expire(now, |id| self.transport.cancel(id));
+            if self.advance(&mut st, s, ledger, now) {
+                break;
+            }
+            if matches!(st.phase, Phase::Warmup | Phase::Measure) {
+                self.send_due(&mut st, s, now);
+            }
+        }
+    }
+
+    /// Moves the step through its phases; true when the step is over.
+    fn advance(
+        &mut self,
+        st: &mut StepState,
+        s: &mut Sending<'_>,
+        ledger: &mut Ledger,
+        now: Instant,
+    ) -> bool {
+        let work = &self.work;
+        match st.phase {
+            Phase::Warmup if now >= st.measure_start => st.phase = Phase::WarmupDrain,
+            Phase::WarmupDrain if s.corr.in_flight() == 0 => {
+                // Forget the warm-up: its requests have all ended, so the identity holds.
+                s.corr.take_stats();
+                self.transport.take_counters(&mut Counters::default());
+                ledger.take_counters(&mut Counters::default());
+                st.measure_start = now;
+                st.next_second = now + Duration::from_secs(1);
+                st.phase = Phase::Measure;
+                self.start_sending(st, now);
+            }
+            Phase::Measure if now >= st.measure_start + work.duration => st.phase = Phase::Drain,
+            _ => {}
+        }
+        let measuring = matches!(st.phase, Phase::Measure | Phase::Drain);
+        if measuring && now >= st.next_second && st.phase != Phase::Drain {
+            self.report_second(st, s, ledger, false);
+        }
+        let gave_up = st.interrupted_at.is_some_and(|t| now >= t + INTERRUPT_DRAIN);
+        let drained = s.corr.in_flight() == 0 || gave_up;
+        if st.phase == Phase::Drain && drained {
+            self.report_second(st, s, ledger, true);
+            return true;
+        }
+        false
+    }
+
+    fn report_second(&mut self, st: &mut StepState, s: &mut Sending<'_>, ledger: &mut Ledger, last: bool) {
+        let mut stats = s.corr.take_stats();
+        self.transport.take_counters(&mut stats.counters);
+        ledger.take_counters(&mut stats.counters);
+        let _ = self.reports.send(Report::Second {
+            worker: self.index,
+            step: st.order.step,
+            second: st.second,
+            stats: Box::new(stats),
+            in_flight: s.corr.in_flight() as u64,
+        });
+        st.second += 1;
+        st.next_second += Duration::from_secs(1);
+        if last {
+            let _ = self.reports.send(Report::StepDone {
+                worker: self.index,
+                step: st.order.step,
+                measured: Instant::now().saturating_duration_since(st.measure_start),
+                lag: Box::new(std::mem::take(&mut st.lag)),
+                dropped_arrivals: st.dropped_arrivals,
+                in_flight_at_end: s.corr.in_flight() as u64,
+                interrupted: st.interrupted_at.is_some(),
+            });
+        }
+    }
+
+    /// Sets up the sending side of a phase: every closed-loop client ready now, or the
+    /// open-loop arrivals from now.
+    fn start_sending(&self, st: &mut StepState, now: Instant) {
+        let w = &self.work;
+        match w.model {
+            Model::Closed => {
+                let clients = share(st.order.level, self.index, self.workers);
+                st.ready = std::iter::repeat_n(now, clients as usize).collect();
+            }
+            Model::Open => {
+                let rate = st.order.level / self.workers as f64;
+                let phase = self.index as f64 / self.workers as f64;
+                let seed = w.seed ^ ((st.order.step as u64) << 20) ^ self.index as u64;
+                st.arrivals = (rate > 0.0).then(|| Arrivals::new(now, rate, w.spacing, phase, seed));
+            }
+        }
+    }
+
+    fn send_due(&mut self, st: &mut StepState, s: &mut Sending<'_>, now: Instant) {
+        let w = Arc::clone(&self.work);
+        match w.model {
+            Model::Closed => {
+                while st.ready.front().is_some_and(|t| *t <= now) {
+                    st.ready.pop_front();
+                    self.send_one(s, now, now);
+                }
+            }
+            Model::Open => {
+                let Some(arrivals) = st.arrivals.as_mut() else { return };
+                let cap = w.max_in_flight.div_ceil(self.workers as usize).max(1);
+                while arrivals.next_due() <= now {
+                    let due = arrivals.advance();
+                    if s.corr.in_flight() + w.batch_size() > cap {
+                        st.dropped_arrivals += 1;
+                        continue;
+                    }
+                    st.lag.record(now.saturating_duration_since(due));
+                    self.send_one(s, due, now);
+                }
+            }
+        }
+    }
+
+    /// Renders, registers and sends one request or batch.
+    fn send_one(&mut self, s: &mut Sending<'_>, due: Instant, now: Instant) {
+        let w = &self.work;
+        let sent = Sent {
+            due,
+            written: now,
+            deadline: now + w.timeout,
+        };
+        s.buf.clear();
+        match &w.batch {
+            None => {
+                let (id, seq) = s.next_id(self.index, self.workers);
+                let op = w.mix.pick(&mut s.renderer.rng);
+                let headers = op.render(s.buf, &id, seq, s.renderer);
+                if s.corr.register(id.clone(), sent).is_ok() {
+                    let body = Bytes::copy_from_slice(s.buf);
+                    self.transport.send(Outgoing::single(body, Some(id), headers));
+                }
+            }
+            Some(b) => {
+                let mut batch = BatchWriter::default();
+                let mut ids = Vec::with_capacity(b.size);
+                for _ in 0..b.size {
+                    let (id, seq) = s.next_id(self.index, self.workers);
+                    let op = w.mix.pick(&mut s.renderer.rng);
+                    op.render(batch.member(), &id, seq, s.renderer);
+                    if s.corr.register(id.clone(), sent).is_ok() {
+                        ids.push(id);
+                    }
+                }
+                for _ in 0..b.notifications {
+                    encode_notification(batch.member(), "notifications/cancelled", Some(&b.filler));
+                }
+                s.corr.batch_sent(b.size);
+                let body = Bytes::copy_from_slice(batch.finish());
+                self.transport.send(Outgoing::batch(body, ids));
+            }
+        }
+    }
+}
+
+/// The per-worker mutable state a send touches.
+struct Sending<'a> {
+    corr: &'a mut Correlator,
+    renderer: &'a mut Renderer,
+    seq: &'a mut u64,
+    buf: &'a mut Vec<u8>,
+}
+
+impl Sending<'_> {
+    /// A fresh id (unique in the run: the worker's index sits in the high bits) and the
+    /// request's run-wide sequence number for `{{seq}}`.
+    fn next_id(&mut self, worker: u32, workers: u32) -> (Id, u64) {
+        let local = *self.seq;
+        *self.seq += 1;
+        let id = Id::Num(((worker as i64) << 40) | local as i64);
+        (id, local * workers as u64 + worker as u64)
+    }
+}
+
+impl StepState {
+    /// Closed loop: virtual clients waiting for an answer (a batch counts once).
+    fn outstanding(&self, c: &Correlator, batch_size: usize) -> usize {
+        c.in_flight().div_ceil(batch_size)
+    }
+}
+
+/// Worker `i`'s share of `level` clients among `n` workers.
+pub(super) fn share(level: f64, i: u32, n: u32) -> u64 {
+    let total = level.round() as u64;
+    total / n as u64 + u64::from((i as u64) < total % n as u64)
+}
+
+async fn sleep_until_opt(t: Option<Instant>) {
+    if let Some(t) = t {
+        tokio::time::sleep_until(t.into()).await;
+    }
+}
+
+/// The params of the filler notifications mixed into batches.
+pub(super) fn batch_filler() -> Box<RawValue> {
+    RawValue::from_string(r#"{"requestId":"mcpload-batch-filler","reason":"batch filler"}"#.into())
+        .expect("valid JSON")
+}

@@ -1,0 +1,281 @@
+//! The weighted mix: each operation compiled once for the agreed revision (params with the
+//! era's `_meta`, `Mcp-Method` / `Mcp-Name` headers), then drawn by weight and rendered
+//! into a request body with a fresh id.
+
+use super::schema_args;
+use super::template::{Ctx, CsvRow, JsonTemplate, Rng, TextTemplate};
+use crate::jsonrpc::{Id, encode_request_with};
+use crate::mcp::{Revision, ServerInfo, header_value, modern_meta};
+use crate::profile::{Method, Op};
+use crate::transport::McpHeaders;
+use serde_json::{Map, Value};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Rows of a CSV file, read once.
+#[derive(Debug)]
+pub struct CsvData {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl CsvData {
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let mut r = csv::Reader::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let header = r
+            .headers()
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .iter()
+            .map(str::to_owned)
+            .collect();
+        let rows = r
+            .records()
+            .map(|rec| rec.map(|r| r.iter().map(str::to_owned).collect()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if rows.is_empty() {
+            return Err(format!("{}: no rows", path.display()));
+        }
+        Ok(CsvData { header, rows })
+    }
+}
+
+/// How an operation's params are made.
+#[derive(Clone, Debug)]
+enum Body {
+    /// Any params object (with holes).
+    Params(JsonTemplate),
+    /// `resources/read`: the uri is rendered first, so that the `Mcp-Name` header and the
+    /// body carry the same text; `meta` is the era's `_meta` object, serialised.
+    Uri { uri: TextTemplate, meta: Option<Box<str>> },
+}
+
+/// One operation of the mix, ready to render.
+#[derive(Clone, Debug)]
+pub struct MixOp {
+    method: &'static str,
+    /// A label for reports: `tools/call echo`, `resources/read`, …
+    pub label: String,
+    body: Body,
+    headers: McpHeaders,
+    /// Whether `Mcp-Name` must be set per request (2026-07-28 `resources/read`).
+    name_per_request: bool,
+    csv: Option<Arc<CsvData>>,
+}
+
+/// The whole mix with its cumulative weights.
+#[derive(Clone, Debug)]
+pub struct Mix {
+    ops: Vec<MixOp>,
+    cumulative: Vec<f64>,
+}
+
+/// Per-worker state for rendering: sequence, randomness, scratch space.
+pub struct Renderer {
+    pub worker: u32,
+    pub rng: Rng,
+    scratch: Vec<u8>,
+}
+
+impl Renderer {
+    pub fn new(worker: u32, seed: u64) -> Self {
+        Renderer {
+            worker,
+            rng: Rng::new(seed ^ ((worker as u64 + 1) << 32)),
+            scratch: Vec::with_capacity(256),
+        }
+    }
+}
+
+impl Mix {
+    /// Compiles the profile's operations for the server's revision; `base` is the profile's
+    /// folder (for CSV paths).
+    pub fn new(ops: &[Op], server: &ServerInfo, base: &Path) -> Result<Self, String> {
+        let mut out = Vec::new();
+        let mut weights = Vec::new();
+        for op in ops {
+            let csv = match &op.csv {
+                Some(p) => Some(Arc::new(CsvData::read(&base.join(p))?)),
+                None => None,
+            };
+            if op.method == Method::ToolsCall && op.tool.as_deref() == Some("*") {
+                if server.tools.is_empty() {
+                    return Err("tool = \"*\": the server lists no tools".into());
+                }
+                let share = op.weight as f64 / server.tools.len() as f64;
+                for t in &server.tools {
+                    let args = schema_args::arguments_for(&t.input_schema);
+                    out.push(compile(op, Some(&t.name), Some(args), server.revision, csv.clone())?);
+                    weights.push(share);
+                }
+            } else {
+                let args = op.args.as_ref().map(toml_to_json);
+                out.push(compile(op, op.tool.as_deref(), args, server.revision, csv)?);
+                weights.push(op.weight as f64);
+            }
+        }
+        if out.is_empty() {
+            return Err("the mix is empty".into());
+        }
+        let mut acc = 0.0;
+        let cumulative = weights
+            .iter()
+            .map(|w| {
+                acc += w;
+                acc
+            })
+            .collect();
+        Ok(Mix {
+            ops: out,
+            cumulative,
+        })
+    }
+
+    pub fn ops(&self) -> &[MixOp] {
+        &self.ops
+    }
+
+    /// Draws an operation by weight.
+    #[inline]
+    pub fn pick(&self, rng: &mut Rng) -> &MixOp {
+        if self.ops.len() == 1 {
+            return &self.ops[0];
+        }
+        let total = *self.cumulative.last().expect("non-empty");
+        let x = rng.unit() * total;
+        let i = self.cumulative.partition_point(|c| *c <= x);
+        &self.ops[i.min(self.ops.len() - 1)]
+    }
+}
+
+impl MixOp {
+    pub fn method(&self) -> &'static str {
+        self.method
+    }
+
+    /// Appends the request with `id` (sequence number `seq`) to `out`; returns its headers.
+    pub fn render(&self, out: &mut Vec<u8>, id: &Id, seq: u64, r: &mut Renderer) -> McpHeaders {
+        let row = self.csv.as_ref().map(|c| {
+            let row = &c.rows[(seq % c.rows.len() as u64) as usize];
+            CsvRow {
+                header: &c.header,
+                row,
+            }
+        });
+        let mut ctx = Ctx {
+            seq,
+            worker: r.worker,
+            rng: &mut r.rng,
+            csv: row.as_ref(),
+        };
+        match &self.body {
+            Body::Params(t) => {
+                encode_request_with(out, id, self.method, |o| t.render(o, &mut ctx));
+                self.headers.clone()
+            }
+            Body::Uri { uri, meta } => {
+                r.scratch.clear();
+                uri.render(&mut r.scratch, &mut ctx);
+                let text = String::from_utf8_lossy(&r.scratch);
+                encode_request_with(out, id, self.method, |o| {
+                    o.extend_from_slice(br#"{"uri":"#);
+                    // Writing JSON into a Vec cannot fail.
+                    let _ = serde_json::to_writer(&mut *o, text.as_ref());
+                    if let Some(m) = meta {
+                        o.extend_from_slice(br#","_meta":"#);
+                        o.extend_from_slice(m.as_bytes());
+                    }
+                    o.push(b'}');
+                });
+                let mut h = self.headers.clone();
+                if self.name_per_request {
+                    h.name = Some(header_value(&text));
+                }
+                h
+            }
+        }
+    }
+}
+
+fn compile(
+    op: &Op,
+    tool: Option<&str>,
+    args: Option<Value>,
+    revision: Revision,
+    csv: Option<Arc<CsvData>>,
+) -> Result<MixOp, String> {
+    let modern = revision.is_modern();
+    let method = op.method.as_str();
+    let mut params = Map::new();
+    let name = match op.method {
+        Method::ToolsCall => {
+            let tool = tool.ok_or("tools/call needs `tool`")?;
+            params.insert("name".into(), Value::from(tool));
+            params.insert("arguments".into(), args.unwrap_or_else(|| Value::Object(Map::new())));
+            Some(tool.to_owned())
+        }
+        Method::PromptsGet => {
+            let prompt = op.prompt.as_deref().ok_or("prompts/get needs `prompt`")?;
+            params.insert("name".into(), Value::from(prompt));
+            if let Some(a) = args {
+                params.insert("arguments".into(), a);
+            }
+            Some(prompt.to_owned())
+        }
+        Method::ResourcesRead | Method::ToolsList | Method::Ping => None,
+    };
+    let meta = modern.then(|| Value::Object(modern_meta()));
+    let mut headers = McpHeaders::default();
+    if modern {
+        headers.method = Some(header_value(method));
+        headers.name = name.as_deref().map(header_value);
+    }
+    let label = match &name {
+        Some(n) => format!("{method} {n}"),
+        None => method.to_owned(),
+    };
+    let body = if op.method == Method::ResourcesRead {
+        let uri = op.uri.as_ref().ok_or("resources/read needs `uri`")?;
+        Body::Uri {
+            uri: TextTemplate::new(&uri.0)?,
+            meta: meta.map(|m| m.to_string().into()),
+        }
+    } else {
+        if let Some(m) = meta {
+            params.insert("_meta".into(), m);
+        }
+        Body::Params(JsonTemplate::new(&Value::Object(params))?)
+    };
+    let uses_csv = match &body {
+        Body::Params(t) => t.csv_columns().next().is_some(),
+        Body::Uri { uri, .. } => uri.csv_columns().next().is_some(),
+    };
+    if uses_csv && csv.is_none() {
+        return Err(format!("{label}: `{{{{csv:…}}}}` needs `csv = \"file.csv\"` in the same [[mix]] entry"));
+    }
+    if let Some(c) = &csv {
+        let cols: Vec<&str> = match &body {
+            Body::Params(t) => t.csv_columns().collect(),
+            Body::Uri { uri, .. } => uri.csv_columns().collect(),
+        };
+        if let Some(bad) = cols.iter().find(|col| !c.header.iter().any(|h| h == *col)) {
+            return Err(format!(
+                "{label}: no CSV column {bad:?}; the file has {}",
+                c.header.join(", ")
+            ));
+        }
+    }
+    Ok(MixOp {
+        method: op.method.as_str(),
+        label,
+        body,
+        name_per_request: modern && op.method == Method::ResourcesRead,
+        headers,
+        csv,
+    })
+}
+
+/// TOML arguments as JSON.
+fn toml_to_json(t: &toml::Table) -> Value {
+    serde_json::to_value(t).unwrap_or(Value::Null)
+}

@@ -1,0 +1,75 @@
+//! Arguments made up from a tool's `inputSchema`, for `tool = "*"`: every required property
+//! gets its default, first example or enum member, or a plain value of its type.
+
+use serde_json::{Map, Value};
+
+/// An arguments object that satisfies the schema's `required` list and property types.
+pub fn arguments_for(schema: &Value) -> Value {
+    object_for(schema, 0)
+}
+
+fn object_for(schema: &Value, depth: usize) -> Value {
+    let mut out = Map::new();
+    let props = schema.get("properties").and_then(Value::as_object);
+    let required = schema.get("required").and_then(Value::as_array);
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
+        let prop = props.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
+        out.insert(name.to_owned(), value_for(prop, depth + 1));
+    }
+    Value::Object(out)
+}
+
+fn value_for(schema: &Value, depth: usize) -> Value {
+    if let Some(v) = schema
+        .get("default")
+        .or_else(|| schema.get("const"))
+        .or_else(|| schema.get("examples").and_then(|e| e.get(0)))
+        .or_else(|| schema.get("enum").and_then(|e| e.get(0)))
+    {
+        return v.clone();
+    }
+    let ty = match schema.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("null"),
+        _ => "string",
+    };
+    let num = |key: &str| schema.get(key).and_then(Value::as_f64);
+    match ty {
+        "integer" => Value::from(num("minimum").map_or(1, |m| m.ceil() as i64)),
+        "number" => Value::from(num("minimum").unwrap_or(1.0)),
+        "boolean" => Value::from(true),
+        "array" => Value::Array(Vec::new()),
+        "object" if depth < 4 => object_for(schema, depth),
+        "object" => Value::Object(Map::new()),
+        "null" => Value::Null,
+        _ => {
+            let min = schema.get("minLength").and_then(Value::as_u64).unwrap_or(1) as usize;
+            Value::from("x".repeat(min.clamp(1, 64)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn required_properties_get_values_of_their_type() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "number"}, "b": {"type": "integer", "minimum": 3},
+                "msg": {"type": "string"}, "mode": {"enum": ["fast", "slow"]},
+                "opt": {"type": "string"}, "flag": {"type": "boolean", "default": false},
+                "inner": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+            },
+            "required": ["a", "b", "msg", "mode", "flag", "inner"]
+        });
+        assert_eq!(
+            arguments_for(&schema),
+            json!({"a": 1.0, "b": 3, "msg": "x", "mode": "fast", "flag": false, "inner": {"x": 1}})
+        );
+        assert_eq!(arguments_for(&json!({})), json!({}));
+    }
+}

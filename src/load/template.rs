@@ -1,0 +1,335 @@
+//! Request templates: text with `{{seq}}`, `{{worker}}`, `{{uuid}}`, `{{rand:A..B}}` and
+//! `{{csv:COLUMN}}` holes, compiled once into literal bytes and holes so that rendering a
+//! request is a few copies and integer formats, never a parse.
+
+use std::fmt::Write as _;
+
+/// One hole of a template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hole {
+    /// The request's sequence number within the run (0, 1, 2, …).
+    Seq,
+    /// The worker's index.
+    Worker,
+    /// A random UUID (version 4 layout).
+    Uuid,
+    /// A uniform random integer in `A..=B`.
+    Rand(i64, i64),
+    /// The named column of the current CSV row.
+    Csv(String),
+}
+
+impl Hole {
+    /// Renders as a JSON number when it fills a whole string value.
+    fn is_numeric(&self) -> bool {
+        matches!(self, Hole::Seq | Hole::Worker | Hole::Rand(..))
+    }
+}
+
+const VALID: &str = "{{seq}}, {{worker}}, {{uuid}}, {{rand:A..B}}, {{csv:COLUMN}}";
+
+/// Splits a text into literal runs and holes; an unknown or malformed hole is an error that
+/// says what is valid.
+pub fn parse(text: &str) -> Result<Vec<Piece>, String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start..].find("}}") else {
+            return Err(format!("`{{{{` without a closing `}}}}` in {text:?}"));
+        };
+        if start > 0 {
+            out.push(Piece::Lit(rest[..start].to_owned()));
+        }
+        let inner = rest[start + 2..start + len].trim();
+        out.push(Piece::Hole(hole(inner)?));
+        rest = &rest[start + len + 2..];
+    }
+    if !rest.is_empty() {
+        out.push(Piece::Lit(rest.to_owned()));
+    }
+    Ok(out)
+}
+
+fn hole(inner: &str) -> Result<Hole, String> {
+    match inner {
+        "seq" => return Ok(Hole::Seq),
+        "worker" => return Ok(Hole::Worker),
+        "uuid" => return Ok(Hole::Uuid),
+        _ => {}
+    }
+    if let Some(range) = inner.strip_prefix("rand:") {
+        let parsed = range
+            .split_once("..")
+            .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+        return match parsed {
+            Some((a, b)) if a <= b => Ok(Hole::Rand(a, b)),
+            _ => Err(format!(
+                "`{{{{{inner}}}}}`: a random range is `{{{{rand:A..B}}}}` with integers A <= B"
+            )),
+        };
+    }
+    if let Some(col) = inner.strip_prefix("csv:")
+        && !col.trim().is_empty()
+    {
+        return Ok(Hole::Csv(col.trim().to_owned()));
+    }
+    Err(format!("unknown placeholder `{{{{{inner}}}}}`; valid: {VALID}"))
+}
+
+/// A literal run or a hole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Piece {
+    Lit(String),
+    Hole(Hole),
+}
+
+/// A JSON text with holes, compiled once.
+#[derive(Clone, Debug)]
+pub struct JsonTemplate {
+    parts: Vec<Part>,
+}
+
+#[derive(Clone, Debug)]
+enum Part {
+    Lit(Box<[u8]>),
+    /// A hole inside a JSON string: its value is written escaped, without quotes.
+    InString(Hole),
+    /// A hole that was a whole string value, rendered as a JSON number.
+    Number(Hole),
+}
+
+/// What a rendering needs besides the template.
+pub struct Ctx<'a> {
+    pub seq: u64,
+    pub worker: u32,
+    pub rng: &'a mut Rng,
+    /// The current CSV row, looked up by column name.
+    pub csv: Option<&'a CsvRow<'a>>,
+}
+
+/// A CSV row and its header.
+pub struct CsvRow<'a> {
+    pub header: &'a [String],
+    pub row: &'a [String],
+}
+
+impl JsonTemplate {
+    /// Compiles a JSON value whose strings may hold holes.
+    pub fn new(value: &serde_json::Value) -> Result<Self, String> {
+        let mut pieces = parse(&value.to_string())?;
+        // `"{{seq}}"` (a whole string value) becomes a number: drop the quotes around it.
+        let mut parts = Vec::with_capacity(pieces.len());
+        for i in 0..pieces.len() {
+            let whole = matches!(&pieces[i], Piece::Hole(h) if h.is_numeric())
+                && matches!(pieces.get(i.wrapping_sub(1)), Some(Piece::Lit(l)) if l.ends_with('"') && !l.ends_with("\\\""))
+                && matches!(pieces.get(i + 1), Some(Piece::Lit(l)) if l.starts_with('"'));
+            if whole {
+                if let Some(Part::Lit(prev)) = parts.last_mut() {
+                    *prev = prev[..prev.len() - 1].into();
+                }
+                if let Piece::Lit(next) = &mut pieces[i + 1] {
+                    next.remove(0);
+                }
+            }
+            parts.push(match &pieces[i] {
+                Piece::Lit(l) => Part::Lit(l.as_bytes().into()),
+                Piece::Hole(h) if whole => Part::Number(h.clone()),
+                Piece::Hole(h) => Part::InString(h.clone()),
+            });
+        }
+        parts.retain(|p| !matches!(p, Part::Lit(b) if b.is_empty()));
+        Ok(JsonTemplate { parts })
+    }
+
+    /// Whether rendering gives the same bytes every time.
+    pub fn is_constant(&self) -> bool {
+        self.parts.iter().all(|p| matches!(p, Part::Lit(_)))
+    }
+
+    /// The holes that read CSV columns.
+    pub fn csv_columns(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::InString(Hole::Csv(c)) | Part::Number(Hole::Csv(c)) => Some(c.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Appends the rendered JSON to `out`.
+    pub fn render(&self, out: &mut Vec<u8>, ctx: &mut Ctx<'_>) {
+        for p in &self.parts {
+            match p {
+                Part::Lit(b) => out.extend_from_slice(b),
+                Part::Number(h) | Part::InString(h) => render_hole(out, h, ctx, true),
+            }
+        }
+    }
+}
+
+/// A plain text with holes (a resource uri): rendered unescaped.
+#[derive(Clone, Debug)]
+pub struct TextTemplate {
+    pieces: Vec<Piece>,
+}
+
+impl TextTemplate {
+    pub fn new(text: &str) -> Result<Self, String> {
+        Ok(TextTemplate {
+            pieces: parse(text)?,
+        })
+    }
+
+    /// The holes that read CSV columns.
+    pub fn csv_columns(&self) -> impl Iterator<Item = &str> {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Hole(Hole::Csv(c)) => Some(c.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Appends the rendered text to `out`.
+    pub fn render(&self, out: &mut Vec<u8>, ctx: &mut Ctx<'_>) {
+        for p in &self.pieces {
+            match p {
+                Piece::Lit(l) => out.extend_from_slice(l.as_bytes()),
+                Piece::Hole(h) => render_hole(out, h, ctx, false),
+            }
+        }
+    }
+}
+
+/// Writes a hole's value; `json_escape` when it lands inside a JSON string.
+fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, json_escape: bool) {
+    let mut num = itoa::Buffer::new();
+    match h {
+        Hole::Seq => out.extend_from_slice(num.format(ctx.seq).as_bytes()),
+        Hole::Worker => out.extend_from_slice(num.format(ctx.worker).as_bytes()),
+        Hole::Rand(a, b) => {
+            let span = (*b as i128 - *a as i128 + 1) as u128;
+            let v = *a as i128 + (ctx.rng.next() as u128 % span) as i128;
+            out.extend_from_slice(num.format(v as i64).as_bytes());
+        }
+        Hole::Uuid => {
+            let (hi, lo) = (ctx.rng.next(), ctx.rng.next());
+            let hi = (hi & !0xF000) | 0x4000; // version 4
+            let lo = (lo & !(0xC << 60)) | (0x8 << 60); // RFC 4122 variant
+            let mut s = String::with_capacity(36);
+            let _ = write!(
+                s,
+                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                hi >> 32,
+                (hi >> 16) & 0xFFFF,
+                hi & 0xFFFF,
+                lo >> 48,
+                lo & 0xFFFF_FFFF_FFFF
+            );
+            out.extend_from_slice(s.as_bytes());
+        }
+        Hole::Csv(col) => {
+            let value = ctx.csv.and_then(|r| {
+                let i = r.header.iter().position(|h| h == col)?;
+                r.row.get(i)
+            });
+            let v = value.map_or("", String::as_str);
+            if json_escape {
+                // Inside a JSON string: escape, without the quotes serde_json adds.
+                let quoted = serde_json::to_string(v).unwrap_or_default();
+                out.extend_from_slice(&quoted.as_bytes()[1..quoted.len() - 1]);
+            } else {
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+    }
+}
+
+/// A small, fast generator (xorshift64*): one per worker, seeded; not for secrets.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    #[inline]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn render(t: &JsonTemplate, seq: u64) -> serde_json::Value {
+        let mut rng = Rng::new(1);
+        let mut out = Vec::new();
+        let header = vec!["city".to_owned()];
+        let row = vec!["Zürich \"HQ\"".to_owned()];
+        let csv = CsvRow {
+            header: &header,
+            row: &row,
+        };
+        t.render(
+            &mut out,
+            &mut Ctx {
+                seq,
+                worker: 3,
+                rng: &mut rng,
+                csv: Some(&csv),
+            },
+        );
+        serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out)))
+    }
+
+    #[test]
+    fn holes_render_as_numbers_when_whole_and_as_text_inside_strings() {
+        let t = JsonTemplate::new(&json!({
+            "n": "{{seq}}", "w": "{{worker}}", "msg": "hi {{seq}} from {{worker}}",
+            "r": "{{rand:5..7}}", "id": "{{uuid}}", "city": "{{csv:city}}", "k": "plain"
+        }))
+        .unwrap();
+        assert!(!t.is_constant());
+        let v = render(&t, 42);
+        assert_eq!(v["n"], 42);
+        assert_eq!(v["w"], 3);
+        assert_eq!(v["msg"], "hi 42 from 3");
+        assert!((5..=7).contains(&v["r"].as_i64().unwrap()));
+        let id = v["id"].as_str().unwrap();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert_eq!(v["city"], "Zürich \"HQ\"");
+        assert_eq!(v["k"], "plain");
+    }
+
+    #[test]
+    fn bad_holes_say_what_is_valid() {
+        assert!(parse("{{nope}}").unwrap_err().contains("valid: {{seq}}"));
+        assert!(parse("{{rand:9..1}}").unwrap_err().contains("A <= B"));
+        assert!(parse("{{rand:a..b}}").is_err());
+        assert!(parse("x {{seq").unwrap_err().contains("without a closing"));
+        assert!(JsonTemplate::new(&json!({"a": "{{csv:}}"})).is_err());
+    }
+
+    #[test]
+    fn rand_covers_its_range() {
+        let t = JsonTemplate::new(&json!("{{rand:1..3}}")).unwrap();
+        let mut seen = [false; 3];
+        let mut rng = Rng::new(7);
+        for seq in 0..200 {
+            let mut out = Vec::new();
+            t.render(&mut out, &mut Ctx { seq, worker: 0, rng: &mut rng, csv: None });
+            let n: usize = std::str::from_utf8(&out).unwrap().parse().unwrap();
+            seen[n - 1] = true;
+        }
+        assert_eq!(seen, [true; 3]);
+    }
+}

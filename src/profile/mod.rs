@@ -1,0 +1,384 @@
+//! Workload profiles: the TOML format (`deny_unknown_fields` everywhere), parsed into typed
+//! values whose errors name the file, line, column and field, and what would be valid.
+
+mod values;
+
+pub use values::{Levels, Spacing, TemplateText, parse_duration};
+
+use crate::mcp::ProtocolChoice;
+use crate::target::ServeConfig;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use toml::Spanned;
+
+/// A profile that could not be used, with where and why.
+#[derive(Debug, thiserror::Error)]
+pub struct ProfileError {
+    pub file: PathBuf,
+    /// 1-based line and column, when the mistake has a place in the file.
+    pub line_col: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line_col {
+            Some((l, c)) => write!(f, "{}:{l}:{c}: {}", self.file.display(), self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+/// A whole profile, as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Names the run folder (`results/<timestamp>-<name>`); defaults to the file's stem.
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub target: Spanned<Target>,
+    #[serde(default)]
+    pub load: Load,
+    /// Weighted operations; default: `tools/call` of `echo {"message":"hi"}`.
+    #[serde(default)]
+    pub mix: Vec<Spanned<Op>>,
+    /// Send batches instead of single requests.
+    pub batch: Option<Spanned<Batch>>,
+    #[serde(default)]
+    pub criteria: Criteria,
+    /// Gates checked at the end of the run, e.g. `"p99_ms<250"`; any failing exits 1.
+    #[serde(default)]
+    pub thresholds: Vec<Spanned<String>>,
+}
+
+/// Where the load goes: exactly one of `builtin`, `url`, `stdio`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// The built-in target, started in-process with these `serve` knobs.
+    pub builtin: Option<ServeConfig>,
+    /// A Streamable HTTP endpoint.
+    pub url: Option<String>,
+    /// Extra HTTP headers; `${NAME}` expands from the environment (never written out).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// A command line started as a child speaking MCP over stdio.
+    pub stdio: Option<String>,
+    /// Environment of the stdio child (added to mcpload's own).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the stdio child.
+    pub cwd: Option<PathBuf>,
+    /// `auto` (default: detect the era) or a revision such as `2025-06-18`.
+    #[serde(default, deserialize_with = "values::protocol")]
+    pub protocol: ProtocolChoice,
+}
+
+/// How hard, and how long.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Load {
+    /// `closed` (virtual clients) or `open` (arrivals per second). Default: `open` when
+    /// `rate` is given, else `closed`.
+    pub model: Option<LoadModel>,
+    /// Closed loop: virtual clients per step, a list or a range like `"1..64 x2"`.
+    pub concurrency: Option<Spanned<Levels>>,
+    /// Open loop: arrivals per second per step, a list or a range.
+    pub rate: Option<Spanned<Levels>>,
+    /// Open loop: `constant` or `poisson` spacing of arrivals.
+    #[serde(default)]
+    pub spacing: Spacing,
+    #[serde(default = "d10s", deserialize_with = "values::duration")]
+    pub duration: Duration,
+    #[serde(default = "d1s", deserialize_with = "values::duration")]
+    pub warmup: Duration,
+    #[serde(default = "d5s", deserialize_with = "values::duration")]
+    pub timeout: Duration,
+    /// Closed loop: pause of each virtual client between an answer and its next request.
+    #[serde(default, deserialize_with = "values::duration")]
+    pub think_time: Duration,
+    /// Open loop: requests in flight at most; arrivals past it are `dropped_arrivals`.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: usize,
+    /// Stop the sweep after the first failed step.
+    #[serde(default = "yes")]
+    pub stop_on_failure: bool,
+}
+
+impl Default for Load {
+    fn default() -> Self {
+        Load {
+            model: None,
+            concurrency: None,
+            rate: None,
+            spacing: Spacing::default(),
+            duration: d10s(),
+            warmup: d1s(),
+            timeout: d5s(),
+            think_time: Duration::ZERO,
+            max_in_flight: default_max_in_flight(),
+            stop_on_failure: true,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadModel {
+    Closed,
+    Open,
+}
+
+/// One weighted operation of the mix.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Op {
+    /// `tools/call`, `resources/read`, `prompts/get`, `tools/list` or `ping`.
+    pub method: Method,
+    /// Relative weight in the mix (default 1).
+    #[serde(default = "one")]
+    pub weight: u32,
+    /// `tools/call`: the tool's name, or `"*"` for every tool the server lists.
+    pub tool: Option<String>,
+    /// `tools/call` / `prompts/get`: arguments; strings may hold `{{seq}}`, `{{worker}}`,
+    /// `{{uuid}}`, `{{rand:A..B}}`, `{{csv:COLUMN}}`.
+    pub args: Option<toml::Table>,
+    /// `resources/read`: the uri template.
+    pub uri: Option<TemplateText>,
+    /// `prompts/get`: the prompt's name.
+    pub prompt: Option<String>,
+    /// Rows for `{{csv:COLUMN}}`, one per request in turn (path relative to the profile).
+    pub csv: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum Method {
+    #[serde(rename = "tools/call")]
+    ToolsCall,
+    #[serde(rename = "resources/read")]
+    ResourcesRead,
+    #[serde(rename = "prompts/get")]
+    PromptsGet,
+    #[serde(rename = "tools/list")]
+    ToolsList,
+    #[serde(rename = "ping")]
+    Ping,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::ToolsCall => "tools/call",
+            Method::ResourcesRead => "resources/read",
+            Method::PromptsGet => "prompts/get",
+            Method::ToolsList => "tools/list",
+            Method::Ping => "ping",
+        }
+    }
+}
+
+/// Batches: every send is a JSON array of `size` requests drawn from the mix, plus
+/// `notifications` notifications.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Batch {
+    pub size: usize,
+    #[serde(default)]
+    pub notifications: usize,
+    /// Send batches even when the agreed revision forbids them (to see how a server copes).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// When a step is `failed` (METRICS.md "The knee").
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Criteria {
+    /// A step with a higher `error_rate` fails (default 0.01).
+    #[serde(default = "default_error_rate")]
+    pub error_rate: f64,
+    /// A step whose p99 is above this many milliseconds fails.
+    pub p99_ms: Option<f64>,
+    /// A step with any unknown_id, null_id, duplicate_id, both_result_error or
+    /// invalid_jsonrpc fails.
+    #[serde(default)]
+    pub fail_on_anomaly: bool,
+}
+
+impl Default for Criteria {
+    fn default() -> Self {
+        Criteria {
+            error_rate: default_error_rate(),
+            p99_ms: None,
+            fail_on_anomaly: false,
+        }
+    }
+}
+
+fn d10s() -> Duration {
+    Duration::from_secs(10)
+}
+fn d1s() -> Duration {
+    Duration::from_secs(1)
+}
+fn d5s() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_max_in_flight() -> usize {
+    10_000
+}
+fn default_error_rate() -> f64 {
+    0.01
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+
+/// A parsed profile with the text it came from (to point errors at lines, and to be copied
+/// into the run folder as it was run).
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+impl Source {
+    pub fn read(path: &Path) -> Result<Self, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
+            file: path.to_owned(),
+            line_col: None,
+            message: format!("cannot read the profile: {e}"),
+        })?;
+        Ok(Source {
+            path: path.to_owned(),
+            text,
+        })
+    }
+
+    /// Parses and checks the profile; every error names a place in the file.
+    pub fn parse(&self) -> Result<Profile, ProfileError> {
+        let p: Profile = toml::from_str(&self.text).map_err(|e| {
+            let message = e.message().trim_end().to_owned();
+            self.error(e.span(), message)
+        })?;
+        self.check(&p)?;
+        Ok(p)
+    }
+
+    /// An error at a byte span of the text.
+    pub fn error(&self, span: Option<std::ops::Range<usize>>, message: String) -> ProfileError {
+        ProfileError {
+            file: self.path.clone(),
+            line_col: span.map(|s| line_col(&self.text, s.start)),
+            message,
+        }
+    }
+
+    /// The cross-field rules serde cannot express.
+    fn check(&self, p: &Profile) -> Result<(), ProfileError> {
+        let t = p.target.get_ref();
+        let kinds = [t.builtin.is_some(), t.url.is_some(), t.stdio.is_some()];
+        if kinds.iter().filter(|k| **k).count() != 1 {
+            return Err(self.error(
+                Some(p.target.span()),
+                "field `target`: give exactly one of `builtin` (a table of serve knobs), \
+                 `url` (\"http://127.0.0.1:PORT/mcp\") or `stdio` (\"command args\")"
+                    .into(),
+            ));
+        }
+        let l = &p.load;
+        match (l.model, &l.concurrency, &l.rate) {
+            (Some(LoadModel::Closed), _, Some(r)) => {
+                return Err(self.error(
+                    Some(r.span()),
+                    "field `load.rate`: a closed-loop load takes `concurrency`, not `rate`".into(),
+                ));
+            }
+            (Some(LoadModel::Open), Some(c), _) => {
+                return Err(self.error(
+                    Some(c.span()),
+                    "field `load.concurrency`: an open-loop load takes `rate`, not `concurrency`"
+                        .into(),
+                ));
+            }
+            (None, Some(c), Some(_)) => {
+                return Err(self.error(
+                    Some(c.span()),
+                    "field `load`: give `concurrency` (closed loop) or `rate` (open loop), not both"
+                        .into(),
+                ));
+            }
+            _ => {}
+        }
+        if l.duration.is_zero() {
+            return Err(self.error(None, "field `load.duration`: must be more than 0s".into()));
+        }
+        if l.timeout.is_zero() {
+            return Err(self.error(None, "field `load.timeout`: must be more than 0s".into()));
+        }
+        for op in &p.mix {
+            self.check_op(op)?;
+        }
+        if let Some(b) = &p.batch
+            && b.get_ref().size == 0
+        {
+            return Err(self.error(
+                Some(b.span()),
+                "field `batch.size`: must be 1 or more".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&p.criteria.error_rate) {
+            return Err(self.error(
+                None,
+                "field `criteria.error_rate`: must be between 0 and 1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_op(&self, op: &Spanned<Op>) -> Result<(), ProfileError> {
+        let o = op.get_ref();
+        let need = |field: &str, have: bool, example: &str| {
+            (!have).then(|| {
+                self.error(
+                    Some(op.span()),
+                    format!(
+                        "field `mix.{field}`: `{}` needs `{field}`, e.g. {example}",
+                        o.method.as_str()
+                    ),
+                )
+            })
+        };
+        let missing = match o.method {
+            Method::ToolsCall => need("tool", o.tool.is_some(), r#"tool = "echo""#),
+            Method::ResourcesRead => need("uri", o.uri.is_some(), r#"uri = "mem://item/{{seq}}""#),
+            Method::PromptsGet => need("prompt", o.prompt.is_some(), r#"prompt = "greeting""#),
+            Method::ToolsList | Method::Ping => None,
+        };
+        if let Some(e) = missing {
+            return Err(e);
+        }
+        if o.weight == 0 {
+            return Err(self.error(Some(op.span()), "field `mix.weight`: must be 1 or more".into()));
+        }
+        if let Some(args) = &o.args {
+            values::check_templates(&toml::Value::Table(args.clone()))
+                .map_err(|m| self.error(Some(op.span()), format!("field `mix.args`: {m}")))?;
+        }
+        Ok(())
+    }
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}

@@ -1,0 +1,169 @@
+//! The small value types of a profile with their text syntax: durations (`"10s"`), load
+//! levels (`[1, 2, 4]` or `"1..64 x2"`), protocol choice, spacing, templated text.
+
+use crate::load::template;
+use crate::mcp::ProtocolChoice;
+use serde::{Deserialize, Deserializer, de};
+use std::time::Duration;
+
+/// Parses `"10s"`, `"250ms"`, `"1m 30s"` (humantime's syntax).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("invalid duration {text:?} ({e}); write e.g. \"10s\", \"250ms\", \"1m\""))
+}
+
+/// serde helper: a duration written as text.
+pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)
+        .map_err(|_| de::Error::custom("expected a duration as text, e.g. \"10s\" or \"250ms\""))?;
+    parse_duration(&text).map_err(de::Error::custom)
+}
+
+/// The load of each step: concurrency or arrival rate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Levels(pub Vec<f64>);
+
+impl Levels {
+    /// `"1,2,4"`, `"1..64 x2"` (geometric) or `"100..500 +100"` (arithmetic).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let bad = || {
+            format!(
+                "invalid levels {text:?}: write a list \"1,2,4\", a geometric range \"1..64 x2\" \
+                 or an arithmetic one \"100..500 +100\""
+            )
+        };
+        let levels = if let Some((from, rest)) = text.split_once("..") {
+            let (to, step) = rest.trim().split_once(' ').ok_or_else(bad)?;
+            let (from, to): (f64, f64) = (
+                from.trim().parse().map_err(|_| bad())?,
+                to.trim().parse().map_err(|_| bad())?,
+            );
+            let step = step.trim();
+            let mut out = Vec::new();
+            let mut v = from;
+            if let Some(f) = step.strip_prefix('x') {
+                let f: f64 = f.parse().map_err(|_| bad())?;
+                if f <= 1.0 || from <= 0.0 {
+                    return Err(bad());
+                }
+                while v <= to * (1.0 + 1e-9) {
+                    out.push(v);
+                    v *= f;
+                }
+            } else if let Some(s) = step.strip_prefix('+') {
+                let s: f64 = s.parse().map_err(|_| bad())?;
+                if s <= 0.0 {
+                    return Err(bad());
+                }
+                while v <= to * (1.0 + 1e-9) {
+                    out.push(v);
+                    v += s;
+                }
+            } else {
+                return Err(bad());
+            }
+            out
+        } else {
+            text.split(',')
+                .map(|s| s.trim().parse::<f64>().map_err(|_| bad()))
+                .collect::<Result<_, _>>()?
+        };
+        Levels::new(levels).map_err(|e| format!("{e} in {text:?}"))
+    }
+
+    pub fn new(levels: Vec<f64>) -> Result<Self, String> {
+        if levels.is_empty() {
+            return Err("no levels".into());
+        }
+        if levels.len() > 1000 {
+            return Err("more than 1000 levels".into());
+        }
+        if levels.iter().any(|l| !l.is_finite() || *l <= 0.0) {
+            return Err("every level must be a number above 0".into());
+        }
+        Ok(Levels(levels))
+    }
+}
+
+impl<'de> Deserialize<'de> for Levels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            List(Vec<f64>),
+            One(f64),
+            Text(String),
+        }
+        let raw = Raw::deserialize(d).map_err(|_| {
+            de::Error::custom(
+                "expected levels: a list [1, 2, 4], a number, or a range \"1..64 x2\" / \"100..500 +100\"",
+            )
+        })?;
+        match raw {
+            Raw::List(v) => Levels::new(v),
+            Raw::One(v) => Levels::new(vec![v]),
+            Raw::Text(t) => Levels::parse(&t),
+        }
+        .map_err(de::Error::custom)
+    }
+}
+
+/// serde helper: `"auto"` or a revision such as `"2025-06-18"`.
+pub fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<ProtocolChoice, D::Error> {
+    String::deserialize(d)?.parse().map_err(de::Error::custom)
+}
+
+/// Spacing of open-loop arrivals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Spacing {
+    /// Exactly 1/rate apart.
+    #[default]
+    Constant,
+    /// Exponential gaps with mean 1/rate (a Poisson process).
+    Poisson,
+}
+
+/// A text whose `{{…}}` holes were checked when the profile was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateText(pub String);
+
+impl<'de> Deserialize<'de> for TemplateText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        template::parse(&s).map_err(de::Error::custom)?;
+        Ok(TemplateText(s))
+    }
+}
+
+/// Checks every string of a TOML value for well-formed holes.
+pub fn check_templates(v: &toml::Value) -> Result<(), String> {
+    match v {
+        toml::Value::String(s) => template::parse(s).map(|_| ()),
+        toml::Value::Array(a) => a.iter().try_for_each(check_templates),
+        toml::Value::Table(t) => t.values().try_for_each(check_templates),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_parse_lists_and_ranges() {
+        assert_eq!(Levels::parse("1..64 x2").unwrap().0, vec![1., 2., 4., 8., 16., 32., 64.]);
+        assert_eq!(Levels::parse("100..300 +100").unwrap().0, vec![100., 200., 300.]);
+        assert_eq!(Levels::parse("1, 3,5").unwrap().0, vec![1., 3., 5.]);
+        for bad in ["", "1..64", "1..64 x1", "0..8 x2", "a,b", "1..8 -1", "-1"] {
+            assert!(Levels::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("ten seconds").unwrap_err().contains("\"10s\""));
+    }
+}
