@@ -1,0 +1,168 @@
+//! The main job against ground truth: the built-in target's capacity model (capacity C,
+//! service S: ceiling C/S), a stall seen by open and closed loops, and interruption.
+
+mod run_common;
+use run_common::*;
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_closed_sweep_finds_the_capacity_models_knee() {
+    let dir = scratch("sweep-capacity");
+    let p = profile(
+        &dir,
+        "capacity",
+        r#"
+[target.builtin]
+capacity = 8
+queue = 8
+reject = 429
+service_ms = "fixed:20"
+
+[load]
+concurrency = "1..64 x2"
+duration = "2s"
+warmup = "300ms"
+timeout = "2s"
+"#,
+    );
+    let out_dir = dir.join("run");
+    let out = run(&[p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let rows = steps(&out_dir);
+    // 1, 2, 4, 8, 16, 32: the sweep stops after the first failed step (32), never runs 64.
+    let levels: Vec<f64> = rows.iter().map(|r| num(r, "concurrency")).collect();
+    assert_eq!(levels, [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]);
+    for r in &rows {
+        assert_identity(r);
+        assert_eq!(num(r, "in_flight_at_end"), 0.0);
+    }
+    // Up to the capacity, each client gets 1 / 20 ms = 50 calls per second.
+    for r in &rows[..4] {
+        let c = num(r, "concurrency");
+        let tput = num(r, "throughput_rps");
+        assert!(
+            (0.75 * 50.0 * c..=1.05 * 50.0 * c).contains(&tput),
+            "{c} clients: {tput} req/s, expected about {}",
+            50.0 * c
+        );
+        assert_eq!(num(r, "http_429"), 0.0);
+    }
+    let verdicts: Vec<&str> = rows.iter().map(|r| r["verdict"].as_str()).collect();
+    assert_eq!(verdicts[4], "saturated", "{verdicts:?}");
+    assert_eq!(verdicts[5], "failed", "{verdicts:?}");
+    assert!(num(&rows[5], "http_429") > 0.0);
+    assert!(num(&rows[5], "retry_after_max_s") >= 1.0);
+    let s = summary(&out_dir);
+    assert_eq!(s["knee"]["saturation_point"], 8.0, "{}", s["knee"]);
+    assert_eq!(s["knee"]["failure_point"]["load"], 32.0, "{}", s["knee"]);
+}
+
+/// Runs a 4 s step at `load` against a target that freezes for 1 s, 1.5 s after it starts.
+fn stall_run(name: &str, load: &str) -> std::collections::HashMap<String, String> {
+    let dir = scratch(name);
+    let p = profile(
+        &dir,
+        name,
+        &format!(
+            r#"
+[target.builtin]
+stall = ["1500ms:1s"]
+
+[load]
+{load}
+duration = "4s"
+warmup = "0s"
+timeout = "3s"
+"#
+        ),
+    );
+    let out_dir = dir.join("run");
+    let out = run(&[p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let rows = steps(&out_dir);
+    assert_eq!(rows.len(), 1);
+    assert_identity(&rows[0]);
+    rows.into_iter().next().unwrap()
+}
+
+#[test]
+fn an_open_loop_sees_a_stall_that_a_closed_loop_hides() {
+    let open = stall_run("stall-open", "rate = [200]");
+    let closed = stall_run("stall-closed", "concurrency = [2]");
+    let open_p99 = num(&open, "p99_ms");
+    // About 200 of the 800 arrivals fall in the stall: the corrected p99 is most of it.
+    assert!(open_p99 >= 300.0, "open-loop p99 {open_p99} ms should show the 1 s stall");
+    // The uncorrected figure is kept beside it.
+    assert!(!open["service_p99_ms"].is_empty());
+    // A closed loop stalls with the server: only its 2 clients' requests wait, so its p99
+    // is far below the open loop's.
+    let closed_p99 = num(&closed, "p99_ms");
+    assert!(
+        closed_p99 * 3.0 < open_p99,
+        "closed-loop p99 {closed_p99} ms vs open-loop {open_p99} ms"
+    );
+    assert!(closed["service_p99_ms"].is_empty(), "closed loop has no service_* columns");
+    assert!(num(&closed, "max_ms") >= 500.0, "the closed loop saw the stall once");
+}
+
+#[test]
+fn arrivals_past_max_in_flight_are_dropped_and_counted() {
+    let row = stall_run("stall-capped", "rate = [200]\nmax_in_flight = 10");
+    let dropped = num(&row, "dropped_arrivals");
+    // The stall holds 10 requests; the other ~190 arrivals of that second are dropped.
+    assert!(dropped >= 100.0, "dropped_arrivals {dropped}");
+    assert!(num(&row, "in_flight_max") <= 10.0);
+}
+
+#[test]
+fn sigterm_mid_step_leaves_the_finished_steps_and_the_partial_one() {
+    let dir = scratch("sweep-sigterm");
+    let p = profile(
+        &dir,
+        "long",
+        r#"
+[target.builtin]
+service_ms = "fixed:5"
+
+[load]
+concurrency = [1, 2, 4]
+duration = "2s"
+warmup = "0s"
+"#,
+    );
+    let out_dir = dir.join("run");
+    let mut child = bin()
+        .args(["run", "-q", p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until step 1 is written, then stop the run in the middle of step 2.
+    let started = Instant::now();
+    while steps_written(&out_dir) < 1 {
+        assert!(started.elapsed() < Duration::from_secs(60), "step 1 never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let rows = steps(&out_dir);
+    assert_eq!(rows.len(), 2, "step 1 and the interrupted step 2");
+    assert_eq!(rows[0]["interrupted"], "false");
+    assert_eq!(rows[1]["interrupted"], "true");
+    assert!(num(&rows[1], "duration_s") < 1.9);
+    for r in &rows {
+        assert_identity(r);
+    }
+    let s = summary(&out_dir);
+    assert_eq!(s["status"], "interrupted");
+    assert_eq!(s["steps"].as_array().unwrap().len(), 2);
+}
+
+fn steps_written(dir: &std::path::Path) -> usize {
+    std::fs::read_to_string(dir.join("steps.csv"))
+        .map(|t| t.lines().count().saturating_sub(1))
+        .unwrap_or(0)
+}
