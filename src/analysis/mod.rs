@@ -1,0 +1,41 @@
+//! Judging measured steps (METRICS.md "The knee"): the verdict of each step against the stop
+//! criteria, the knee of a sweep, the Universal Scalability Law fit, the comparison of two runs,
+//! and the threshold gates CI uses for its exit code. Pure functions over [`StepSummary`] rows:
+//! nothing here reads files or prints.
+//!
+//! [`StepSummary`]: crate::metrics::StepSummary
+
+mod compare;
+mod gates;
+mod knee;
+mod usl;
+mod verdict;
+
+pub use compare::{Better, CompareOptions, Comparison, FigureDelta, StepDelta, compare};
+pub use gates::{GateError, GateResult, Op, Threshold, Thresholds};
+pub use knee::{FailurePoint, Knee};
+pub use usl::{UslFit, fit_usl};
+pub use verdict::{
+    Cause, Judgement, OPEN_LOOP_SATURATION, SATURATION_GAIN, SATURATION_LOAD_RISE, StopCriteria,
+    Tripped, judge, pct, saturated, tripped,
+};
+
+use crate::metrics::{Model, Stats, StepFacts, StepSummary};
+
+/// A step with nothing measured: a sample of the row type for column names.
+pub(crate) fn blank_step() -> StepSummary {
+    StepSummary::new(
+        StepFacts {
+            step: 0,
+            model: Model::Closed,
+            concurrency: None,
+            target_rate: None,
+            duration_s: 0.0,
+            schedule_lag_p99_ms: None,
+            dropped_arrivals: None,
+            in_flight_at_end: 0,
+            interrupted: false,
+        },
+        &Stats::default(),
+    )
+}
