@@ -43,6 +43,12 @@ pub struct Counters {
     pub in_flight_max: u64,
     /// Error responses by their JSON-RPC error code (absent code: not counted here).
     pub errors_by_code: BTreeMap<i64, u64>,
+    /// Legacy HTTP sessions re-initialized after the server answered 404 for the session.
+    pub session_restarts: u64,
+    /// `notifications/progress` received (also counted in `server_messages`).
+    pub progress_notifications: u64,
+    /// Milliseconds spent with requests waiting because a child's stdin was full.
+    pub stdio_write_block_ms: u64,
 }
 
 impl Counters {
@@ -100,7 +106,10 @@ impl AddAssign<&Counters> for Counters {
             transport_errors,
             batches,
             batch_rejected,
-            response_count_mismatch
+            response_count_mismatch,
+            session_restarts,
+            progress_notifications,
+            stdio_write_block_ms
         );
         self.retry_after_max_s = self.retry_after_max_s.max(o.retry_after_max_s);
         self.in_flight_max = self.in_flight_max.max(o.in_flight_max);

@@ -1,0 +1,164 @@
+//! report.html: one self-contained page (inline CSS and SVG, no script, no external resource,
+//! a Content-Security-Policy that forbids every fetch) and the same plots as SVG files beside
+//! it. Drawn from the run folder alone: summary.json's figures, timeseries.csv, latency.hlog.
+
+use super::terminal::{
+    callouts, error_codes, knee_facts, knee_sentence, ms, num, rps, status_phrase, step_list,
+    usl_line, verdict_word,
+};
+use super::{ReportError, RunSummary, plots, read_hlog, read_timeseries, step_histograms};
+use crate::analysis::pct;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use std::fs;
+use std::path::Path;
+
+/// Forbids every fetch: no script, image, font, frame or connection; only the inline styles.
+pub const CSP: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
+
+const STYLE: &str = "
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1000px; color: #222; padding: 0 1rem; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+.meta { color: #666; }
+.knee { font-size: 1.15rem; border-left: 4px solid #1f77b4; padding: .4rem .8rem; background: #f4f8fb; }
+figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
+figcaption { color: #666; font-size: .9rem; }
+.wide { overflow-x: auto; }
+table { border-collapse: collapse; font-size: .8rem; }
+th, td { padding: .25rem .5rem; border-bottom: 1px solid #ddd; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.ok { color: #2ca02c; } .saturated { color: #b8860b; font-weight: bold; } .failed { color: #d62728; font-weight: bold; }
+.pass { color: #2ca02c; } .fail { color: #d62728; font-weight: bold; }
+pre { background: #f6f6f6; padding: .8rem; overflow-x: auto; }
+";
+
+fn steps_table(run: &RunSummary) -> Markup {
+    html! {
+        table {
+            tr {
+                th { "step" } th { "load" } th { "duration s" } th { "requests" } th { "req/s" }
+                th { "goodput/s" } th { "error rate" } th { "p50 ms" } th { "p90 ms" }
+                th { "p99 ms" } th { "p99.9 ms" } th { "max ms" } th { "in flight max" }
+                th { "anomalies" } th { "rejected" } th { "verdict" }
+            }
+            @for rec in &run.steps {
+                @let s = &rec.figures;
+                tr {
+                    td { (s.step) }
+                    td { (num(s.load())) }
+                    td { (format!("{:.1}", s.duration_s)) }
+                    td { (s.requests) }
+                    td { (rps(s.throughput_rps)) }
+                    td { (rps(s.goodput_rps)) }
+                    td { (pct(s.error_rate)) }
+                    td { (ms(s.p50_ms)) }
+                    td { (ms(s.p90_ms)) }
+                    td { (ms(s.p99_ms)) }
+                    td { (ms(s.p999_ms)) }
+                    td { (ms(s.max_ms)) }
+                    td { (s.in_flight_max) }
+                    td { (rec.anomalies) }
+                    td { (rec.rejected) }
+                    td class=(verdict_word(s.verdict)) {
+                        (verdict_word(s.verdict))
+                        @if s.interrupted { " (cut short)" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
+    let settings = serde_json::to_string_pretty(&run.settings).unwrap_or_default();
+    let criteria = &run.criteria;
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="Content-Security-Policy" content=(CSP);
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "mcpload: " (run.name) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "mcpload run: " (run.name) }
+                p class="meta" {
+                    (status_phrase(run.status))
+                    @if let Some(why) = &run.status_reason { " (" (why) ")" }
+                    " · started " (run.started_at)
+                    @if let Some(end) = &run.finished_at { " · finished " (end) }
+                    @if let Some(rev) = &run.protocol_revision { " · MCP protocol " (rev) }
+                    " · mcpload " (run.mcpload_version)
+                }
+                p class="knee" { strong { "Knee: " } (knee_sentence(run)) }
+                ul {
+                    @for f in knee_facts(run) { li { (f) } }
+                    @if let Some(u) = usl_line(run) { li { "USL: " (u) } }
+                }
+                @for p in plots {
+                    figure {
+                        // The SVG comes from plotters, which escapes the text it draws.
+                        (PreEscaped(&p.svg))
+                        figcaption { (p.title) " (also saved as " code { (p.file) } ")" }
+                    }
+                }
+                h2 { "Steps" }
+                div class="wide" { (steps_table(run)) }
+                @let called = callouts(run);
+                @if !called.is_empty() {
+                    h2 { "Anomalies and losses" }
+                    ul {
+                        @for c in &called {
+                            li { code { (c.counter) } " " (c.total) " in " (step_list(&c.steps)) ": " (c.hint) "." }
+                        }
+                    }
+                }
+                @let codes = error_codes(run);
+                @if !codes.is_empty() {
+                    h2 { "Error responses by code" }
+                    p { (codes.join(", ")) }
+                }
+                @if !run.gates.is_empty() {
+                    h2 { "Gates" }
+                    ul {
+                        @for g in &run.gates {
+                            li {
+                                @if g.holds { span class="pass" { "pass " } } @else { span class="fail" { "FAIL " } }
+                                (g.detail)
+                            }
+                        }
+                    }
+                }
+                h2 { "Stop criteria" }
+                p {
+                    "error rate above " (pct(criteria.max_error_rate))
+                    @if let Some(slo) = criteria.p99_slo_ms { "; p99 above " (slo) " ms" }
+                    @if criteria.fail_on_anomaly { "; any unknown_id, null_id, duplicate_id, both_result_error or invalid_jsonrpc" }
+                }
+                h2 { "Settings" }
+                pre { (settings) }
+                @if let Some(p) = &run.profile_file { p { "Profile as run: " code { (p) } } }
+            }
+        }
+    }
+}
+
+/// Draws every plot from the folder's files, saves each as an SVG file and writes
+/// report.html around them.
+pub(super) fn write_report(dir: &Path, run: &RunSummary) -> Result<(), ReportError> {
+    let rows = read_timeseries(dir)?;
+    let intervals = read_hlog(dir)?;
+    let hists = step_histograms(&intervals).map_err(|e| ReportError::Hlog {
+        path: dir.join(super::LATENCY_HLOG),
+        msg: e.to_string(),
+    })?;
+    let plots = plots::all(run, &rows, &hists)?;
+    for p in &plots {
+        let path = dir.join(p.file);
+        fs::write(&path, &p.svg).map_err(|e| ReportError::io(&path, e))?;
+    }
+    let path = dir.join(super::REPORT_HTML);
+    fs::write(&path, page(run, &plots).into_string()).map_err(|e| ReportError::io(&path, e))
+}

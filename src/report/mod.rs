@@ -1,0 +1,468 @@
+//! The run folder and everything read from it: steps.csv, timeseries.csv, latency.hlog,
+//! summary.json, report.html with its SVG plots, and the terminal report. One file per output,
+//! each behind the [`Reporter`] trait, each written as the run goes so a crash loses nothing
+//! already measured. docs/results.md describes every file and column.
+//!
+//! The engine drives a run through [`RunFolder`]:
+//!
+//! ```no_run
+//! # use mcpload::report::*;
+//! # use mcpload::analysis::Thresholds;
+//! # use mcpload::metrics::*;
+//! # use std::time::Duration;
+//! # fn demo(facts: StepFacts, stats: Stats, second: Stats) -> Result<(), ReportError> {
+//! let mut spec = RunSpec::new(default_run_dir("results".as_ref(), "sweep", std::time::SystemTime::now()), "sweep");
+//! spec.settings = serde_json::json!({"target": {"url": "http://127.0.0.1:8080/mcp"}});
+//! let mut run = RunFolder::create(spec)?;
+//! run.set_protocol_revision("2025-06-18")?;
+//! // every second of a step:
+//! run.record_second(&Second {
+//!     step: 1,
+//!     start: Duration::ZERO,
+//!     length: Duration::from_secs(1),
+//!     counters: &second.counters,
+//!     in_flight: 4,
+//!     latency: &second.latency,
+//! })?;
+//! // at the end of the step:
+//! let judgement = run.end_step(facts, &stats)?;
+//! if judgement.stop() { /* the sweep ends here */ }
+//! // at the end of the run:
+//! let done = run.finish(RunEnd::Complete, &Thresholds::default(), false)?;
+//! print!("{}", done.terminal);
+//! # Ok(()) }
+//! ```
+
+mod compare_text;
+mod hlog;
+mod html;
+mod plots;
+mod redact;
+mod summary;
+mod tables;
+mod terminal;
+
+pub use compare_text::render_comparison;
+pub use hlog::{Interval, read_hlog, step_histograms, step_tag};
+pub use redact::{REDACTED, SECRET_KEY_PARTS, redact};
+pub use summary::{RunStatus, RunSummary, SCHEMA_VERSION, StepRecord};
+pub use tables::{TimeseriesRow, read_steps, read_timeseries};
+pub use terminal::{anomaly_hint, knee_sentence, render_terminal, use_color};
+
+use crate::analysis::{
+    CompareOptions, Comparison, Judgement, Knee, StopCriteria, Thresholds, compare, judge,
+};
+use crate::metrics::{Counters, LatencyHistogram, Stats, StepFacts, StepSummary};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// One row per step: [`StepSummary`].
+pub const STEPS_CSV: &str = "steps.csv";
+/// One row per second per step: [`TimeseriesRow`].
+pub const TIMESERIES_CSV: &str = "timeseries.csv";
+/// HdrHistogram interval log, one interval per second tagged `step=N`.
+pub const LATENCY_HLOG: &str = "latency.hlog";
+/// [`RunSummary`].
+pub const SUMMARY_JSON: &str = "summary.json";
+/// The self-contained HTML report.
+pub const REPORT_HTML: &str = "report.html";
+/// The stdio target's standard error, when the engine captured it.
+pub const TARGET_STDERR: &str = "target-stderr.log";
+
+/// Why a run folder could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Csv { path: PathBuf, source: csv::Error },
+    #[error("{}: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{}: not a valid HdrHistogram interval log: {msg}", path.display())]
+    Hlog { path: PathBuf, msg: String },
+    #[error("{}: the folder already holds files; give each run a new folder", path.display())]
+    NotEmpty { path: PathBuf },
+    #[error(
+        "{}: schema_version {found}; this mcpload reads version {SCHEMA_VERSION}",
+        path.display()
+    )]
+    Schema { path: PathBuf, found: String },
+    #[error("plot {name}: {msg}")]
+    Plot { name: &'static str, msg: String },
+}
+
+impl ReportError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        ReportError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+    fn csv(path: &Path, source: csv::Error) -> Self {
+        ReportError::Csv {
+            path: path.to_owned(),
+            source,
+        }
+    }
+    fn json(path: &Path, source: serde_json::Error) -> Self {
+        ReportError::Json {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// `bytes` up to its last newline: a line cut short by a crash mid-write is left out, since
+/// every file of the folder is written a whole line at a time.
+fn complete_lines(bytes: &[u8]) -> &[u8] {
+    let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    &bytes[..end]
+}
+
+/// One second of one step, as the engine hands it over.
+#[derive(Clone, Copy, Debug)]
+pub struct Second<'a> {
+    /// The step it belongs to.
+    pub step: u32,
+    /// When the second began, measured from the run's start (the same clock for every step).
+    pub start: Duration,
+    /// How long it lasted (1 s, or less for the last part of a step).
+    pub length: Duration,
+    /// The counts of this second alone (not cumulative).
+    pub counters: &'a Counters,
+    /// Requests in flight when the second ended.
+    pub in_flight: u64,
+    /// Pairing latencies recorded during this second alone. The intervals of a step must add
+    /// up to the step's latency histogram: latency.hlog is where report.html reads it back.
+    pub latency: &'a LatencyHistogram,
+}
+
+/// The profile as it was run, stored beside the results.
+#[derive(Clone, Debug)]
+pub struct ProfileCopy {
+    /// The profile's file name (or path) as the user gave it; its extension names the copy,
+    /// `profile.<ext>` (`profile.toml` without one).
+    pub source: String,
+    /// The text exactly as read. Secrets should reach the profile through environment
+    /// variables, since the copy is verbatim.
+    pub text: String,
+}
+
+/// What a run folder is created with.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// The folder; created if missing, refused if it already holds files.
+    pub dir: PathBuf,
+    pub name: String,
+    /// The run's settings as JSON, redacted before they are stored.
+    pub settings: Value,
+    /// Extra keys or JSON pointers to redact, besides [`SECRET_KEY_PARTS`] (see [`redact`]).
+    pub redact: Vec<String>,
+    pub profile: Option<ProfileCopy>,
+    pub criteria: StopCriteria,
+    /// The run's start: summary.json's `started_at`, latency.hlog's StartTime/BaseTime.
+    pub started: SystemTime,
+}
+
+impl RunSpec {
+    /// A spec with no settings, no profile, the default criteria, started now.
+    pub fn new(dir: PathBuf, name: &str) -> Self {
+        RunSpec {
+            dir,
+            name: name.to_owned(),
+            settings: Value::Null,
+            redact: Vec::new(),
+            profile: None,
+            criteria: StopCriteria::default(),
+            started: SystemTime::now(),
+        }
+    }
+}
+
+/// `results/<UTC timestamp>-<name>`, e.g. `results/20260102T030405Z-sweep`; characters of the
+/// name other than letters, digits, `-`, `_` and `.` become `-`.
+pub fn default_run_dir(results: &Path, name: &str, started: SystemTime) -> PathBuf {
+    let stamp: String = humantime::format_rfc3339_seconds(started)
+        .to_string()
+        .chars()
+        .filter(|c| !matches!(c, '-' | ':'))
+        .collect();
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    results.join(format!("{stamp}-{name}"))
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunEnd {
+    Complete,
+    Interrupted,
+    Aborted(String),
+}
+
+/// One output file of the run folder, fed as the run goes. Every hook defaults to doing
+/// nothing, so each file implements only the events it records.
+trait Reporter {
+    /// The run's metadata or steps changed (at creation, when the protocol is known, after
+    /// each step).
+    fn changed(&mut self, _run: &RunSummary) -> Result<(), ReportError> {
+        Ok(())
+    }
+    /// A second of a step ended.
+    fn second(&mut self, _s: &Second<'_>) -> Result<(), ReportError> {
+        Ok(())
+    }
+    /// A step ended and was judged.
+    fn step(&mut self, _step: &StepRecord) -> Result<(), ReportError> {
+        Ok(())
+    }
+    /// The run ended; `run` is final.
+    fn finish(&mut self, _run: &RunSummary) -> Result<(), ReportError> {
+        Ok(())
+    }
+}
+
+/// summary.json, rewritten on every change.
+struct SummaryJson(PathBuf);
+
+impl Reporter for SummaryJson {
+    fn changed(&mut self, run: &RunSummary) -> Result<(), ReportError> {
+        run.write(&self.0)
+    }
+    fn finish(&mut self, run: &RunSummary) -> Result<(), ReportError> {
+        run.write(&self.0)
+    }
+}
+
+/// report.html and its SVG plots, drawn once the run is over from the folder's own files.
+struct HtmlReport(PathBuf);
+
+impl Reporter for HtmlReport {
+    fn finish(&mut self, run: &RunSummary) -> Result<(), ReportError> {
+        html::write_report(&self.0, run)
+    }
+}
+
+/// The results of a finished run.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    pub dir: PathBuf,
+    pub summary: RunSummary,
+    /// The terminal report, ready to print (ANSI colours only when asked for).
+    pub terminal: String,
+}
+
+impl Finished {
+    /// Whether every threshold held: exit code 0, else 1.
+    pub fn gates_hold(&self) -> bool {
+        self.summary.gates_hold()
+    }
+}
+
+/// A run folder being written. Every call does a little blocking file I/O (a row, an interval,
+/// one JSON rewrite per step); none of it is on the request path.
+pub struct RunFolder {
+    dir: PathBuf,
+    summary: RunSummary,
+    reporters: Vec<Box<dyn Reporter + Send>>,
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+impl RunFolder {
+    /// Creates the folder with the headers of every file, the profile copy and a first
+    /// summary.json (status `running`).
+    pub fn create(spec: RunSpec) -> Result<RunFolder, ReportError> {
+        let dir = spec.dir;
+        fs::create_dir_all(&dir).map_err(|e| ReportError::io(&dir, e))?;
+        let mut entries = fs::read_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;
+        if entries.next().is_some() {
+            return Err(ReportError::NotEmpty { path: dir });
+        }
+        let profile_file = match spec.profile {
+            Some(p) => {
+                let ext = Path::new(&p.source)
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .filter(|e| e.chars().all(|c| c.is_ascii_alphanumeric()))
+                    .unwrap_or("toml");
+                let name = format!("profile.{ext}");
+                let path = dir.join(&name);
+                fs::write(&path, p.text).map_err(|e| ReportError::io(&path, e))?;
+                Some(name)
+            }
+            None => None,
+        };
+        let mut settings = spec.settings;
+        redact(&mut settings, &spec.redact);
+        let summary = RunSummary {
+            schema_version: SCHEMA_VERSION,
+            mcpload_version: env!("CARGO_PKG_VERSION").to_owned(),
+            name: spec.name,
+            status: RunStatus::Running,
+            status_reason: None,
+            started_at: humantime::format_rfc3339_seconds(spec.started).to_string(),
+            finished_at: None,
+            protocol_revision: None,
+            criteria: spec.criteria,
+            settings,
+            profile_file,
+            steps: Vec::new(),
+            knee: Knee::default(),
+            gates: Vec::new(),
+        };
+        let reporters: Vec<Box<dyn Reporter + Send>> = vec![
+            Box::new(tables::StepsCsv::create(&dir)?),
+            Box::new(tables::TimeseriesCsv::create(&dir)?),
+            Box::new(hlog::HlogWriter::create(&dir, spec.started)?),
+            Box::new(SummaryJson(dir.clone())),
+            Box::new(HtmlReport(dir.clone())),
+        ];
+        let mut run = RunFolder {
+            dir,
+            summary,
+            reporters,
+        };
+        run.each(|r, s| r.changed(s))?;
+        Ok(run)
+    }
+
+    fn each(
+        &mut self,
+        mut f: impl FnMut(&mut dyn Reporter, &RunSummary) -> Result<(), ReportError>,
+    ) -> Result<(), ReportError> {
+        for r in &mut self.reporters {
+            f(r.as_mut(), &self.summary)?;
+        }
+        Ok(())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The run as recorded so far.
+    pub fn summary(&self) -> &RunSummary {
+        &self.summary
+    }
+
+    /// Records the MCP protocol revision agreed with the target.
+    pub fn set_protocol_revision(&mut self, revision: &str) -> Result<(), ReportError> {
+        self.summary.protocol_revision = Some(revision.to_owned());
+        self.each(|r, s| r.changed(s))
+    }
+
+    /// Creates `target-stderr.log` for a stdio target's standard error.
+    pub fn create_target_stderr(&self) -> Result<fs::File, ReportError> {
+        let path = self.dir.join(TARGET_STDERR);
+        fs::File::create(&path).map_err(|e| ReportError::io(&path, e))
+    }
+
+    /// Records one second: a timeseries.csv row and a latency.hlog interval.
+    pub fn record_second(&mut self, s: &Second<'_>) -> Result<(), ReportError> {
+        for r in &mut self.reporters {
+            r.second(s)?;
+        }
+        Ok(())
+    }
+
+    /// Ends a step: builds its row from the merged stats, judges it against the previous step
+    /// and the stop criteria, appends it to steps.csv and rewrites summary.json (knee
+    /// included). The judgement says whether the sweep must stop.
+    pub fn end_step(&mut self, facts: StepFacts, stats: &Stats) -> Result<Judgement, ReportError> {
+        let mut row = StepSummary::new(facts, stats);
+        let previous = self.summary.steps.last().map(|s| &s.figures);
+        let judgement = judge(&row, previous, &self.summary.criteria);
+        row.verdict = judgement.verdict;
+        let record = StepRecord::new(
+            row,
+            &stats.counters.errors_by_code,
+            judgement.tripped.clone(),
+        );
+        for r in &mut self.reporters {
+            r.step(&record)?;
+        }
+        self.summary.steps.push(record);
+        self.summary.knee = Knee::of(&self.summary.step_figures(), &self.summary.criteria);
+        self.each(|r, s| r.changed(s))?;
+        Ok(judgement)
+    }
+
+    /// Ends the run: evaluates the thresholds, writes the final summary.json, report.html and
+    /// the SVG plots, and returns the terminal report (`color`: ANSI colours, for a terminal).
+    pub fn finish(
+        mut self,
+        end: RunEnd,
+        thresholds: &Thresholds,
+        color: bool,
+    ) -> Result<Finished, ReportError> {
+        let s = &mut self.summary;
+        (s.status, s.status_reason) = match end {
+            RunEnd::Complete => (RunStatus::Complete, None),
+            RunEnd::Interrupted => (RunStatus::Interrupted, None),
+            RunEnd::Aborted(why) => (RunStatus::Aborted, Some(why)),
+        };
+        s.finished_at = Some(now_rfc3339());
+        s.gates = thresholds.evaluate(&s.step_figures(), &s.knee);
+        self.each(|r, s| r.finish(s))?;
+        Ok(Finished {
+            terminal: render_terminal(&self.summary, color),
+            dir: self.dir,
+            summary: self.summary,
+        })
+    }
+}
+
+/// `mcpload report DIR`: re-renders report.html, the SVG plots and the terminal report from a
+/// run folder alone. With thresholds, they are evaluated on the stored run and shown in place
+/// of the stored gates (summary.json is left as it is).
+pub fn rerender(dir: &Path, thresholds: &Thresholds, color: bool) -> Result<Finished, ReportError> {
+    let mut summary = RunSummary::read(dir)?;
+    if !thresholds.is_empty() {
+        summary.gates = thresholds.evaluate(&summary.step_figures(), &summary.knee);
+    }
+    html::write_report(dir, &summary)?;
+    Ok(Finished {
+        terminal: render_terminal(&summary, color),
+        dir: dir.to_owned(),
+        summary,
+    })
+}
+
+/// `mcpload compare BASE NEW`: reads both run folders' summary.json, compares them and renders
+/// the comparison for the terminal.
+pub fn compare_runs(
+    base: &Path,
+    new: &Path,
+    options: &CompareOptions,
+    color: bool,
+) -> Result<(Comparison, String), ReportError> {
+    let (b, n) = (RunSummary::read(base)?, RunSummary::read(new)?);
+    let (bs, ns) = (b.step_figures(), n.step_figures());
+    let c = compare((&bs, &b.knee), (&ns, &n.knee), options);
+    let text = render_comparison(
+        &c,
+        &base.display().to_string(),
+        &new.display().to_string(),
+        color,
+    );
+    Ok((c, text))
+}

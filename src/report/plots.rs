@@ -1,0 +1,580 @@
+//! The plots of report.html, drawn with plotters' SVG backend from the run folder's own data:
+//! throughput and latency against load with the knee marked, the USL curve over the measured
+//! points, the latency percentile spectrum of every step, anomalies and rejections per step,
+//! and the per-second time series.
+
+use super::{ReportError, RunSummary, TimeseriesRow};
+use crate::metrics::{Model, StepSummary, Verdict};
+use hdrhistogram::Histogram;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+use std::error::Error;
+
+const SIZE: (u32, u32) = (900, 440);
+/// How far the y axes reach above the data, leaving the upper part to the legend.
+const HEADROOM: f64 = 1.45;
+const FONT: &str = "sans-serif";
+
+/// One plot: the file it is saved as beside report.html, its title, and its SVG text.
+pub(super) struct Plot {
+    pub file: &'static str,
+    pub title: &'static str,
+    pub svg: String,
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type Drawn = Result<(), Box<dyn Error>>;
+
+const BLUE_: RGBColor = RGBColor(31, 119, 180);
+const ORANGE_: RGBColor = RGBColor(255, 127, 14);
+const GREEN_: RGBColor = RGBColor(44, 160, 44);
+const RED_: RGBColor = RGBColor(214, 39, 40);
+const PURPLE_: RGBColor = RGBColor(148, 103, 189);
+const GREY_: RGBColor = RGBColor(127, 127, 127);
+const GOLD_: RGBColor = RGBColor(200, 150, 0);
+const TEAL_: RGBColor = RGBColor(23, 190, 207);
+
+fn verdict_color(v: Verdict) -> RGBColor {
+    match v {
+        Verdict::Ok => GREEN_,
+        Verdict::Saturated => GOLD_,
+        Verdict::Failed => RED_,
+    }
+}
+
+fn draw(
+    file: &'static str,
+    title: &'static str,
+    f: impl FnOnce(&Area<'_>) -> Drawn,
+) -> Result<Plot, ReportError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(|e| e.to_string())
+            .and_then(|()| f(&root).map_err(|e| e.to_string()))
+            .and_then(|()| root.present().map_err(|e| e.to_string()))
+            .map_err(|msg| ReportError::Plot { name: file, msg })?;
+    }
+    Ok(Plot { file, title, svg })
+}
+
+/// A note in the plot's corner, e.g. why a fit is missing.
+fn note(area: &Area<'_>, text: &str) -> Drawn {
+    area.draw(&Text::new(
+        text.to_owned(),
+        (80, 50),
+        (FONT, 15).into_font().color(&GREY_),
+    ))?;
+    Ok(())
+}
+
+/// `[lo, hi]` around the values, never empty, never below `floor`.
+fn span(values: impl Iterator<Item = f64>, floor: f64) -> (f64, f64) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if lo > hi {
+        return (floor.max(1.0), floor.max(1.0) * 10.0);
+    }
+    let lo = lo.max(floor);
+    if hi <= lo {
+        (lo / 2.0, lo * 2.0)
+    } else {
+        (lo, hi)
+    }
+}
+
+/// The steps plotted against load: complete or not, of the knee's model.
+fn load_steps(run: &RunSummary) -> Vec<&StepSummary> {
+    run.steps
+        .iter()
+        .map(|s| &s.figures)
+        .filter(|s| Some(s.model) == run.knee.model && s.load() > 0.0)
+        .collect()
+}
+
+fn load_label(model: Option<Model>) -> &'static str {
+    match model {
+        Some(Model::Open) => "target rate (req/s, log scale)",
+        _ => "concurrency (log scale)",
+    }
+}
+
+fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
+    let steps = load_steps(run);
+    let (lo, hi) = span(steps.iter().map(|s| s.load()), f64::MIN_POSITIVE);
+    // Sweeps usually double their load: base 2 puts the ticks on the steps.
+    let base = if run.knee.model == Some(Model::Closed) {
+        2.0
+    } else {
+        10.0
+    };
+    let x = (lo / 1.3..hi * 1.3).log_scale().base(base);
+    // Headroom above the data keeps the legend clear of it.
+    let top_rps = steps.iter().map(|s| s.throughput_rps).fold(1.0, f64::max) * HEADROOM;
+    let top_ms = steps.iter().filter_map(|s| s.p99_ms).fold(1.0, f64::max) * HEADROOM;
+    let mut chart = ChartBuilder::on(area)
+        .caption("Throughput and latency against load", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .right_y_label_area_size(60)
+        .build_cartesian_2d(x.clone(), 0.0..top_rps)?
+        .set_secondary_coord(x, 0.0..top_ms);
+    chart
+        .configure_mesh()
+        .x_desc(load_label(run.knee.model))
+        .y_desc("throughput (req/s)")
+        .label_style((FONT, 13))
+        .light_line_style(WHITE)
+        .x_label_formatter(&|v| super::terminal::num((v * 100.0).round() / 100.0))
+        .draw()?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("latency (ms)")
+        .label_style((FONT, 13))
+        .draw()?;
+    if steps.is_empty() {
+        return note(area, "no step recorded");
+    }
+    let pts = |f: &dyn Fn(&StepSummary) -> Option<f64>| -> Vec<(f64, f64)> {
+        steps
+            .iter()
+            .filter_map(|s| f(s).map(|v| (s.load(), v)))
+            .collect()
+    };
+    chart
+        .draw_series(LineSeries::new(
+            pts(&|s| Some(s.throughput_rps)),
+            BLUE_.stroke_width(3),
+        ))?
+        .label("throughput (req/s)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE_.stroke_width(3)));
+    chart.draw_series(steps.iter().map(|s| {
+        Circle::new(
+            (s.load(), s.throughput_rps),
+            6,
+            verdict_color(s.verdict).filled(),
+        )
+    }))?;
+    for (name, color, f) in [
+        (
+            "p50 (ms)",
+            GREEN_,
+            (|s: &StepSummary| s.p50_ms) as fn(&StepSummary) -> Option<f64>,
+        ),
+        ("p99 (ms)", ORANGE_, |s: &StepSummary| s.p99_ms),
+    ] {
+        chart
+            .draw_secondary_series(LineSeries::new(pts(&f), color.stroke_width(2)))?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    let k = &run.knee;
+    let markers = [
+        (k.saturation_point, GOLD_, "saturation point"),
+        (
+            k.failure_point.as_ref().map(|f| f.load),
+            RED_,
+            "failure point",
+        ),
+    ];
+    for (load, color, name) in markers {
+        if let Some(l) = load {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(l, 0.0), (l, top_rps)],
+                    8,
+                    5,
+                    color.stroke_width(2),
+                ))?
+                .label(format!("{name}: {}", super::terminal::num(l)))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()?;
+    Ok(())
+}
+
+fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
+    let steps: Vec<&StepSummary> = load_steps(run)
+        .into_iter()
+        .filter(|s| s.model == Model::Closed)
+        .collect();
+    let fit = run.knee.usl.as_ref();
+    let max_n = steps.iter().map(|s| s.load()).fold(1.0, f64::max);
+    let x_max = fit
+        .and_then(|f| f.peak_concurrency)
+        .map_or(max_n, |p| max_n.max(p * 1.3).min(max_n * 4.0))
+        * 1.1;
+    let samples: Vec<(f64, f64)> = fit
+        .map(|f| {
+            (0..=200)
+                .map(|i| {
+                    let n = 1.0 + (x_max - 1.0) * f64::from(i) / 200.0;
+                    (n, f.throughput(n))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let y_max = steps
+        .iter()
+        .map(|s| s.throughput_rps)
+        .chain(samples.iter().map(|p| p.1))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let mut chart = ChartBuilder::on(area)
+        .caption("Universal Scalability Law fit", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("concurrency")
+        .y_desc("throughput (req/s)")
+        .label_style((FONT, 13))
+        .draw()?;
+    if let Some(f) = fit {
+        chart
+            .draw_series(LineSeries::new(samples, PURPLE_.stroke_width(2)))?
+            .label(format!(
+                "USL: sigma {:.4}, kappa {:.6}, lambda {:.1} (R² {:.3})",
+                f.sigma, f.kappa, f.lambda, f.r_squared
+            ))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], PURPLE_.stroke_width(2)));
+        if let (Some(n), Some(x)) = (f.peak_concurrency, f.peak_throughput_rps) {
+            chart
+                .draw_series(std::iter::once(TriangleMarker::new(
+                    (n, x),
+                    8,
+                    PURPLE_.filled(),
+                )))?
+                .label(format!("predicted peak: {x:.1} req/s at {n:.1}"))
+                .legend(|(x, y)| TriangleMarker::new((x + 10, y), 6, PURPLE_.filled()));
+        }
+    }
+    chart
+        .draw_series(steps.iter().map(|s| {
+            Circle::new(
+                (s.load(), s.throughput_rps),
+                6,
+                verdict_color(s.verdict).filled(),
+            )
+        }))?
+        .label("measured (colour: verdict)")
+        .legend(|(x, y)| Circle::new((x + 10, y), 5, GREEN_.filled()));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()?;
+    if fit.is_none() {
+        let why = if run.knee.model == Some(Model::Open) {
+            "no USL fit: the law applies to closed-loop (concurrency) sweeps"
+        } else {
+            "no USL fit: it needs 3 closed-loop steps at different concurrencies that did not fail"
+        };
+        note(area, why)?;
+    }
+    Ok(())
+}
+
+/// HDR-style x position of a quantile: log10(1 / (1 − q)), so 90% is 1, 99% is 2, 99.9% is 3.
+fn nines(q: f64) -> f64 {
+    -(1.0 - q.min(1.0 - 1e-9)).log10()
+}
+
+fn nines_label(x: f64) -> String {
+    let q = 100.0 * (1.0 - 10f64.powf(-x));
+    let s = format!("{q:.4}");
+    format!("{}%", s.trim_end_matches('0').trim_end_matches('.'))
+}
+
+fn spectrum(area: &Area<'_>, run: &RunSummary, hists: &BTreeMap<u32, Histogram<u64>>) -> Drawn {
+    let curves: Vec<(u32, Vec<(f64, f64)>)> = hists
+        .iter()
+        .filter(|(_, h)| !h.is_empty())
+        .map(|(step, h)| {
+            let top = (h.len() as f64).log10().max(1.0);
+            let pts = h
+                .iter_quantiles(2)
+                .map(|v| {
+                    (
+                        nines(v.quantile_iterated_to()).min(top),
+                        v.value_iterated_to() as f64 / 1000.0,
+                    )
+                })
+                .collect();
+            (*step, pts)
+        })
+        .collect();
+    let x_max = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|p| p.0))
+        .fold(2.0, f64::max)
+        .ceil();
+    let (lo, hi) = span(
+        curves.iter().flat_map(|(_, c)| c.iter().map(|p| p.1)),
+        0.001,
+    );
+    let mut chart = ChartBuilder::on(area)
+        .caption("Latency by percentile, per step", (FONT, 20))
+        .margin(12)
+        .margin_right(40)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, (lo / 1.3..hi * 1.3).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("percentile")
+        .y_desc("latency (ms, log scale)")
+        .x_labels(x_max as usize + 1)
+        .x_label_formatter(&|x| nines_label(*x))
+        .y_labels(5)
+        .label_style((FONT, 13))
+        .light_line_style(WHITE)
+        .draw()?;
+    if curves.is_empty() {
+        return note(area, "no latency recorded");
+    }
+    let loads: BTreeMap<u32, f64> = run
+        .steps
+        .iter()
+        .map(|s| (s.figures.step, s.figures.load()))
+        .collect();
+    for (i, (step, pts)) in curves.into_iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        // A step with seconds in the log but no row yet was cut off by a crash.
+        let label = loads.get(&step).map_or_else(
+            || format!("step {step} (unfinished)"),
+            |l| format!("step {step} (load {})", super::terminal::num(*l)),
+        );
+        chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 12))
+        .draw()?;
+    Ok(())
+}
+
+fn anomalies(area: &Area<'_>, run: &RunSummary) -> Drawn {
+    let steps: Vec<(u32, [u64; 3])> = run
+        .steps
+        .iter()
+        .map(|s| {
+            let f = &s.figures;
+            (f.step, [s.anomalies, s.rejected, f.missing + f.timeouts])
+        })
+        .collect();
+    let n = steps.iter().map(|s| s.0).max().unwrap_or(1) as f64;
+    let top = steps.iter().flat_map(|s| s.1).max().unwrap_or(0).max(1) as f64 * HEADROOM;
+    let mut chart = ChartBuilder::on(area)
+        .caption("Anomalies, rejections and losses per step", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.5..n + 0.5, 0.0..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .y_desc("count")
+        .x_labels(n as usize)
+        .x_label_formatter(&|x| {
+            if x.fract() == 0.0 {
+                format!("{x:.0}")
+            } else {
+                String::new()
+            }
+        })
+        .label_style((FONT, 13))
+        .draw()?;
+    let series = [
+        ("anomalies", RED_),
+        ("rejected (HTTP 429 + 503)", ORANGE_),
+        ("lost (missing + timeouts)", GREY_),
+    ];
+    for (k, (name, color)) in series.into_iter().enumerate() {
+        let left = k as f64 * 0.27 - 0.4;
+        chart
+            .draw_series(steps.iter().map(|(step, counts)| {
+                let x = f64::from(*step) + left;
+                Rectangle::new([(x, 0.0), (x + 0.25, counts[k] as f64)], color.filled())
+            }))?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+        // Counts over the bars, so a handful of anomalies beside thousands of rejections
+        // still shows.
+        chart.draw_series(
+            steps
+                .iter()
+                .filter(|(_, c)| c[k] > 0)
+                .map(|(step, counts)| {
+                    Text::new(
+                        counts[k].to_string(),
+                        (f64::from(*step) + left, counts[k] as f64 + top * 0.02),
+                        (FONT, 11).into_font().color(&color),
+                    )
+                }),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()?;
+    if steps.iter().all(|s| s.1 == [0, 0, 0]) {
+        note(
+            area,
+            "none: every step was free of anomalies, rejections and losses",
+        )?;
+    }
+    Ok(())
+}
+
+fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
+    let t_max = rows.iter().map(|r| r.t_s + 1.0).fold(1.0, f64::max);
+    // More headroom than elsewhere: the legend is taller and the last step often peaks.
+    let top = rows
+        .iter()
+        .map(|r| r.requests.max(r.ok))
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64
+        * HEADROOM
+        * 1.2;
+    let top_ms = rows.iter().filter_map(|r| r.p99_ms).fold(1.0, f64::max) * HEADROOM;
+    let mut chart = ChartBuilder::on(area)
+        .caption("Per second", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .right_y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max, 0.0..top)?
+        .set_secondary_coord(0.0..t_max, 0.0..top_ms);
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the start")
+        .y_desc("per second")
+        .label_style((FONT, 13))
+        .draw()?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("latency (ms)")
+        .label_style((FONT, 13))
+        .draw()?;
+    if rows.is_empty() {
+        return note(area, "no second recorded");
+    }
+    // Step boundaries: a light line where each step's first second starts.
+    let mut starts: BTreeMap<u32, f64> = BTreeMap::new();
+    for r in rows {
+        starts.entry(r.step).or_insert(r.t_s);
+    }
+    for (step, t) in &starts {
+        chart.draw_series(LineSeries::new(vec![(*t, 0.0), (*t, top)], GREY_.mix(0.4)))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("step {step}"),
+            (*t + 0.1, top * 0.97),
+            (FONT, 11).into_font().color(&GREY_),
+        )))?;
+    }
+    type Get = fn(&TimeseriesRow) -> f64;
+    let counts: [(&str, RGBColor, Get); 4] = [
+        ("requests", BLUE_, |r| r.requests as f64),
+        ("ok", GREEN_, |r| r.ok as f64),
+        ("errors + rejected + lost", ORANGE_, |r| {
+            (r.errors + r.rejected + r.missing + r.timeouts) as f64
+        }),
+        ("anomalies", RED_, |r| r.anomalies as f64),
+    ];
+    for (name, color, get) in counts {
+        chart
+            .draw_series(LineSeries::new(
+                rows.iter().map(|r| (r.t_s, get(r))),
+                color.stroke_width(2),
+            ))?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    type Lat = fn(&TimeseriesRow) -> Option<f64>;
+    let lat: [(&str, RGBColor, Lat); 2] = [
+        ("p50 ms", TEAL_, |r| r.p50_ms),
+        ("p99 ms", PURPLE_, |r| r.p99_ms),
+    ];
+    for (name, color, get) in lat {
+        chart
+            .draw_secondary_series(DashedLineSeries::new(
+                rows.iter().filter_map(|r| get(r).map(|v| (r.t_s, v))),
+                6,
+                4,
+                color.stroke_width(2),
+            ))?
+            .label(name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 12))
+        .draw()?;
+    Ok(())
+}
+
+/// Every plot of a run, in the order report.html shows them.
+pub(super) fn all(
+    run: &RunSummary,
+    rows: &[TimeseriesRow],
+    hists: &BTreeMap<u32, Histogram<u64>>,
+) -> Result<Vec<Plot>, ReportError> {
+    Ok(vec![
+        draw(
+            "throughput.svg",
+            "Throughput and latency against load",
+            |a| throughput_vs_load(a, run),
+        )?,
+        draw("usl.svg", "Universal Scalability Law", |a| {
+            usl_curve(a, run)
+        })?,
+        draw("latency-spectrum.svg", "Latency percentile spectrum", |a| {
+            spectrum(a, run, hists)
+        })?,
+        draw("anomalies.svg", "Anomalies and rejections", |a| {
+            anomalies(a, run)
+        })?,
+        draw("timeseries.svg", "Time series", |a| timeseries(a, rows))?,
+    ])
+}

@@ -1,0 +1,132 @@
+//! summary.json: the whole run in one JSON document (settings, protocol revision, every step,
+//! the knee, the gates), rewritten atomically after every step so a crash leaves a valid file.
+
+use super::ReportError;
+use crate::analysis::{GateResult, Knee, StopCriteria, Tripped};
+use crate::metrics::StepSummary;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+/// The version of summary.json's layout. Bumped when a field is renamed or redefined; adding
+/// a field does not bump it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where the run stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Still measuring, or the process died before it could say otherwise.
+    Running,
+    /// Every planned step ran, or the sweep stopped at its failure point.
+    Complete,
+    /// Stopped by Ctrl-C / SIGTERM; the steps recorded are the ones that finished (the last
+    /// one possibly cut short, see its `interrupted` column).
+    Interrupted,
+    /// Stopped by an error (see `status_reason`).
+    Aborted,
+}
+
+/// One step in summary.json: every column of steps.csv under the same name, plus what the CSV
+/// cannot hold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    #[serde(flatten)]
+    pub figures: StepSummary,
+    /// METRICS.md's `anomalies`: `duplicate_id + late + unknown_id + null_id +
+    /// both_result_error + invalid_jsonrpc + parse_errors`.
+    pub anomalies: u64,
+    /// `http_429 + http_503`.
+    pub rejected: u64,
+    /// Error responses by JSON-RPC error code (the code as a string key).
+    pub errors_by_code: BTreeMap<String, u64>,
+    /// The stop criteria this step tripped (empty unless its verdict is `failed`).
+    pub tripped: Vec<Tripped>,
+}
+
+impl StepRecord {
+    pub fn new(
+        figures: StepSummary,
+        errors_by_code: &BTreeMap<i64, u64>,
+        tripped: Vec<Tripped>,
+    ) -> Self {
+        StepRecord {
+            anomalies: figures.anomalies(),
+            rejected: figures.http_429 + figures.http_503,
+            errors_by_code: errors_by_code
+                .iter()
+                .map(|(code, n)| (code.to_string(), *n))
+                .collect(),
+            tripped,
+            figures,
+        }
+    }
+}
+
+/// The content of summary.json.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// [`SCHEMA_VERSION`] of the mcpload that wrote it.
+    pub schema_version: u32,
+    pub mcpload_version: String,
+    /// The run's name (also the tail of its folder's name).
+    pub name: String,
+    pub status: RunStatus,
+    /// Why the run was aborted or interrupted, when known.
+    pub status_reason: Option<String>,
+    /// RFC 3339 UTC, to the second.
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// The MCP protocol revision agreed with the target (`null` until known).
+    pub protocol_revision: Option<String>,
+    /// The stop criteria the verdicts were judged with.
+    pub criteria: StopCriteria,
+    /// The run's settings as the engine gave them, secrets replaced by `"[redacted]"`.
+    pub settings: Value,
+    /// The file in this folder holding the profile as it was run.
+    pub profile_file: Option<String>,
+    pub steps: Vec<StepRecord>,
+    /// The knee over the steps recorded so far.
+    pub knee: Knee,
+    /// The threshold gates evaluated at the end of the run (empty before, or without any).
+    pub gates: Vec<GateResult>,
+}
+
+impl RunSummary {
+    /// Every step's figures, in order.
+    pub fn step_figures(&self) -> Vec<StepSummary> {
+        self.steps.iter().map(|s| s.figures.clone()).collect()
+    }
+
+    /// Whether every gate held (true without gates).
+    pub fn gates_hold(&self) -> bool {
+        self.gates.iter().all(|g| g.holds)
+    }
+
+    /// Reads `dir/summary.json`, refusing a newer or unknown schema.
+    pub fn read(dir: &Path) -> Result<RunSummary, ReportError> {
+        let path = dir.join(super::SUMMARY_JSON);
+        let text = fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| ReportError::json(&path, e))?;
+        let found = value.get("schema_version").and_then(Value::as_u64);
+        if found != Some(u64::from(SCHEMA_VERSION)) {
+            return Err(ReportError::Schema {
+                path,
+                found: found.map_or_else(|| "none".to_owned(), |v| v.to_string()),
+            });
+        }
+        serde_json::from_value(value).map_err(|e| ReportError::json(&path, e))
+    }
+
+    /// Writes `dir/summary.json` atomically: a temporary file renamed over the old one.
+    pub(crate) fn write(&self, dir: &Path) -> Result<(), ReportError> {
+        let path = dir.join(super::SUMMARY_JSON);
+        let tmp = dir.join(".summary.json.tmp");
+        let mut text = serde_json::to_vec_pretty(self).map_err(|e| ReportError::json(&path, e))?;
+        text.push(b'\n');
+        fs::write(&tmp, text).map_err(|e| ReportError::io(&tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| ReportError::io(&path, e))
+    }
+}

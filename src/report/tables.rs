@@ -1,0 +1,160 @@
+//! steps.csv and timeseries.csv (METRICS.md): RFC 4180 through the csv crate, the header
+//! first, one row appended and flushed as each step or second ends.
+
+use super::{ReportError, Reporter, Second, StepRecord};
+use crate::metrics::{Percentiles, StepSummary};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// One row of timeseries.csv: one second of one step. Field order is the column order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimeseriesRow {
+    /// Seconds from the run's start to the start of this second (the same timestamp as the
+    /// interval's in latency.hlog), 3 decimals.
+    pub t_s: f64,
+    pub step: u32,
+    /// Requests registered during this second.
+    pub requests: u64,
+    pub ok: u64,
+    /// JSON-RPC error responses (the `errors` counter).
+    pub errors: u64,
+    /// `duplicate_id + late + unknown_id + null_id + both_result_error + invalid_jsonrpc +
+    /// parse_errors`.
+    pub anomalies: u64,
+    pub missing: u64,
+    pub timeouts: u64,
+    /// `http_429 + http_503`.
+    pub rejected: u64,
+    /// Requests in flight when the second ended.
+    pub in_flight: u64,
+    /// Pairing latency percentiles of the responses paired this second (empty without any).
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+impl TimeseriesRow {
+    pub fn of(s: &Second<'_>) -> Self {
+        let c = s.counters;
+        let lat = Percentiles::of(s.latency);
+        TimeseriesRow {
+            t_s: (s.start.as_secs_f64() * 1000.0).round() / 1000.0,
+            step: s.step,
+            requests: c.requests,
+            ok: c.ok,
+            errors: c.errors,
+            anomalies: c.anomalies(),
+            missing: c.missing,
+            timeouts: c.timeouts,
+            rejected: c.http_429 + c.http_503,
+            in_flight: s.in_flight,
+            p50_ms: lat.p50,
+            p99_ms: lat.p99,
+        }
+    }
+}
+
+/// A CSV file written a row at a time, flushed after each row.
+struct CsvFile {
+    path: PathBuf,
+    out: csv::Writer<File>,
+}
+
+impl CsvFile {
+    /// Creates the file and writes its header (the field names of `sample`'s type), so even
+    /// a run that records no row leaves a readable CSV.
+    fn create<R: Serialize>(path: PathBuf, sample: &R) -> Result<Self, ReportError> {
+        let header = header_of(sample).map_err(|e| ReportError::csv(&path, e))?;
+        let file = File::create(&path).map_err(|e| ReportError::io(&path, e))?;
+        let mut out = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(file);
+        out.write_record(&header)
+            .and_then(|()| out.flush().map_err(csv::Error::from))
+            .map_err(|e| ReportError::csv(&path, e))?;
+        Ok(CsvFile { path, out })
+    }
+
+    fn append<R: Serialize>(&mut self, row: &R) -> Result<(), ReportError> {
+        self.out
+            .serialize(row)
+            .and_then(|()| self.out.flush().map_err(csv::Error::from))
+            .map_err(|e| ReportError::csv(&self.path, e))
+    }
+}
+
+/// The column names of a row type, in field order, exactly as the csv crate derives them
+/// when it serialises `sample` with headers.
+fn header_of<R: Serialize>(sample: &R) -> Result<csv::StringRecord, csv::Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.serialize(sample)?;
+    let bytes = w
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
+    csv::Reader::from_reader(bytes.as_slice())
+        .headers()
+        .cloned()
+}
+
+/// steps.csv: one [`StepSummary`] per step.
+pub(super) struct StepsCsv(CsvFile);
+
+impl StepsCsv {
+    pub(super) fn create(dir: &Path) -> Result<Self, ReportError> {
+        Ok(StepsCsv(CsvFile::create(
+            dir.join(super::STEPS_CSV),
+            &crate::analysis::blank_step(),
+        )?))
+    }
+}
+
+impl Reporter for StepsCsv {
+    fn step(&mut self, step: &StepRecord) -> Result<(), ReportError> {
+        self.0.append(&step.figures)
+    }
+}
+
+/// timeseries.csv: one [`TimeseriesRow`] per second.
+pub(super) struct TimeseriesCsv(CsvFile);
+
+impl TimeseriesCsv {
+    pub(super) fn create(dir: &Path) -> Result<Self, ReportError> {
+        let sample = TimeseriesRow::of(&Second {
+            step: 0,
+            start: Default::default(),
+            length: Default::default(),
+            counters: &Default::default(),
+            in_flight: 0,
+            latency: &Default::default(),
+        });
+        Ok(TimeseriesCsv(CsvFile::create(
+            dir.join(super::TIMESERIES_CSV),
+            &sample,
+        )?))
+    }
+}
+
+impl Reporter for TimeseriesCsv {
+    fn second(&mut self, s: &Second<'_>) -> Result<(), ReportError> {
+        self.0.append(&TimeseriesRow::of(s))
+    }
+}
+
+/// Reads every complete row of a CSV written above.
+fn read_rows<R: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<R>, ReportError> {
+    let bytes = std::fs::read(path).map_err(|e| ReportError::io(path, e))?;
+    let mut r = csv::Reader::from_reader(super::complete_lines(&bytes));
+    r.deserialize()
+        .collect::<Result<_, _>>()
+        .map_err(|e| ReportError::csv(path, e))
+}
+
+/// Reads `dir/timeseries.csv`.
+pub fn read_timeseries(dir: &Path) -> Result<Vec<TimeseriesRow>, ReportError> {
+    read_rows(&dir.join(super::TIMESERIES_CSV))
+}
+
+/// Reads `dir/steps.csv`.
+pub fn read_steps(dir: &Path) -> Result<Vec<StepSummary>, ReportError> {
+    read_rows(&dir.join(super::STEPS_CSV))
+}
