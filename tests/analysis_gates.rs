@@ -1,0 +1,204 @@
+//! Threshold gates: parsing with clear errors, evaluation over steps and the knee, and the
+//! exit codes of `mcpload report DIR --threshold ...` (0 all hold, 1 one fails, 2 usage).
+
+mod report_common;
+
+use mcpload::analysis::{GateError, Knee, StopCriteria, Threshold, Thresholds, judge};
+use mcpload::metrics::{Model, Stats, StepFacts, StepSummary};
+use report_common::{scratch, synthetic_run};
+use std::process::Command;
+use std::time::Duration;
+
+/// A closed-loop step: `ok` answers at `latency_ms`, `failed` HTTP 429s.
+fn step(n: u32, ok: u64, failed: u64, latency_ms: u64) -> StepSummary {
+    let mut stats = Stats::default();
+    let c = &mut stats.counters;
+    c.requests = ok + failed;
+    c.responses = ok;
+    c.ok = ok;
+    c.http_429 = failed;
+    c.retry_after_max_s = 2;
+    for _ in 0..ok {
+        stats.latency.record(Duration::from_millis(latency_ms));
+    }
+    StepSummary::new(
+        StepFacts {
+            step: n,
+            model: Model::Closed,
+            concurrency: Some(1 << n),
+            target_rate: None,
+            duration_s: 1.0,
+            schedule_lag_p99_ms: None,
+            dropped_arrivals: None,
+            in_flight_at_end: 0,
+            interrupted: false,
+        },
+        &stats,
+    )
+}
+
+fn judged(mut steps: Vec<StepSummary>) -> (Vec<StepSummary>, Knee) {
+    for i in 0..steps.len() {
+        let prev = i.checked_sub(1).map(|p| steps[p].clone());
+        steps[i].verdict = judge(&steps[i], prev.as_ref(), &StopCriteria::default()).verdict;
+    }
+    let knee = Knee::of(&steps, &StopCriteria::default());
+    (steps, knee)
+}
+
+#[test]
+fn step_gates_must_hold_in_every_step_and_name_the_failing_ones() {
+    let (steps, knee) = judged(vec![
+        step(1, 100, 0, 10),
+        step(2, 200, 0, 20),
+        step(3, 150, 50, 300),
+    ]);
+    let t = Thresholds::parse(&[
+        "p99_ms<250",
+        "p99_ms<1000",
+        "error_rate<0.1%",
+        "anomalies==0",
+        "rejected<=50",
+        "throughput_rps>=100",
+        "max_sustainable>=4",
+        "max_sustainable>4",
+        "peak_throughput_rps>190",
+        "retry_after_max_s<3",
+    ])
+    .unwrap();
+    let r = t.evaluate(&steps, &knee);
+    let holds: Vec<(&str, bool)> = r.iter().map(|g| (g.threshold.as_str(), g.holds)).collect();
+    assert_eq!(
+        holds,
+        [
+            ("p99_ms<250", false),
+            ("p99_ms<1000", true),
+            ("error_rate<0.001", false),
+            ("anomalies==0", true),
+            ("rejected<=50", true),
+            ("throughput_rps>=100", true),
+            ("max_sustainable>=4", true),
+            ("max_sustainable>4", false),
+            ("peak_throughput_rps>190", true),
+            ("retry_after_max_s<3", true),
+        ]
+    );
+    assert_eq!(r[0].failing_steps, [3]);
+    assert_eq!(r[0].worst, steps[2].p99_ms);
+    assert_eq!(
+        r[0].detail,
+        format!(
+            "p99_ms<250 fails in step 3 (worst {} at step 3)",
+            steps[2].p99_ms.unwrap()
+        )
+    );
+    assert_eq!(r[2].failing_steps, [3]);
+    assert_eq!(r[7].detail, "max_sustainable>4 fails: max_sustainable is 4");
+}
+
+#[test]
+fn empty_cells_unreached_figures_and_empty_runs_fail() {
+    // A step with no response has no latency: a latency gate cannot hold there.
+    let (steps, knee) = judged(vec![step(1, 100, 0, 10), step(2, 0, 100, 10)]);
+    let r = Threshold::evaluate(&"p50_ms<100".parse().unwrap(), &steps, &knee);
+    assert!(!r.holds);
+    assert_eq!(r.failing_steps, [2]);
+    assert!(
+        r.detail.ends_with("; p50_ms is empty in step 2"),
+        "{}",
+        r.detail
+    );
+    // Every step failed: nothing sustainable.
+    let (steps, knee) = judged(vec![step(1, 0, 100, 10)]);
+    let r = Threshold::evaluate(&"max_sustainable>=1".parse().unwrap(), &steps, &knee);
+    assert!(!r.holds);
+    assert_eq!(
+        r.detail,
+        "max_sustainable>=1 fails: the sweep reached no max_sustainable"
+    );
+    let r = Threshold::evaluate(&"anomalies==0".parse().unwrap(), &[], &Knee::default());
+    assert!(!r.holds, "no step recorded is no pass");
+}
+
+#[test]
+fn parse_errors_are_specific() {
+    let e = |s: &str| s.parse::<Threshold>().unwrap_err();
+    assert_eq!(e(""), GateError::Empty);
+    assert!(
+        e("p99_ms 250")
+            .to_string()
+            .contains("no comparison operator")
+    );
+    assert!(e("anomalies=0").to_string().contains("did you mean '=='"));
+    assert!(
+        e("latency<3")
+            .to_string()
+            .contains("unknown metric 'latency'")
+    );
+    assert!(
+        e("p99_ms<abc")
+            .to_string()
+            .contains("'abc' is not a number")
+    );
+}
+
+fn mcpload(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mcpload"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run mcpload")
+}
+
+#[test]
+fn report_command_exit_codes() {
+    let dir = scratch("gates_cli");
+    synthetic_run(&dir, &[]);
+    let d = dir.to_str().unwrap();
+
+    let ok = mcpload(&[
+        "report",
+        d,
+        "--threshold",
+        "p99_ms<1000",
+        "--threshold",
+        "max_sustainable>=16",
+    ]);
+    let out = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(out.contains("Knee: saturates at 8 concurrent"), "{out}");
+    assert!(out.contains("pass p99_ms<1000"), "{out}");
+    assert!(dir.join("report.html").exists());
+
+    let fail = mcpload(&[
+        "report",
+        d,
+        "--threshold",
+        "error_rate<0.001",
+        "--threshold",
+        "p99_ms<1000",
+    ]);
+    assert_eq!(fail.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&fail.stderr);
+    assert!(err.contains("threshold failed: error_rate<0.001"), "{err}");
+    assert!(
+        !err.contains("p99_ms<1000"),
+        "only the failing gates are listed: {err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&fail.stdout).contains("FAIL error_rate<0.001 fails in step 6")
+    );
+
+    let usage = mcpload(&["report", d, "--threshold", "p99<1"]);
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&usage.stderr).contains("unknown metric 'p99'"));
+
+    let missing = mcpload(&["report", dir.join("nope").to_str().unwrap()]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("summary.json"));
+}

@@ -1,0 +1,382 @@
+//! The run folder written through `RunFolder`: both CSVs exactly as METRICS.md specifies,
+//! steps.csv equal to summary.json number for number, latency.hlog decoding back to the
+//! step's figures, the knee, redaction, and a summary.json valid after every step.
+
+mod report_common;
+
+use hdrhistogram::Histogram;
+use mcpload::analysis::StopCriteria;
+use mcpload::metrics::{Model, Stats, StepFacts, Verdict, us_to_ms};
+use mcpload::report::{
+    self, RunFolder, RunSpec, RunStatus, RunSummary, read_hlog, step_histograms,
+};
+use report_common::{CONCURRENCY, SECONDS_PER_STEP, scratch, synthetic_run};
+use serde_json::Value;
+use std::fs;
+
+/// steps.csv's columns, copied from METRICS.md.
+const STEPS_HEADER: &str =
+    "step,model,concurrency,target_rate,duration_s,requests,responses,ok,errors,
+both_result_error,invalid_jsonrpc,duplicate_id,late,unknown_id,null_id,server_messages,
+parse_errors,missing,timeouts,http_429,http_503,http_other,transport_errors,batches,
+batch_rejected,response_count_mismatch,throughput_rps,goodput_rps,error_rate,
+p50_ms,p90_ms,p99_ms,p999_ms,max_ms,mean_ms,in_flight_max,retry_after_max_s,
+schedule_lag_p99_ms,dropped_arrivals,verdict";
+
+/// Columns mcpload adds after METRICS.md's (allowed: "a column may be added").
+const STEPS_EXTRA: &str = "service_p50_ms,service_p90_ms,service_p99_ms,service_p999_ms,\
+service_max_ms,service_mean_ms,in_flight_at_end,interrupted";
+
+/// timeseries.csv's columns, copied from METRICS.md.
+const TIMESERIES_HEADER: &str =
+    "t_s,step,requests,ok,errors,anomalies,missing,timeouts,rejected,in_flight,p50_ms,p99_ms";
+
+fn first_line(path: &std::path::Path) -> String {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn csv_headers_are_metrics_md_exactly() {
+    let dir = scratch("csv_headers");
+    synthetic_run(&dir, &[]);
+    let spec: String = STEPS_HEADER.split_whitespace().collect();
+    let steps = first_line(&dir.join("steps.csv"));
+    assert!(
+        steps.starts_with(&format!("{spec},")),
+        "steps.csv header:\n{steps}\nMETRICS.md:\n{spec}"
+    );
+    assert_eq!(steps, format!("{spec},{STEPS_EXTRA}"));
+    assert_eq!(first_line(&dir.join("timeseries.csv")), TIMESERIES_HEADER);
+}
+
+#[test]
+fn an_empty_run_still_has_headers_and_a_valid_summary() {
+    let dir = scratch("empty_run");
+    let run = RunFolder::create(RunSpec::new(dir.clone(), "empty")).unwrap();
+    let spec: String = STEPS_HEADER.split_whitespace().collect();
+    assert!(first_line(&dir.join("steps.csv")).starts_with(&spec));
+    assert_eq!(first_line(&dir.join("timeseries.csv")), TIMESERIES_HEADER);
+    let s = RunSummary::read(&dir).unwrap();
+    assert_eq!(s.status, RunStatus::Running);
+    assert!(s.steps.is_empty());
+    drop(run);
+    // A folder that holds files is refused.
+    assert!(matches!(
+        RunFolder::create(RunSpec::new(dir.clone(), "again")),
+        Err(report::ReportError::NotEmpty { .. })
+    ));
+}
+
+/// A CSV cell against the JSON value of the same name.
+fn same(cell: &str, json: &Value) -> bool {
+    match json {
+        Value::Null => cell.is_empty(),
+        Value::Number(n) => cell.parse::<f64>().ok() == n.as_f64(),
+        Value::String(s) => cell == s,
+        Value::Bool(b) => cell == b.to_string(),
+        _ => false,
+    }
+}
+
+#[test]
+fn every_number_in_steps_csv_equals_summary_json() {
+    let dir = scratch("csv_equals_json");
+    let done = synthetic_run(&dir, &[]);
+    let json: Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let steps = json["steps"].as_array().unwrap();
+    let mut r = csv::Reader::from_path(dir.join("steps.csv")).unwrap();
+    let header = r.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), steps.len());
+    assert_eq!(rows.len(), done.summary.steps.len());
+    let mut compared = 0;
+    for (row, step) in rows.iter().zip(steps) {
+        for (name, cell) in header.iter().zip(row.iter()) {
+            let v = step
+                .get(name)
+                .unwrap_or_else(|| panic!("summary.json lacks {name}"));
+            assert!(
+                same(cell, v),
+                "step {} column {name}: csv {cell:?} json {v}",
+                &row[0]
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, rows.len() * header.len());
+    // The CSV read back through serde is the summary's figures.
+    assert_eq!(
+        report::read_steps(&dir).unwrap(),
+        done.summary.step_figures()
+    );
+}
+
+#[test]
+fn the_hlog_decodes_to_each_steps_counts_and_percentiles() {
+    let dir = scratch("hlog_roundtrip");
+    let done = synthetic_run(&dir, &[]);
+    let intervals = read_hlog(&dir).unwrap();
+    assert_eq!(
+        intervals.len(),
+        done.summary.steps.len() * SECONDS_PER_STEP as usize
+    );
+    for (i, iv) in intervals.iter().enumerate() {
+        assert_eq!(iv.start_s, i as f64, "one interval per second");
+        assert_eq!(iv.length_s, 1.0);
+    }
+    let hists = step_histograms(&intervals).unwrap();
+    assert_eq!(hists.len(), done.summary.steps.len());
+    let text = fs::read_to_string(dir.join("latency.hlog")).unwrap();
+    assert!(
+        text.contains("#[StartTime: 1800000000.000 (seconds since epoch)]"),
+        "{text}"
+    );
+    assert!(text.contains("#[BaseTime: 1800000000.000 (seconds since epoch)]"));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("Tag=step=6,15.000,1.000,"))
+    );
+    for rec in &done.summary.steps {
+        let s = &rec.figures;
+        let h: &Histogram<u64> = &hists[&s.step];
+        assert_eq!(h.len(), s.responses, "step {}", s.step);
+        let ms = |q: f64| Some(us_to_ms(h.value_at_quantile(q) as f64));
+        assert_eq!(ms(0.50), s.p50_ms, "step {} p50", s.step);
+        assert_eq!(ms(0.90), s.p90_ms);
+        assert_eq!(ms(0.99), s.p99_ms);
+        assert_eq!(ms(0.999), s.p999_ms);
+        assert_eq!(Some(us_to_ms(h.max() as f64)), s.max_ms);
+        assert_eq!(Some(us_to_ms(h.mean())), s.mean_ms);
+    }
+    // timeseries.csv agrees with the intervals second by second.
+    let rows = report::read_timeseries(&dir).unwrap();
+    assert_eq!(rows.len(), intervals.len());
+    for (row, iv) in rows.iter().zip(&intervals) {
+        assert_eq!(Some(row.step), iv.step);
+        assert_eq!(row.t_s, iv.start_s);
+        assert_eq!(
+            row.p99_ms,
+            Some(us_to_ms(iv.histogram.value_at_quantile(0.99) as f64))
+        );
+    }
+}
+
+#[test]
+fn the_knee_verdicts_and_terminal_report() {
+    let dir = scratch("knee");
+    let done = synthetic_run(&dir, &["p99_ms<500", "anomalies==0", "max_sustainable>=16"]);
+    let s = &done.summary;
+    let verdicts: Vec<Verdict> = s.steps.iter().map(|r| r.figures.verdict).collect();
+    use Verdict::*;
+    assert_eq!(verdicts, [Ok, Ok, Ok, Ok, Saturated, Failed]);
+    assert_eq!(s.knee.saturation_point, Some(8.0));
+    assert_eq!(s.knee.max_sustainable, Some(16.0));
+    let f = s.knee.failure_point.as_ref().unwrap();
+    assert_eq!((f.step, f.load), (6, 32.0));
+    assert_eq!(s.knee.peak_throughput_rps, Some(800.0));
+    assert_eq!(s.knee.peak_step, Some(4), "a tie goes to the lowest load");
+    // The built-in capacity model's shape: lambda near 1/S = 100, ceiling near C/S = 800.
+    let usl = s.knee.usl.as_ref().unwrap();
+    assert_eq!(usl.points, 5);
+    assert!((usl.lambda - 100.0).abs() < 10.0, "{usl:?}");
+    assert!(
+        (usl.peak_throughput_rps.unwrap() - 800.0).abs() < 120.0,
+        "{usl:?}"
+    );
+
+    let t = &done.terminal;
+    assert!(
+        t.contains(
+            "Knee: saturates at 8 concurrent, 800.0 req/s; fails at 32 concurrent: error rate 40.36% > 1%, mostly HTTP 429 (39.98% of requests)."
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("unknown_id 3 in step 6: answers carried ids that were never sent"),
+        "{t}"
+    );
+    assert!(t.contains("duplicate_id 1 in step 4"), "{t}");
+    assert!(t.contains("Error responses by code: -32603 × 15"), "{t}");
+    assert!(t.contains("pass p99_ms<500 holds in every step"), "{t}");
+    assert!(t.contains("FAIL anomalies==0 fails in steps 4, 6"), "{t}");
+    assert!(t.contains("pass max_sustainable>=16"), "{t}");
+    assert!(
+        t.contains("max sustainable 16 concurrent (step 5); peak 800.0 req/s (step 4)."),
+        "{t}"
+    );
+    assert!(!t.contains('\u{1b}'), "no colour unless asked for");
+    assert!(!done.gates_hold());
+    // One table row per step.
+    let rows = t
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()));
+    assert_eq!(rows.count(), 6, "{t}");
+}
+
+#[test]
+fn settings_are_redacted_and_the_profile_is_kept() {
+    let dir = scratch("redaction");
+    synthetic_run(&dir, &[]);
+    for file in ["summary.json", "report.html"] {
+        let text = fs::read_to_string(dir.join(file)).unwrap();
+        assert!(!text.contains("tok-123"), "{file} leaks the token");
+        assert!(!text.contains("s3cret"), "{file} leaks the URL password");
+        assert!(text.contains("[redacted]"), "{file}");
+    }
+    let s = RunSummary::read(&dir).unwrap();
+    assert_eq!(s.settings["target"]["headers"]["X-Trace"], "[redacted]");
+    assert_eq!(s.settings["timeout_ms"], 5000);
+    assert_eq!(s.protocol_revision.as_deref(), Some("2025-06-18"));
+    assert_eq!(s.profile_file.as_deref(), Some("profile.toml"));
+    assert!(
+        fs::read_to_string(dir.join("profile.toml"))
+            .unwrap()
+            .contains("synthetic sweep")
+    );
+}
+
+#[test]
+fn summary_json_is_valid_after_every_step() {
+    let dir = scratch("every_step");
+    let mut run = RunFolder::create(RunSpec::new(dir.clone(), "steps")).unwrap();
+    for (k, &n) in CONCURRENCY.iter().take(3).enumerate() {
+        let mut stats = Stats::default();
+        stats.counters.requests = 100 * n;
+        stats.counters.responses = 100 * n;
+        stats.counters.ok = 100 * n;
+        let j = run
+            .end_step(
+                StepFacts {
+                    step: k as u32 + 1,
+                    model: Model::Closed,
+                    concurrency: Some(n),
+                    target_rate: None,
+                    duration_s: 1.0,
+                    schedule_lag_p99_ms: None,
+                    dropped_arrivals: None,
+                    in_flight_at_end: 0,
+                    interrupted: false,
+                },
+                &stats,
+            )
+            .unwrap();
+        assert!(!j.stop());
+        // What a crash right now would leave behind.
+        let s = RunSummary::read(&dir).unwrap();
+        assert_eq!(s.steps.len(), k + 1);
+        assert_eq!(s.status, RunStatus::Running);
+        assert_eq!(report::read_steps(&dir).unwrap().len(), k + 1);
+        assert_eq!(s.knee.max_sustainable, Some(n as f64));
+    }
+    assert_eq!(run.summary().criteria, StopCriteria::default());
+}
+
+#[test]
+fn rerender_rebuilds_everything_from_the_folder() {
+    let dir = scratch("rerender");
+    let done = synthetic_run(&dir, &[]);
+    let html = fs::read_to_string(dir.join("report.html")).unwrap();
+    for f in [
+        "report.html",
+        "throughput.svg",
+        "usl.svg",
+        "latency-spectrum.svg",
+        "anomalies.svg",
+        "timeseries.svg",
+    ] {
+        fs::remove_file(dir.join(f)).unwrap();
+    }
+    let thresholds = mcpload::analysis::Thresholds::parse(&["error_rate<0.5"]).unwrap();
+    let again = report::rerender(&dir, &thresholds, false).unwrap();
+    assert_eq!(again.summary.steps, done.summary.steps);
+    assert_eq!(again.summary.knee, done.summary.knee);
+    assert!(again.gates_hold());
+    assert!(
+        again
+            .terminal
+            .contains("pass error_rate<0.5 holds in every step")
+    );
+    let html2 = fs::read_to_string(dir.join("report.html")).unwrap();
+    assert_eq!(html2.matches("<svg").count(), 5);
+    assert_eq!(html.matches("<svg").count(), 5);
+    // summary.json keeps the run's own (empty) gates.
+    assert!(RunSummary::read(&dir).unwrap().gates.is_empty());
+}
+
+#[test]
+fn a_folder_left_by_a_crash_still_renders() {
+    let dir = scratch("crash");
+    let mut run = RunFolder::create(RunSpec::new(dir.clone(), "crash")).unwrap();
+    let mut second = Stats::default();
+    second.counters.requests = 10;
+    second.counters.responses = 10;
+    second.counters.ok = 10;
+    for _ in 0..10 {
+        second.latency.record(std::time::Duration::from_millis(3));
+    }
+    let record = |run: &mut RunFolder, step: u32, t: u64| {
+        run.record_second(&report::Second {
+            step,
+            start: std::time::Duration::from_secs(t),
+            length: std::time::Duration::from_secs(1),
+            counters: &second.counters,
+            in_flight: 1,
+            latency: &second.latency,
+        })
+        .unwrap();
+    };
+    record(&mut run, 1, 0);
+    record(&mut run, 1, 1);
+    let mut step = Stats::default();
+    step += &second;
+    step += &second;
+    let facts = StepFacts {
+        step: 1,
+        model: Model::Closed,
+        concurrency: Some(1),
+        target_rate: None,
+        duration_s: 2.0,
+        schedule_lag_p99_ms: None,
+        dropped_arrivals: None,
+        in_flight_at_end: 0,
+        interrupted: false,
+    };
+    run.end_step(facts, &step).unwrap();
+    record(&mut run, 2, 2);
+    // The process dies in step 2, halfway through writing a line of each log.
+    drop(run);
+    for (file, partial) in [
+        ("timeseries.csv", "3.000,2,7"),
+        ("latency.hlog", "Tag=step=2,3.000,1.000,3003.000,HISTFAAA"),
+    ] {
+        let mut text = fs::read_to_string(dir.join(file)).unwrap();
+        text.push_str(partial);
+        fs::write(dir.join(file), text).unwrap();
+    }
+    let done = report::rerender(&dir, &mcpload::analysis::Thresholds::default(), false).unwrap();
+    assert_eq!(done.summary.status, RunStatus::Running);
+    assert_eq!(done.summary.steps.len(), 1);
+    assert!(
+        done.terminal
+            .contains("crash: incomplete: the run did not finish"),
+        "{}",
+        done.terminal
+    );
+    assert_eq!(report::read_timeseries(&dir).unwrap().len(), 3);
+    assert_eq!(read_hlog(&dir).unwrap().len(), 3);
+    let spectrum = fs::read_to_string(dir.join("latency-spectrum.svg")).unwrap();
+    assert!(spectrum.contains("step 2 (unfinished)"));
+    assert_eq!(
+        fs::read_to_string(dir.join("report.html"))
+            .unwrap()
+            .matches("<svg")
+            .count(),
+        5
+    );
+}
