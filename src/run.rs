@@ -237,7 +237,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         .name
         .or(p.name.clone())
         .or_else(|| profile.and_then(|f| f.file_stem()).map(|s| s.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "run".into());
+        .unwrap_or_else(|| target_name(p.target.get_ref()));
     let stop_on_failure = p.load.stop_on_failure && !o.keep_going;
     let started = SystemTime::now();
     let dir = o.out.unwrap_or_else(|| {
@@ -264,9 +264,24 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         stop_on_failure,
         dir,
         workers: o.workers,
-        seed: o.seed.unwrap_or(0x6d63_706c_6f61_64),
+        seed: o.seed.unwrap_or(0x006d_6370_6c6f_6164),
         quiet: o.quiet,
     })
+}
+
+/// A run name from the target alone: `builtin`, the URL's `host-port`, or the program's name.
+fn target_name(t: &Target) -> String {
+    if let Some(url) = &t.url {
+        let host = url.split("://").nth(1).unwrap_or(url).split('/').next().unwrap_or("http");
+        return host.replace(':', "-");
+    }
+    if let Some(cmd) = &t.stdio {
+        let program = cmd.split_whitespace().next().unwrap_or("stdio");
+        return Path::new(program)
+            .file_name()
+            .map_or_else(|| "stdio".into(), |n| n.to_string_lossy().into_owned());
+    }
+    "builtin".into()
 }
 
 /// The profile a run with flags alone starts from: echo against whatever target the flags name.
@@ -363,8 +378,18 @@ pub enum RunError {
     Report(#[from] report::ReportError),
 }
 
-/// Runs the plan to its end (or to Ctrl-C / SIGTERM via `cancel`).
+/// Runs the plan to its end (or to Ctrl-C / SIGTERM via `cancel`). A run that fails before
+/// its first step leaves no empty folder behind (a stdio child's stderr log is kept).
 pub async fn execute(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
+    let dir = plan.dir.clone();
+    let result = run_plan(plan, cancel).await;
+    if result.is_err() {
+        let _ = std::fs::remove_dir(&dir); // only succeeds when empty
+    }
+    result
+}
+
+async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
     let progress = Progress::new(plan.quiet);
     let mut builtin = None;
     let t = &plan.target;

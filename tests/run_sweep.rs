@@ -55,6 +55,13 @@ timeout = "2s"
     let s = summary(&out_dir);
     assert_eq!(s["knee"]["saturation_point"], 8.0, "{}", s["knee"]);
     assert_eq!(s["knee"]["failure_point"]["load"], 32.0, "{}", s["knee"]);
+    // The USL fit over the closed-loop steps recovers the model: lambda near 1/S = 50 req/s
+    // per client, a ceiling near C/S = 400 req/s (the target's timer adds about 1 ms a call).
+    let usl = &s["knee"]["usl"];
+    let lambda = usl["lambda"].as_f64().unwrap();
+    let ceiling = usl["peak_throughput_rps"].as_f64().unwrap();
+    assert!((40.0..=55.0).contains(&lambda), "lambda {lambda}");
+    assert!((320.0..=460.0).contains(&ceiling), "predicted ceiling {ceiling}");
 }
 
 /// Runs a 4 s step at `load` against a target that freezes for 1 s, 1.5 s after it starts.

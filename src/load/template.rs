@@ -205,11 +205,11 @@ fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, json_escape: bool
         Hole::Worker => out.extend_from_slice(num.format(ctx.worker).as_bytes()),
         Hole::Rand(a, b) => {
             let span = (*b as i128 - *a as i128 + 1) as u128;
-            let v = *a as i128 + (ctx.rng.next() as u128 % span) as i128;
+            let v = *a as i128 + (ctx.rng.next_u64() as u128 % span) as i128;
             out.extend_from_slice(num.format(v as i64).as_bytes());
         }
         Hole::Uuid => {
-            let (hi, lo) = (ctx.rng.next(), ctx.rng.next());
+            let (hi, lo) = (ctx.rng.next_u64(), ctx.rng.next_u64());
             let hi = (hi & !0xF000) | 0x4000; // version 4
             let lo = (lo & !(0xC << 60)) | (0x8 << 60); // RFC 4122 variant
             let mut s = String::with_capacity(36);
@@ -251,7 +251,7 @@ impl Rng {
     }
 
     #[inline]
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -260,7 +260,7 @@ impl Rng {
 
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 

@@ -73,3 +73,59 @@ pub fn assert_identity(row: &std::collections::HashMap<String, String>) {
     let sum: f64 = terms.iter().map(|t| num(row, t)).sum();
     assert_eq!(num(row, "requests"), sum, "pairing identity, step {}", row["step"]);
 }
+
+/// A `mcpload serve` child on 127.0.0.1; killed on drop.
+pub struct Served {
+    pub child: std::process::Child,
+    pub url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `mcpload serve ARGS` and reads its first line, `listening on http://…/mcp`.
+pub fn serve(args: &[&str]) -> Served {
+    use std::io::BufRead;
+    let mut child = bin()
+        .arg("serve")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    Served { child, url }
+}
+
+/// `GET /stats` of a served target, over a plain socket.
+pub fn target_stats(url: &str) -> Value {
+    use std::io::{Read, Write};
+    let authority = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut s = std::net::TcpStream::connect(&authority).unwrap();
+    write!(
+        s,
+        "GET /stats HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").expect("a body").1;
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}

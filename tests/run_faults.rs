@@ -1,0 +1,71 @@
+//! Every fault knob of the built-in target on at once: each step's counters in steps.csv equal
+//! what the target says a correct client counts (its ground truth), over HTTP with JSON and
+//! with SSE answers, single requests and batches.
+
+mod run_common;
+use run_common::*;
+
+/// Every knob at a different prime period, so that each fires and they rarely coincide.
+const FAULTS: &str = "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,garbage=29,truncate=31";
+
+/// Runs one closed-loop step against a served target and compares with its /stats.
+fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
+    let target = serve(serve_args);
+    let before = target_stats(&target.url);
+    let dir = scratch(name);
+    let out_dir = dir.join("run");
+    let mut args = vec![
+        "--url", &target.url, "--workers", "1", "-c", "8", "--duration", "2s", "--warmup", "0s",
+        "--timeout", "2s", "--keep-going", "--out", out_dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(run_args);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "{name}");
+    let after = target_stats(&target.url);
+    let rows = steps(&out_dir);
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_identity(row);
+    let delta = |path: &str| {
+        let get = |v: &serde_json::Value| v.pointer(path).and_then(|x| x.as_u64()).unwrap_or(0);
+        (get(&after) - get(&before)) as f64
+    };
+    // Every kind of fault fired.
+    for kind in ["drop", "null_id", "unknown_id", "duplicate", "both", "bad_version", "garbage", "truncate"] {
+        assert!(delta(&format!("/faults/{kind}")) > 0.0, "{name}: no {kind} fault fired");
+    }
+    // The handshake (discovery or initialize, tools/list) happened before the step and was
+    // answered ok; everything else the target wrote is the step's.
+    let handshake = delta("/requests_seen") - num(row, "requests");
+    assert!((1.0..=4.0).contains(&handshake), "{name}: {handshake} handshake requests");
+    assert_eq!(delta("/client_view/ok") - handshake, num(row, "ok"), "{name}: ok");
+    for col in [
+        "errors", "both_result_error", "invalid_jsonrpc", "duplicate_id", "unknown_id", "null_id",
+        "server_messages", "parse_errors", "missing", "http_other", "response_count_mismatch",
+    ] {
+        assert_eq!(delta(&format!("/client_view/{col}")), num(row, col), "{name}: {col}");
+    }
+    for col in ["http_429", "http_503", "batches", "batch_rejected"] {
+        assert_eq!(delta(&format!("/{col}")), num(row, col), "{name}: {col}");
+    }
+    assert_eq!(num(row, "timeouts"), 0.0, "{name}: every fault ends its request at once");
+}
+
+#[test]
+fn json_answers_single_requests() {
+    check("faults-json", &["--fault", FAULTS], &[]);
+}
+
+#[test]
+fn sse_answers_single_requests() {
+    check("faults-sse", &["--fault", FAULTS, "--answer", "sse"], &[]);
+}
+
+#[test]
+fn json_answers_batches() {
+    check(
+        "faults-batch",
+        &["--fault", FAULTS, "--batches", "accept"],
+        &["--protocol", "2025-03-26", "--batch-size", "5", "--batch-notifications", "1"],
+    );
+}
