@@ -7,7 +7,9 @@ use crate::engine::{self, BatchShape, Progress, SweepEnd, Workload};
 use crate::load::mix::Mix;
 use crate::mcp::{ConnectOptions, Connector, ProtocolChoice, Revision, Target as McpTarget};
 use crate::metrics::Model;
-use crate::profile::{Levels, LoadModel, Method, Op, Profile, ProfileError, Source, Spacing, Target};
+use crate::profile::{
+    Levels, LoadModel, Method, Op, Profile, ProfileError, Source, Spacing, Target,
+};
 use crate::report::{self, ProfileCopy, RunEnd, RunFolder, RunSpec};
 use crate::target::{self, ServeConfig};
 use crate::transport::StdioOptions;
@@ -138,17 +140,18 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         let (name, value) = h
             .split_once(':')
             .ok_or_else(|| usage(format!("--header {h:?}: write \"Name: value\"")))?;
-        target.headers.insert(name.trim().to_owned(), value.trim().to_owned());
+        target
+            .headers
+            .insert(name.trim().to_owned(), value.trim().to_owned());
     }
     if let Some(pr) = o.protocol {
         target.protocol = pr;
     }
     if let Some(tool) = &o.tool {
         let args = match &o.args {
-            Some(Value::Object(m)) => Some(
-                toml::Table::try_from(m.clone())
-                    .map_err(|e| usage(format!("--args: {e}")))?,
-            ),
+            Some(Value::Object(m)) => {
+                Some(toml::Table::try_from(m.clone()).map_err(|e| usage(format!("--args: {e}")))?)
+            }
             Some(_) => return Err(usage("--args must be a JSON object".into())),
             None => None,
         };
@@ -185,19 +188,33 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
     macro_rules! set {
         ($($f:ident),*) => { $( if let Some(v) = o.$f { l.$f = v; } )* };
     }
-    set!(duration, warmup, timeout, think_time, max_in_flight, spacing);
+    set!(
+        duration,
+        warmup,
+        timeout,
+        think_time,
+        max_in_flight,
+        spacing
+    );
     if l.duration.is_zero() || l.timeout.is_zero() {
-        return Err(usage("--duration and --timeout must be more than 0s".into()));
+        return Err(usage(
+            "--duration and --timeout must be more than 0s".into(),
+        ));
     }
     let model = match (l.model, &l.rate) {
         (Some(LoadModel::Open), _) | (None, Some(_)) => Model::Open,
         _ => Model::Closed,
     };
     let levels = match model {
-        Model::Closed => l.concurrency.as_ref().map_or(vec![1.0], |c| c.get_ref().0.clone()),
-        Model::Open => l.rate.as_ref().map(|r| r.get_ref().0.clone()).ok_or_else(|| {
-            usage("an open-loop load needs rates: `load.rate` or --rate".into())
-        })?,
+        Model::Closed => l
+            .concurrency
+            .as_ref()
+            .map_or(vec![1.0], |c| c.get_ref().0.clone()),
+        Model::Open => l
+            .rate
+            .as_ref()
+            .map(|r| r.get_ref().0.clone())
+            .ok_or_else(|| usage("an open-loop load needs rates: `load.rate` or --rate".into()))?,
     };
     if model == Model::Closed && levels.iter().any(|c| c.fract() != 0.0) {
         return Err(usage("concurrency levels must be whole numbers".into()));
@@ -230,18 +247,27 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         criteria.p99_slo_ms = o.p99_slo_ms;
     }
     criteria.fail_on_anomaly |= o.fail_on_anomaly;
-    let mut threshold_texts: Vec<String> = p.thresholds.iter().map(|t| t.get_ref().clone()).collect();
+    let mut threshold_texts: Vec<String> =
+        p.thresholds.iter().map(|t| t.get_ref().clone()).collect();
     threshold_texts.extend(o.thresholds.iter().cloned());
     let thresholds = Thresholds::parse(&threshold_texts).map_err(|e| usage(e.to_string()))?;
     let name = o
         .name
         .or(p.name.clone())
-        .or_else(|| profile.and_then(|f| f.file_stem()).map(|s| s.to_string_lossy().into_owned()))
+        .or_else(|| {
+            profile
+                .and_then(|f| f.file_stem())
+                .map(|s| s.to_string_lossy().into_owned())
+        })
         .unwrap_or_else(|| target_name(p.target.get_ref()));
     let stop_on_failure = p.load.stop_on_failure && !o.keep_going;
     let started = SystemTime::now();
     let dir = o.out.unwrap_or_else(|| {
-        report::default_run_dir(o.results.as_deref().unwrap_or(Path::new("results")), &name, started)
+        report::default_run_dir(
+            o.results.as_deref().unwrap_or(Path::new("results")),
+            &name,
+            started,
+        )
     });
     let base = profile
         .and_then(Path::parent)
@@ -272,7 +298,13 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
 /// A run name from the target alone: `builtin`, the URL's `host-port`, or the program's name.
 fn target_name(t: &Target) -> String {
     if let Some(url) = &t.url {
-        let host = url.split("://").nth(1).unwrap_or(url).split('/').next().unwrap_or("http");
+        let host = url
+            .split("://")
+            .nth(1)
+            .unwrap_or(url)
+            .split('/')
+            .next()
+            .unwrap_or("http");
         return host.replace(':', "-");
     }
     if let Some(cmd) = &t.stdio {
@@ -327,7 +359,12 @@ impl Plan {
         let redact = t
             .headers
             .keys()
-            .map(|k| format!("/target/headers/{}", k.replace('~', "~0").replace('/', "~1")))
+            .map(|k| {
+                format!(
+                    "/target/headers/{}",
+                    k.replace('~', "~0").replace('/', "~1")
+                )
+            })
             .collect();
         let l = &self.load;
         let settings = json!({
@@ -425,14 +462,16 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         list_tools: true,
         ..ConnectOptions::default()
     };
-    std::fs::create_dir_all(&plan.dir).map_err(|e| {
-        RunError::Failed(format!("cannot create {}: {e}", plan.dir.display()))
+    std::fs::create_dir_all(&plan.dir)
+        .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", plan.dir.display())))?;
+    let connector =
+        Connector::new(mcp_target, opts).map_err(|e| PlanError::Usage(e.to_string()))?;
+    let connected = connector.connect().await.map_err(|e| {
+        RunError::Failed(format!(
+            "connecting to {}: {e}",
+            connector.target().describe()
+        ))
     })?;
-    let connector = Connector::new(mcp_target, opts).map_err(|e| PlanError::Usage(e.to_string()))?;
-    let connected = connector
-        .connect()
-        .await
-        .map_err(|e| RunError::Failed(format!("connecting to {}: {e}", connector.target().describe())))?;
     let server = connected.server;
     if let Some(b) = &plan.batch
         && server.revision > Revision::V2025_03_26
@@ -445,7 +484,11 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         ))
         .into());
     }
-    let ops = if plan.mix.is_empty() { default_mix() } else { plan.mix.clone() };
+    let ops = if plan.mix.is_empty() {
+        default_mix()
+    } else {
+        plan.mix.clone()
+    };
     let mix = Mix::new(&ops, &server, &plan.base).map_err(PlanError::Usage)?;
     let (settings, redact) = plan.settings(&mix);
     let mut spec = RunSpec::new(plan.dir.clone(), &plan.name);
@@ -460,9 +503,9 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     folder.set_protocol_revision(server.revision.as_str())?;
     let workers = match &plan.target.stdio {
         Some(_) => 1,
-        None => plan.workers.unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(2, |n| n.get())
-        }),
+        None => plan
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
     }
     .clamp(1, 64);
     let mut transports = vec![connected.transport];
@@ -477,7 +520,10 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     let work = Arc::new(Workload {
         model: plan.model,
         mix,
-        batch: plan.batch.as_ref().map(|b| BatchShape::new(b.size, b.notifications)),
+        batch: plan
+            .batch
+            .as_ref()
+            .map(|b| BatchShape::new(b.size, b.notifications)),
         duration: l.duration,
         warmup: l.warmup,
         timeout: l.timeout,

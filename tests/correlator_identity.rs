@@ -1,4 +1,4 @@
-//! The pairing identity of METRICS.md, and every counter exactly, after random
+//! The pairing identity of docs/metrics.md, and every counter exactly, after random
 //! interleavings, reorderings, batching, drops, duplicates, null ids and garbage.
 
 use mcpload::correlator::{Correlator, End, Sent};

@@ -1,4 +1,4 @@
-//! Every row of both METRICS.md tables, one exchange each, against the real correlator.
+//! Every row of both docs/metrics.md tables, one exchange each, against the real correlator.
 
 use mcpload::correlator::{Class, Collision, Correlator, End, Sent};
 use mcpload::jsonrpc::Id;

@@ -1,4 +1,4 @@
-//! The run folder written through `RunFolder`: both CSVs exactly as METRICS.md specifies,
+//! The run folder written through `RunFolder`: both CSVs exactly as docs/metrics.md specifies,
 //! steps.csv equal to summary.json number for number, latency.hlog decoding back to the
 //! step's figures, the knee, redaction, and a summary.json valid after every step.
 
@@ -14,7 +14,7 @@ use report_common::{CONCURRENCY, SECONDS_PER_STEP, scratch, synthetic_run};
 use serde_json::Value;
 use std::fs;
 
-/// steps.csv's columns, copied from METRICS.md.
+/// steps.csv's columns, copied from docs/metrics.md.
 const STEPS_HEADER: &str =
     "step,model,concurrency,target_rate,duration_s,requests,responses,ok,errors,
 both_result_error,invalid_jsonrpc,duplicate_id,late,unknown_id,null_id,server_messages,
@@ -23,11 +23,11 @@ batch_rejected,response_count_mismatch,throughput_rps,goodput_rps,error_rate,
 p50_ms,p90_ms,p99_ms,p999_ms,max_ms,mean_ms,in_flight_max,retry_after_max_s,
 schedule_lag_p99_ms,dropped_arrivals,verdict";
 
-/// Columns mcpload adds after METRICS.md's (allowed: "a column may be added").
+/// Columns mcpload adds after docs/metrics.md's (allowed: "a column may be added").
 const STEPS_EXTRA: &str = "service_p50_ms,service_p90_ms,service_p99_ms,service_p999_ms,\
 service_max_ms,service_mean_ms,in_flight_at_end,interrupted";
 
-/// timeseries.csv's columns, copied from METRICS.md.
+/// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str =
     "t_s,step,requests,ok,errors,anomalies,missing,timeouts,rejected,in_flight,p50_ms,p99_ms";
 
@@ -48,7 +48,7 @@ fn csv_headers_are_metrics_md_exactly() {
     let steps = first_line(&dir.join("steps.csv"));
     assert!(
         steps.starts_with(&format!("{spec},")),
-        "steps.csv header:\n{steps}\nMETRICS.md:\n{spec}"
+        "steps.csv header:\n{steps}\ndocs/metrics.md:\n{spec}"
     );
     assert_eq!(steps, format!("{spec},{STEPS_EXTRA}"));
     assert_eq!(first_line(&dir.join("timeseries.csv")), TIMESERIES_HEADER);

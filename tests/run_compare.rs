@@ -11,7 +11,15 @@ const COMPARE: [&str; 5] = ["compare", "--tolerance", "0.5", "--latency-floor-ms
 
 fn sweep(url: &str, out: &Path) {
     let o = run(&[
-        "--url", url, "-c", "1,4", "--duration", "1500ms", "--warmup", "200ms", "--out",
+        "--url",
+        url,
+        "-c",
+        "1,4",
+        "--duration",
+        "1500ms",
+        "--warmup",
+        "200ms",
+        "--out",
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0));
@@ -43,5 +51,8 @@ fn compare_passes_on_the_same_target_and_fails_on_a_slowed_one() {
         .unwrap();
     let text = String::from_utf8_lossy(&worse.stdout);
     assert_eq!(worse.status.code(), Some(1), "{text}");
-    assert!(text.contains("throughput_rps") || text.contains("p50_ms"), "{text}");
+    assert!(
+        text.contains("throughput_rps") || text.contains("p50_ms"),
+        "{text}"
+    );
 }

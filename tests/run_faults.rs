@@ -6,7 +6,8 @@ mod run_common;
 use run_common::*;
 
 /// Every knob at a different prime period, so that each fires and they rarely coincide.
-const FAULTS: &str = "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,garbage=29,truncate=31";
+const FAULTS: &str =
+    "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,garbage=29,truncate=31";
 
 /// Runs one closed-loop step against a served target and compares with its /stats.
 fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
@@ -15,8 +16,21 @@ fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
     let dir = scratch(name);
     let out_dir = dir.join("run");
     let mut args = vec![
-        "--url", &target.url, "--workers", "1", "-c", "8", "--duration", "2s", "--warmup", "0s",
-        "--timeout", "2s", "--keep-going", "--out", out_dir.to_str().unwrap(),
+        "--url",
+        &target.url,
+        "--workers",
+        "1",
+        "-c",
+        "8",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "2s",
+        "--keep-going",
+        "--out",
+        out_dir.to_str().unwrap(),
     ];
     args.extend_from_slice(run_args);
     let out = run(&args);
@@ -31,24 +45,60 @@ fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
         (get(&after) - get(&before)) as f64
     };
     // Every kind of fault fired.
-    for kind in ["drop", "null_id", "unknown_id", "duplicate", "both", "bad_version", "garbage", "truncate"] {
-        assert!(delta(&format!("/faults/{kind}")) > 0.0, "{name}: no {kind} fault fired");
+    for kind in [
+        "drop",
+        "null_id",
+        "unknown_id",
+        "duplicate",
+        "both",
+        "bad_version",
+        "garbage",
+        "truncate",
+    ] {
+        assert!(
+            delta(&format!("/faults/{kind}")) > 0.0,
+            "{name}: no {kind} fault fired"
+        );
     }
     // The handshake (discovery or initialize, tools/list) happened before the step and was
     // answered ok; everything else the target wrote is the step's.
     let handshake = delta("/requests_seen") - num(row, "requests");
-    assert!((1.0..=4.0).contains(&handshake), "{name}: {handshake} handshake requests");
-    assert_eq!(delta("/client_view/ok") - handshake, num(row, "ok"), "{name}: ok");
+    assert!(
+        (1.0..=4.0).contains(&handshake),
+        "{name}: {handshake} handshake requests"
+    );
+    assert_eq!(
+        delta("/client_view/ok") - handshake,
+        num(row, "ok"),
+        "{name}: ok"
+    );
     for col in [
-        "errors", "both_result_error", "invalid_jsonrpc", "duplicate_id", "unknown_id", "null_id",
-        "server_messages", "parse_errors", "missing", "http_other", "response_count_mismatch",
+        "errors",
+        "both_result_error",
+        "invalid_jsonrpc",
+        "duplicate_id",
+        "unknown_id",
+        "null_id",
+        "server_messages",
+        "parse_errors",
+        "missing",
+        "http_other",
+        "response_count_mismatch",
     ] {
-        assert_eq!(delta(&format!("/client_view/{col}")), num(row, col), "{name}: {col}");
+        assert_eq!(
+            delta(&format!("/client_view/{col}")),
+            num(row, col),
+            "{name}: {col}"
+        );
     }
     for col in ["http_429", "http_503", "batches", "batch_rejected"] {
         assert_eq!(delta(&format!("/{col}")), num(row, col), "{name}: {col}");
     }
-    assert_eq!(num(row, "timeouts"), 0.0, "{name}: every fault ends its request at once");
+    assert_eq!(
+        num(row, "timeouts"),
+        0.0,
+        "{name}: every fault ends its request at once"
+    );
 }
 
 #[test]
@@ -66,6 +116,13 @@ fn json_answers_batches() {
     check(
         "faults-batch",
         &["--fault", FAULTS, "--batches", "accept"],
-        &["--protocol", "2025-03-26", "--batch-size", "5", "--batch-notifications", "1"],
+        &[
+            "--protocol",
+            "2025-03-26",
+            "--batch-size",
+            "5",
+            "--batch-notifications",
+            "1",
+        ],
     );
 }

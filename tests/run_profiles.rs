@@ -25,7 +25,11 @@ fn an_unknown_field_names_its_place_and_the_valid_ones() {
         "unknown",
         &format!("{TARGET}[load]\nconcurency = [1, 2]\n"),
         &[],
-        &["unknown.toml:4:1", "unknown field `concurency`", "`concurrency`"],
+        &[
+            "unknown.toml:4:1",
+            "unknown field `concurency`",
+            "`concurrency`",
+        ],
     );
 }
 
@@ -105,5 +109,8 @@ fn every_shipped_profile_parses() {
             n += 1;
         }
     }
-    assert_eq!(n, 7, "quickstart, closed-sweep, open-rate, batch-mix, stdio-child, everything-server, python-sdk-server");
+    assert_eq!(
+        n, 7,
+        "quickstart, closed-sweep, open-rate, batch-mix, stdio-child, everything-server, python-sdk-server"
+    );
 }

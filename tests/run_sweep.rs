@@ -61,7 +61,10 @@ timeout = "2s"
     let lambda = usl["lambda"].as_f64().unwrap();
     let ceiling = usl["peak_throughput_rps"].as_f64().unwrap();
     assert!((40.0..=55.0).contains(&lambda), "lambda {lambda}");
-    assert!((320.0..=460.0).contains(&ceiling), "predicted ceiling {ceiling}");
+    assert!(
+        (320.0..=460.0).contains(&ceiling),
+        "predicted ceiling {ceiling}"
+    );
 }
 
 /// Runs a 4 s step at `load` against a target that freezes for 1 s, 1.5 s after it starts.
@@ -98,7 +101,10 @@ fn an_open_loop_sees_a_stall_that_a_closed_loop_hides() {
     let closed = stall_run("stall-closed", "concurrency = [2]");
     let open_p99 = num(&open, "p99_ms");
     // About 200 of the 800 arrivals fall in the stall: the corrected p99 is most of it.
-    assert!(open_p99 >= 300.0, "open-loop p99 {open_p99} ms should show the 1 s stall");
+    assert!(
+        open_p99 >= 300.0,
+        "open-loop p99 {open_p99} ms should show the 1 s stall"
+    );
     // The uncorrected figure is kept beside it.
     assert!(!open["service_p99_ms"].is_empty());
     // A closed loop stalls with the server: only its 2 clients' requests wait, so its p99
@@ -108,8 +114,14 @@ fn an_open_loop_sees_a_stall_that_a_closed_loop_hides() {
         closed_p99 * 3.0 < open_p99,
         "closed-loop p99 {closed_p99} ms vs open-loop {open_p99} ms"
     );
-    assert!(closed["service_p99_ms"].is_empty(), "closed loop has no service_* columns");
-    assert!(num(&closed, "max_ms") >= 500.0, "the closed loop saw the stall once");
+    assert!(
+        closed["service_p99_ms"].is_empty(),
+        "closed loop has no service_* columns"
+    );
+    assert!(
+        num(&closed, "max_ms") >= 500.0,
+        "the closed loop saw the stall once"
+    );
 }
 
 #[test]
@@ -139,7 +151,13 @@ warmup = "0s"
     );
     let out_dir = dir.join("run");
     let mut child = bin()
-        .args(["run", "-q", p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+        .args([
+            "run",
+            "-q",
+            p.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -147,12 +165,21 @@ warmup = "0s"
     // Wait until step 1 is written, then stop the run in the middle of step 2.
     let started = Instant::now();
     while steps_written(&out_dir) < 1 {
-        assert!(started.elapsed() < Duration::from_secs(60), "step 1 never ended");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "step 1 never ended"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(700));
     let pid = child.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     let rows = steps(&out_dir);

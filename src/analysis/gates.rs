@@ -72,7 +72,7 @@ pub enum GateError {
 
 /// Metrics of the run as a whole, checked once against the knee.
 const KNEE_METRICS: [&str; 2] = ["max_sustainable", "peak_throughput_rps"];
-/// Step metrics derived from columns: `anomalies` (METRICS.md's sum) and `rejected`
+/// Step metrics derived from columns: `anomalies` (docs/metrics.md's sum) and `rejected`
 /// (`http_429 + http_503`).
 const DERIVED_METRICS: [&str; 2] = ["anomalies", "rejected"];
 

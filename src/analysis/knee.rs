@@ -1,4 +1,4 @@
-//! The knee of a sweep (METRICS.md): where more load stopped buying throughput, where the
+//! The knee of a sweep (docs/metrics.md): where more load stopped buying throughput, where the
 //! server failed, the highest load it sustained, its peak throughput, and the USL fit.
 
 use super::usl::{UslFit, fit_usl};

@@ -1,4 +1,4 @@
-//! Judging measured steps (METRICS.md "The knee"): the verdict of each step against the stop
+//! Judging measured steps (docs/metrics.md "The knee"): the verdict of each step against the stop
 //! criteria, the knee of a sweep, the Universal Scalability Law fit, the comparison of two runs,
 //! and the threshold gates CI uses for its exit code. Pure functions over [`StepSummary`] rows:
 //! nothing here reads files or prints.

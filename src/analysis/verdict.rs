@@ -1,5 +1,5 @@
 //! The verdict of one step: which stop criteria tripped (`failed`), whether more load bought
-//! little more throughput (`saturated`), else `ok`. Rules and thresholds are METRICS.md's.
+//! little more throughput (`saturated`), else `ok`. Rules and thresholds are docs/metrics.md's.
 
 use crate::metrics::{Model, StepSummary, Verdict};
 use serde::{Deserialize, Serialize};

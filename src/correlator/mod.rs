@@ -1,5 +1,5 @@
 //! Pairing by id, never by position: the pending map, the window of ended ids, and the
-//! classification of every incoming message and every unpaired end, as METRICS.md defines.
+//! classification of every incoming message and every unpaired end, as docs/metrics.md defines.
 
 use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message};
 use crate::metrics::Stats;
@@ -24,7 +24,7 @@ pub struct Sent {
     pub deadline: Instant,
 }
 
-/// How one incoming message was counted: one row of the first table of METRICS.md.
+/// How one incoming message was counted: one row of the first table of docs/metrics.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Class {
     Ok,
@@ -65,7 +65,7 @@ impl Class {
     }
 }
 
-/// How a request ended without a response: one row of the second table of METRICS.md.
+/// How a request ended without a response: one row of the second table of docs/metrics.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum End {
     Missing,

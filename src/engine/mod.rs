@@ -15,7 +15,7 @@ use crate::transport::{AnyTransport, Transport};
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -74,6 +74,8 @@ pub(crate) enum Report {
         worker: u32,
         step: u32,
         second: u32,
+        /// When the worker's measured phase began (second 0 starts here).
+        measure_start: Instant,
         stats: Box<Stats>,
         in_flight: u64,
     },
@@ -111,6 +113,7 @@ pub async fn sweep(
     progress: &Progress,
 ) -> Result<(SweepEnd, Vec<AnyTransport>), ReportError> {
     let workers = transports.len() as u32;
+    let run_start = Instant::now();
     let (report_tx, mut reports) = mpsc::unbounded_channel();
     let mut orders = Vec::new();
     let mut tasks = tokio::task::JoinSet::new();
@@ -138,11 +141,27 @@ pub async fn sweep(
             step: i as u32 + 1,
             level: *level,
         };
-        progress.start_step(order.step, levels.len(), work.model, *level, work.warmup + work.duration);
+        progress.start_step(
+            order.step,
+            levels.len(),
+            work.model,
+            *level,
+            work.warmup + work.duration,
+        );
         for o in &orders {
             let _ = o.send(order);
         }
-        let Some(step) = collect_step(&mut reports, workers, order, &work, folder, progress).await? else {
+        let Some(step) = collect_step(
+            &mut reports,
+            workers,
+            order,
+            &work,
+            folder,
+            progress,
+            run_start,
+        )
+        .await?
+        else {
             break; // every worker is gone
         };
         let judgement = folder.end_step(step.facts, &step.stats)?;
@@ -166,6 +185,15 @@ pub async fn sweep(
     Ok((end, back.into_iter().map(|(_, t)| t).collect()))
 }
 
+/// One second of a step, merged over the workers that reported it.
+#[derive(Default)]
+struct SecondSlot {
+    stats: Stats,
+    in_flight: u64,
+    /// Sum of each worker's in-flight peak in this second.
+    peak_sum: u64,
+}
+
 /// A step's merged figures.
 struct StepResult {
     facts: StepFacts,
@@ -180,9 +208,12 @@ async fn collect_step(
     work: &Workload,
     folder: &mut RunFolder,
     progress: &Progress,
+    run_start: Instant,
 ) -> Result<Option<StepResult>, ReportError> {
     let mut total = Stats::default();
-    let mut seconds: BTreeMap<u32, (Stats, u64)> = BTreeMap::new();
+    let mut seconds: BTreeMap<u32, SecondSlot> = BTreeMap::new();
+    let mut step_start: Option<Instant> = None;
+    let mut peak = 0u64;
     let mut lag = LatencyHistogram::default();
     let mut facts = StepFacts {
         step: order.step,
@@ -208,15 +239,16 @@ async fn collect_step(
                 worker,
                 step,
                 second,
+                measure_start,
                 stats,
                 in_flight,
             } if step == order.step => {
                 total += &*stats;
-                let slot = seconds
-                    .entry(second)
-                    .or_insert_with(|| (Stats::default(), 0));
-                slot.0 += &*stats;
-                slot.1 += in_flight;
+                step_start = Some(step_start.map_or(measure_start, |s| s.min(measure_start)));
+                let slot = seconds.entry(second).or_default();
+                slot.stats += &*stats;
+                slot.in_flight += in_flight;
+                slot.peak_sum += stats.counters.in_flight_max;
                 last_second_of[worker as usize] = Some(second);
             }
             Report::StepDone {
@@ -247,27 +279,35 @@ async fn collect_step(
             if !complete {
                 break;
             }
-            let (_, (stats, in_flight)) = seconds.pop_first().expect("peeked");
+            let (_, mut slot) = seconds.pop_first().expect("peeked");
+            // Workers keep their own peaks: their sum bounds the step's true peak from above.
+            slot.stats.counters.in_flight_max = slot.peak_sum;
+            peak = peak.max(slot.peak_sum);
             // The step's last row also holds the drain: it lasts until the drain ended.
             let last = seconds.is_empty() && finished.iter().all(|f| *f);
-            let start = Duration::from_secs(sec as u64);
+            let offset = Duration::from_secs(sec as u64);
             let length = if last {
-                measured.saturating_sub(start).max(Duration::from_millis(1))
+                measured
+                    .saturating_sub(offset)
+                    .max(Duration::from_millis(1))
             } else {
                 Duration::from_secs(1)
             };
+            let base =
+                step_start.map_or(Duration::ZERO, |s| s.saturating_duration_since(run_start));
             folder.record_second(&Second {
                 step: order.step,
-                start,
+                start: base + offset,
                 length,
-                counters: &stats.counters,
-                in_flight,
-                latency: &stats.latency,
+                counters: &slot.stats.counters,
+                in_flight: slot.in_flight,
+                latency: &slot.stats.latency,
             })?;
-            progress.second(&stats, in_flight);
+            progress.second(&slot.stats, slot.in_flight);
         }
     }
     facts.duration_s = measured.as_secs_f64();
+    total.counters.in_flight_max = peak;
     if work.model == Model::Open && !lag.is_empty() {
         facts.schedule_lag_p99_ms = Some(lag.histogram().value_at_quantile(0.99) as f64 / 1000.0);
     }

@@ -32,11 +32,19 @@ impl Progress {
         }
     }
 
-    pub(crate) fn start_step(&self, step: u32, steps: usize, model: Model, level: f64, planned: Duration) {
+    pub(crate) fn start_step(
+        &self,
+        step: u32,
+        steps: usize,
+        model: Model,
+        level: f64,
+        planned: Duration,
+    ) {
         if !self.visible {
             return;
         }
-        let bar = ProgressBar::with_draw_target(Some(planned.as_secs()), ProgressDrawTarget::stdout());
+        let bar =
+            ProgressBar::with_draw_target(Some(planned.as_secs()), ProgressDrawTarget::stdout());
         bar.set_style(
             ProgressStyle::with_template("{prefix:.bold} [{bar:20}] {pos}/{len}s {msg}")
                 .expect("static template")

@@ -168,7 +168,9 @@ impl Worker {
         if measuring && now >= st.next_second && st.phase != Phase::Drain {
             self.report_second(st, s, ledger, false);
         }
-        let gave_up = st.interrupted_at.is_some_and(|t| now >= t + INTERRUPT_DRAIN);
+        let gave_up = st
+            .interrupted_at
+            .is_some_and(|t| now >= t + INTERRUPT_DRAIN);
         let drained = s.corr.in_flight() == 0 || gave_up;
         if st.phase == Phase::Drain && drained {
             self.report_second(st, s, ledger, true);
@@ -177,7 +179,13 @@ impl Worker {
         false
     }
 
-    fn report_second(&mut self, st: &mut StepState, s: &mut Sending<'_>, ledger: &mut Ledger, last: bool) {
+    fn report_second(
+        &mut self,
+        st: &mut StepState,
+        s: &mut Sending<'_>,
+        ledger: &mut Ledger,
+        last: bool,
+    ) {
         let mut stats = s.corr.take_stats();
         self.transport.take_counters(&mut stats.counters);
         ledger.take_counters(&mut stats.counters);
@@ -185,6 +193,7 @@ impl Worker {
             worker: self.index,
             step: st.order.step,
             second: st.second,
+            measure_start: st.measure_start,
             stats: Box::new(stats),
             in_flight: s.corr.in_flight() as u64,
         });
@@ -216,7 +225,8 @@ impl Worker {
                 let rate = st.order.level / self.workers as f64;
                 let phase = self.index as f64 / self.workers as f64;
                 let seed = w.seed ^ ((st.order.step as u64) << 20) ^ self.index as u64;
-                st.arrivals = (rate > 0.0).then(|| Arrivals::new(now, rate, w.spacing, phase, seed));
+                st.arrivals =
+                    (rate > 0.0).then(|| Arrivals::new(now, rate, w.spacing, phase, seed));
             }
         }
     }
@@ -231,7 +241,9 @@ impl Worker {
                 }
             }
             Model::Open => {
-                let Some(arrivals) = st.arrivals.as_mut() else { return };
+                let Some(arrivals) = st.arrivals.as_mut() else {
+                    return;
+                };
                 let cap = w.max_in_flight.div_ceil(self.workers as usize).max(1);
                 while arrivals.next_due() <= now {
                     let due = arrivals.advance();
@@ -262,7 +274,8 @@ impl Worker {
                 let headers = op.render(s.buf, &id, seq, s.renderer);
                 if s.corr.register(id.clone(), sent).is_ok() {
                     let body = Bytes::copy_from_slice(s.buf);
-                    self.transport.send(Outgoing::single(body, Some(id), headers));
+                    self.transport
+                        .send(Outgoing::single(body, Some(id), headers));
                 }
             }
             Some(b) => {

@@ -3,7 +3,7 @@
 //! into a request body with a fresh id.
 
 use super::schema_args;
-use super::template::{Ctx, CsvRow, JsonTemplate, Rng, TextTemplate};
+use super::template::{CsvRow, Ctx, JsonTemplate, Rng, TextTemplate};
 use crate::jsonrpc::{Id, encode_request_with};
 use crate::mcp::{Revision, ServerInfo, header_value, modern_meta};
 use crate::profile::{Method, Op};
@@ -47,7 +47,10 @@ enum Body {
     Params(JsonTemplate),
     /// `resources/read`: the uri is rendered first, so that the `Mcp-Name` header and the
     /// body carry the same text; `meta` is the era's `_meta` object, serialised.
-    Uri { uri: TextTemplate, meta: Option<Box<str>> },
+    Uri {
+        uri: TextTemplate,
+        meta: Option<Box<str>>,
+    },
 }
 
 /// One operation of the mix, ready to render.
@@ -105,7 +108,13 @@ impl Mix {
                 let share = op.weight as f64 / server.tools.len() as f64;
                 for t in &server.tools {
                     let args = schema_args::arguments_for(&t.input_schema);
-                    out.push(compile(op, Some(&t.name), Some(args), server.revision, csv.clone())?);
+                    out.push(compile(
+                        op,
+                        Some(&t.name),
+                        Some(args),
+                        server.revision,
+                        csv.clone(),
+                    )?);
                     weights.push(share);
                 }
             } else {
@@ -211,7 +220,10 @@ fn compile(
         Method::ToolsCall => {
             let tool = tool.ok_or("tools/call needs `tool`")?;
             params.insert("name".into(), Value::from(tool));
-            params.insert("arguments".into(), args.unwrap_or_else(|| Value::Object(Map::new())));
+            params.insert(
+                "arguments".into(),
+                args.unwrap_or_else(|| Value::Object(Map::new())),
+            );
             Some(tool.to_owned())
         }
         Method::PromptsGet => {
@@ -251,7 +263,9 @@ fn compile(
         Body::Uri { uri, .. } => uri.csv_columns().next().is_some(),
     };
     if uses_csv && csv.is_none() {
-        return Err(format!("{label}: `{{{{csv:…}}}}` needs `csv = \"file.csv\"` in the same [[mix]] entry"));
+        return Err(format!(
+            "{label}: `{{{{csv:…}}}}` needs `csv = \"file.csv\"` in the same [[mix]] entry"
+        ));
     }
     if let Some(c) = &csv {
         let cols: Vec<&str> = match &body {

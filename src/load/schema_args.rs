@@ -30,7 +30,11 @@ fn value_for(schema: &Value, depth: usize) -> Value {
     }
     let ty = match schema.get("type") {
         Some(Value::String(t)) => t.as_str(),
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("null"),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null"),
         _ => "string",
     };
     let num = |key: &str| schema.get(key).and_then(Value::as_f64);

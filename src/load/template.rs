@@ -73,7 +73,9 @@ fn hole(inner: &str) -> Result<Hole, String> {
     {
         return Ok(Hole::Csv(col.trim().to_owned()));
     }
-    Err(format!("unknown placeholder `{{{{{inner}}}}}`; valid: {VALID}"))
+    Err(format!(
+        "unknown placeholder `{{{{{inner}}}}}`; valid: {VALID}"
+    ))
 }
 
 /// A literal run or a hole.
@@ -287,7 +289,8 @@ mod tests {
                 csv: Some(&csv),
             },
         );
-        serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out)))
+        serde_json::from_slice(&out)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out)))
     }
 
     #[test]
@@ -326,7 +329,15 @@ mod tests {
         let mut rng = Rng::new(7);
         for seq in 0..200 {
             let mut out = Vec::new();
-            t.render(&mut out, &mut Ctx { seq, worker: 0, rng: &mut rng, csv: None });
+            t.render(
+                &mut out,
+                &mut Ctx {
+                    seq,
+                    worker: 0,
+                    rng: &mut rng,
+                    csv: None,
+                },
+            );
             let n: usize = std::str::from_utf8(&out).unwrap().parse().unwrap();
             seen[n - 1] = true;
         }

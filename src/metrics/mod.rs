@@ -1,4 +1,4 @@
-//! Measurement state owned by one worker: the counters of METRICS.md and HDR histograms, all
+//! Measurement state owned by one worker: the counters of docs/metrics.md and HDR histograms, all
 //! mergeable with `+=` so workers never share anything until a step ends.
 
 mod summary;
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::ops::AddAssign;
 use std::time::Duration;
 
-/// Every count of METRICS.md that one worker keeps. Names are the CSV column names.
+/// Every count of docs/metrics.md that one worker keeps. Names are the CSV column names.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     /// Requests registered (sent or attempted), batch members included.

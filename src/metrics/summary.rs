@@ -1,5 +1,5 @@
 //! The serialisable figures of one step: one row of steps.csv, one entry of summary.json.
-//! Field order is the column order of METRICS.md; extra columns come after `verdict`.
+//! Field order is the column order of docs/metrics.md; extra columns come after `verdict`.
 
 use super::{Counters, LatencyHistogram, Stats};
 use serde::{Deserialize, Serialize};
@@ -12,7 +12,7 @@ pub enum Model {
     Open,
 }
 
-/// A step's verdict (METRICS.md "The knee").
+/// A step's verdict (docs/metrics.md "The knee").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
@@ -207,7 +207,7 @@ impl StepSummary {
         }
     }
 
-    /// METRICS.md's `anomalies`: every pairing anomaly added up.
+    /// docs/metrics.md's `anomalies`: every pairing anomaly added up.
     pub fn anomalies(&self) -> u64 {
         self.duplicate_id
             + self.late

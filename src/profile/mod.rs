@@ -193,7 +193,7 @@ pub struct Batch {
     pub force: bool,
 }
 
-/// When a step is `failed` (METRICS.md "The knee").
+/// When a step is `failed` (docs/metrics.md "The knee").
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Criteria {
@@ -365,7 +365,10 @@ impl Source {
             return Err(e);
         }
         if o.weight == 0 {
-            return Err(self.error(Some(op.span()), "field `mix.weight`: must be 1 or more".into()));
+            return Err(self.error(
+                Some(op.span()),
+                "field `mix.weight`: must be 1 or more".into(),
+            ));
         }
         if let Some(args) = &o.args {
             values::check_templates(&toml::Value::Table(args.clone()))

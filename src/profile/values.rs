@@ -8,8 +8,9 @@ use std::time::Duration;
 
 /// Parses `"10s"`, `"250ms"`, `"1m 30s"` (humantime's syntax).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("invalid duration {text:?} ({e}); write e.g. \"10s\", \"250ms\", \"1m\""))
+    humantime::parse_duration(text.trim()).map_err(|e| {
+        format!("invalid duration {text:?} ({e}); write e.g. \"10s\", \"250ms\", \"1m\"")
+    })
 }
 
 /// serde helper: a duration written as text.
@@ -153,8 +154,14 @@ mod tests {
 
     #[test]
     fn levels_parse_lists_and_ranges() {
-        assert_eq!(Levels::parse("1..64 x2").unwrap().0, vec![1., 2., 4., 8., 16., 32., 64.]);
-        assert_eq!(Levels::parse("100..300 +100").unwrap().0, vec![100., 200., 300.]);
+        assert_eq!(
+            Levels::parse("1..64 x2").unwrap().0,
+            vec![1., 2., 4., 8., 16., 32., 64.]
+        );
+        assert_eq!(
+            Levels::parse("100..300 +100").unwrap().0,
+            vec![100., 200., 300.]
+        );
         assert_eq!(Levels::parse("1, 3,5").unwrap().0, vec![1., 3., 5.]);
         for bad in ["", "1..64", "1..64 x1", "0..8 x2", "a,b", "1..8 -1", "-1"] {
             assert!(Levels::parse(bad).is_err(), "{bad}");
@@ -164,6 +171,10 @@ mod tests {
     #[test]
     fn durations() {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(parse_duration("ten seconds").unwrap_err().contains("\"10s\""));
+        assert!(
+            parse_duration("ten seconds")
+                .unwrap_err()
+                .contains("\"10s\"")
+        );
     }
 }

@@ -35,7 +35,7 @@ pub enum RunStatus {
 pub struct StepRecord {
     #[serde(flatten)]
     pub figures: StepSummary,
-    /// METRICS.md's `anomalies`: `duplicate_id + late + unknown_id + null_id +
+    /// docs/metrics.md's `anomalies`: `duplicate_id + late + unknown_id + null_id +
     /// both_result_error + invalid_jsonrpc + parse_errors`.
     pub anomalies: u64,
     /// `http_429 + http_503`.

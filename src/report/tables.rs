@@ -1,4 +1,4 @@
-//! steps.csv and timeseries.csv (METRICS.md): RFC 4180 through the csv crate, the header
+//! steps.csv and timeseries.csv (docs/metrics.md): RFC 4180 through the csv crate, the header
 //! first, one row appended and flushed as each step or second ends.
 
 use super::{ReportError, Reporter, Second, StepRecord};

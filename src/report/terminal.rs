@@ -135,7 +135,7 @@ pub(super) fn verdict_word(v: Verdict) -> &'static str {
 type Count = fn(&StepSummary) -> u64;
 
 /// Counters called out under the table when they are not zero, with what they usually mean.
-/// The first seven are METRICS.md's anomalies.
+/// The first seven are docs/metrics.md's anomalies.
 const CALLOUTS: [(&str, Count); 12] = [
     ("duplicate_id", |s| s.duplicate_id),
     ("late", |s| s.late),

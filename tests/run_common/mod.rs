@@ -52,7 +52,11 @@ pub fn steps(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
     r.records()
         .map(|rec| {
             let rec = rec.unwrap();
-            header.iter().map(str::to_owned).zip(rec.iter().map(str::to_owned)).collect()
+            header
+                .iter()
+                .map(str::to_owned)
+                .zip(rec.iter().map(str::to_owned))
+                .collect()
         })
         .collect()
 }
@@ -64,14 +68,28 @@ pub fn num(row: &std::collections::HashMap<String, String>, col: &str) -> f64 {
         .unwrap_or_else(|_| panic!("{col} = {:?} is no number", row[col]))
 }
 
-/// The pairing identity of METRICS.md on one steps.csv row.
+/// The pairing identity of docs/metrics.md on one steps.csv row.
 pub fn assert_identity(row: &std::collections::HashMap<String, String>) {
     let terms = [
-        "ok", "errors", "both_result_error", "invalid_jsonrpc", "missing", "timeouts", "http_429",
-        "http_503", "http_other", "transport_errors", "in_flight_at_end",
+        "ok",
+        "errors",
+        "both_result_error",
+        "invalid_jsonrpc",
+        "missing",
+        "timeouts",
+        "http_429",
+        "http_503",
+        "http_other",
+        "transport_errors",
+        "in_flight_at_end",
     ];
     let sum: f64 = terms.iter().map(|t| num(row, t)).sum();
-    assert_eq!(num(row, "requests"), sum, "pairing identity, step {}", row["step"]);
+    assert_eq!(
+        num(row, "requests"),
+        sum,
+        "pairing identity, step {}",
+        row["step"]
+    );
 }
 
 /// A `mcpload serve` child on 127.0.0.1; killed on drop.
