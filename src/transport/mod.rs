@@ -1,0 +1,593 @@
+//! Moving JSON-RPC bytes to and from a server: one [`Transport`] trait, one module per
+//! transport (Streamable HTTP in `http`, a child process in `stdio`), the incremental SSE
+//! parser in `sse`, and the [`Ledger`] that turns transport [`Event`]s into the counts of
+//! METRICS.md through a [`Correlator`].
+//!
+//! # How a worker drives a transport
+//!
+//! One worker task owns one transport, one [`Correlator`] and one [`Ledger`]; nothing is
+//! shared, nothing is locked, no channel carries a request. The worker
+//!
+//! 1. registers a request's id in its correlator, then calls [`Transport::send`] with an
+//!    [`Outgoing`] (the encoded body, usually built by `mcp::Operation::request`). `send`
+//!    never blocks and never fails: a refusal or a dead transport comes back as an event;
+//! 2. awaits [`Transport::next_event`] (cancel-safe: use it in `tokio::select!` beside the
+//!    worker's timers) and hands every event to [`Ledger::apply`], which ingests messages
+//!    and ends unanswered requests (`missing`, `http_429`, `http_503`, `http_other`,
+//!    `transport_errors`) exactly as METRICS.md defines;
+//! 3. on a timeout (`Correlator::expire`), calls [`Transport::cancel`] for each expired id:
+//!    `notifications/cancelled`, or closing the request's SSE stream under 2026-07-28 HTTP;
+//!    a response that still comes is counted `late` by the correlator;
+//! 4. at a step's end merges the correlator's stats with [`Transport::take_counters`] and
+//!    [`Ledger::take_counters`]; at the run's end calls [`Transport::close`].
+//!
+//! Every [`Event::Message`] carries the instant its bytes were parsed off the wire, so the
+//! latency does not include the time the worker took to look at it.
+
+mod http;
+pub mod sse;
+mod stdio;
+
+pub use http::{HttpOptions, HttpTransport, LegacyInit, Reply, build_client};
+pub use stdio::{StdioOptions, StdioTransport};
+
+use crate::correlator::{Correlator, End};
+use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message};
+use crate::metrics::Counters;
+use bytes::Bytes;
+use reqwest::header::HeaderValue;
+use rustc_hash::FxHashMap;
+use std::future::Future;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// Identifies one exchange: one HTTP POST and its answer. Unique per transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExchangeId(pub u64);
+
+/// The per-request HTTP headers of MCP 2026-07-28 (ignored by stdio and by legacy HTTP).
+/// Built once per operation; cloning is a reference-count increment.
+#[derive(Clone, Debug, Default)]
+pub struct McpHeaders {
+    /// `Mcp-Method`: the JSON-RPC method.
+    pub method: Option<HeaderValue>,
+    /// `Mcp-Name`: the tool name, resource uri or prompt name, encoded for a header.
+    pub name: Option<HeaderValue>,
+}
+
+/// One message or batch to write.
+#[derive(Clone, Debug)]
+pub struct Outgoing {
+    /// The encoded JSON text: one message or a JSON array.
+    pub body: Bytes,
+    /// The ids of the requests it carries (none for notifications).
+    pub ids: Vec<Id>,
+    /// The body is a JSON array.
+    pub batch: bool,
+    /// Headers the era wants on the POST.
+    pub headers: McpHeaders,
+}
+
+impl Outgoing {
+    /// A single request or notification (`id: None`).
+    pub fn single(body: Bytes, id: Option<Id>, headers: McpHeaders) -> Self {
+        Outgoing {
+            body,
+            ids: id.into_iter().collect(),
+            batch: false,
+            headers,
+        }
+    }
+
+    /// A batch: a JSON array whose members with an id are `ids`.
+    pub fn batch(body: Bytes, ids: Vec<Id>) -> Self {
+        Outgoing {
+            body,
+            ids,
+            batch: true,
+            headers: McpHeaders::default(),
+        }
+    }
+}
+
+/// What kind of body an HTTP answer had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyKind {
+    /// No body (202, 204, or an empty body).
+    Empty,
+    /// `application/json`.
+    Json,
+    /// `text/event-stream`.
+    Sse,
+    /// Anything else (a plain-text error page, HTML).
+    Other,
+}
+
+/// Why bytes off the wire could not be handed over as a JSON text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unreadable {
+    /// A body, SSE event or stdio line longer than the configured bound.
+    TooLarge,
+    /// An SSE stream or stdio output that ended in the middle of an event or line.
+    Truncated,
+    /// A successful HTTP answer with a content type that carries no JSON-RPC.
+    UnexpectedContentType,
+}
+
+impl Unreadable {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unreadable::TooLarge => "message larger than the limit",
+            Unreadable::Truncated => "message cut off by the end of the stream",
+            Unreadable::UnexpectedContentType => "unexpected content type",
+        }
+    }
+}
+
+/// A failure of the transport itself: counted as `transport_errors`.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TransportError {
+    #[error("connection failed: {0}")]
+    Connect(String),
+    #[error("request failed: {0}")]
+    Request(String),
+    #[error("timed out: {0}")]
+    Timeout(String),
+    #[error("child process is not running: {0}")]
+    NotRunning(String),
+    #[error("the session could not be re-initialized: {0}")]
+    Session(String),
+    #[error("invalid request for this transport: {0}")]
+    Invalid(String),
+}
+
+impl TransportError {
+    pub(crate) fn from_reqwest(e: &reqwest::Error) -> Self {
+        // The chain carries the useful part (refused, reset, certificate); reqwest's own
+        // message alone says only "error sending request".
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(e);
+        while let Some(s) = src {
+            msg.push_str(": ");
+            msg.push_str(&s.to_string());
+            src = s.source();
+        }
+        if e.is_timeout() {
+            TransportError::Timeout(msg)
+        } else if e.is_connect() {
+            TransportError::Connect(msg)
+        } else {
+            TransportError::Request(msg)
+        }
+    }
+}
+
+/// What a transport reports. Terminal events (`Closed`, `Refused`, `Failed`) come exactly once
+/// per exchange, after all of that exchange's messages.
+#[derive(Debug)]
+pub enum Event {
+    /// One JSON text: a JSON body, one SSE event's data, one stdio line. `exchange` is `None`
+    /// on stdio (no per-request exchange); `batch` says the exchange carried a batch.
+    Message {
+        exchange: Option<ExchangeId>,
+        batch: bool,
+        at: Instant,
+        bytes: Bytes,
+    },
+    /// Bytes that could not become a JSON text (counted as `parse_errors`).
+    Unreadable {
+        exchange: Option<ExchangeId>,
+        at: Instant,
+        why: Unreadable,
+    },
+    /// The exchange ended (2xx answer read to its end): its still-pending ids are `missing`.
+    Closed {
+        exchange: ExchangeId,
+        ids: Vec<Id>,
+        batch: bool,
+        status: u16,
+        body: BodyKind,
+    },
+    /// HTTP status >= 400. Any JSON-RPC response in the body came first as a `Message`; ids
+    /// still pending end as `http_429`, `http_503` or `http_other`. `batch_rejected`: a batch
+    /// answered with no JSON array (a single error, plain text): the server refused the batch
+    /// as a whole; its one error object (code in `error_code`) is not counted as a message.
+    Refused {
+        exchange: ExchangeId,
+        ids: Vec<Id>,
+        batch: bool,
+        status: u16,
+        retry_after_s: Option<u64>,
+        batch_rejected: bool,
+        error_code: Option<i64>,
+    },
+    /// The exchange failed in the transport (refused, reset, TLS, child gone): its pending
+    /// ids are `transport_errors`.
+    Failed {
+        exchange: Option<ExchangeId>,
+        ids: Vec<Id>,
+        error: TransportError,
+    },
+    /// The transport is gone for good (a stdio child exited or closed its output): every
+    /// pending request is `missing`; later sends fail as `transport_errors`.
+    Down { error: TransportError },
+}
+
+/// Counts the transport keeps itself; added into a step's [`Counters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransportCounters {
+    /// Legacy HTTP sessions re-initialized after a 404.
+    pub session_restarts: u64,
+    /// Time spent with bytes waiting because the child's stdin was full.
+    pub stdio_write_block: Duration,
+}
+
+impl TransportCounters {
+    /// Adds these counts into `c` and starts afresh.
+    pub fn drain_into(&mut self, c: &mut Counters) {
+        c.session_restarts += self.session_restarts;
+        c.stdio_write_block_ms += self.stdio_write_block.as_millis() as u64;
+        *self = TransportCounters::default();
+    }
+}
+
+/// The client side of one connection to a server. See the module docs for the worker loop.
+pub trait Transport: Send {
+    /// Queues one message or batch. Never blocks and never fails: the outcome comes as
+    /// events, the first time [`Transport::next_event`] is polled.
+    fn send(&mut self, out: Outgoing) -> ExchangeId;
+
+    /// Cancels a request that timed out (its id must already be ended in the correlator).
+    fn cancel(&mut self, id: &Id);
+
+    /// Polls for the next event. Pending when nothing is in flight (no exchange open, and on
+    /// stdio no output).
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Event>;
+
+    /// The next event. Cancel-safe: dropping the future loses nothing.
+    fn next_event(&mut self) -> impl Future<Output = Event> + Send + '_
+    where
+        Self: Sized,
+    {
+        std::future::poll_fn(move |cx| self.poll_event(cx))
+    }
+
+    /// HTTP: exchanges sent and not yet ended. stdio has no exchanges (requests in flight are
+    /// the correlator's business): 1 while bytes wait to be written, else 0.
+    fn open_exchanges(&self) -> usize;
+
+    /// Adds the transport's own counters into `into` and resets them.
+    fn take_counters(&mut self, into: &mut Counters);
+
+    /// Ends the connection: DELETEs a legacy HTTP session, closes a child's stdin and waits
+    /// briefly for it to exit (then kills it).
+    fn close(&mut self) -> impl Future<Output = ()> + Send;
+}
+
+/// Either transport, so callers need no generics or boxing.
+#[derive(Debug)]
+pub enum AnyTransport {
+    Http(Box<HttpTransport>),
+    Stdio(Box<StdioTransport>),
+}
+
+impl Transport for AnyTransport {
+    fn send(&mut self, out: Outgoing) -> ExchangeId {
+        match self {
+            AnyTransport::Http(t) => t.send(out),
+            AnyTransport::Stdio(t) => t.send(out),
+        }
+    }
+
+    fn cancel(&mut self, id: &Id) {
+        match self {
+            AnyTransport::Http(t) => t.cancel(id),
+            AnyTransport::Stdio(t) => t.cancel(id),
+        }
+    }
+
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
+        match self {
+            AnyTransport::Http(t) => t.poll_event(cx),
+            AnyTransport::Stdio(t) => t.poll_event(cx),
+        }
+    }
+
+    fn open_exchanges(&self) -> usize {
+        match self {
+            AnyTransport::Http(t) => t.open_exchanges(),
+            AnyTransport::Stdio(t) => t.open_exchanges(),
+        }
+    }
+
+    fn take_counters(&mut self, into: &mut Counters) {
+        match self {
+            AnyTransport::Http(t) => t.take_counters(into),
+            AnyTransport::Stdio(t) => t.take_counters(into),
+        }
+    }
+
+    async fn close(&mut self) {
+        match self {
+            AnyTransport::Http(t) => t.close().await,
+            AnyTransport::Stdio(t) => t.close().await,
+        }
+    }
+}
+
+/// How a transport cancels a request.
+#[derive(Clone, Debug, Default)]
+pub enum CancelStyle {
+    /// Send `notifications/cancelled {requestId}` (legacy eras; 2026-07-28 over stdio).
+    #[default]
+    Notify,
+    /// Close the request's response stream (2026-07-28 over HTTP).
+    CloseStream,
+}
+
+/// Encodes `notifications/cancelled` for `id`.
+pub(crate) fn cancel_notification(id: &Id) -> Bytes {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"#,
+    );
+    // Writing an id into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(br#","reason":"timed out"}}"#);
+    Bytes::from(out)
+}
+
+/// Applies transport events to a correlator following METRICS.md, and counts what the
+/// correlator does not see (`progress_notifications`, `response_count_mismatch` of batches
+/// answered over several SSE events). One per worker, like the correlator.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Non-null-id responses seen so far per open batch exchange.
+    batch_answers: FxHashMap<ExchangeId, usize>,
+    progress_notifications: u64,
+}
+
+/// What one event did, for a caller that refills its window of requests in flight.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Requests that the event ended (paired, or ended unpaired).
+    pub ended: usize,
+    /// The transport is gone for good.
+    pub down: bool,
+}
+
+impl Ledger {
+    /// Counts one event. Ingests messages with their wire timestamps; ends the requests of a
+    /// finished exchange that are still pending.
+    pub fn apply(&mut self, c: &mut Correlator, event: Event) -> Applied {
+        let before = c.in_flight();
+        let mut down = false;
+        match event {
+            Event::Message {
+                exchange,
+                batch,
+                at,
+                bytes,
+            } => {
+                let non_null = self.ingest(c, &bytes, at);
+                if batch && let Some(ex) = exchange {
+                    *self.batch_answers.entry(ex).or_default() += non_null;
+                }
+            }
+            Event::Unreadable { at, why, .. } => {
+                c.classify(Err(DecodeError::NotJsonRpc(why.as_str())), at);
+            }
+            Event::Closed {
+                exchange,
+                ids,
+                batch,
+                ..
+            } => {
+                if batch {
+                    let got = self.batch_answers.remove(&exchange).unwrap_or(0);
+                    c.batch_answered(ids.len(), got);
+                }
+                c.close_exchange(&ids);
+            }
+            Event::Refused {
+                exchange,
+                ids,
+                batch,
+                status,
+                retry_after_s,
+                batch_rejected,
+                ..
+            } => {
+                if batch {
+                    let got = self.batch_answers.remove(&exchange).unwrap_or(0);
+                    if batch_rejected {
+                        c.batch_rejected();
+                    } else {
+                        c.batch_answered(ids.len(), got);
+                    }
+                }
+                if let Some(s) = retry_after_s {
+                    c.retry_after(s);
+                }
+                let end = match status {
+                    429 => End::Http429,
+                    503 => End::Http503,
+                    _ => End::HttpOther,
+                };
+                for id in &ids {
+                    c.end(id, end);
+                }
+            }
+            Event::Failed { exchange, ids, .. } => {
+                if let Some(ex) = exchange {
+                    self.batch_answers.remove(&ex);
+                }
+                for id in &ids {
+                    c.end(id, End::Transport);
+                }
+            }
+            Event::Down { .. } => {
+                self.batch_answers.clear();
+                c.end_all(End::Missing);
+                down = true;
+            }
+        }
+        Applied {
+            ended: before - c.in_flight(),
+            down,
+        }
+    }
+
+    /// Classifies every message of one JSON text; returns its non-null-id responses.
+    fn ingest(&mut self, c: &mut Correlator, bytes: &[u8], at: Instant) -> usize {
+        match jsonrpc::decode(bytes) {
+            Ok(Decoded::Single(m)) => self.classify(c, Ok(m), at),
+            Ok(Decoded::Batch(members)) => members
+                .into_iter()
+                .map(|raw| self.classify(c, jsonrpc::decode_message(raw), at))
+                .sum(),
+            Err(e) => self.classify(c, Err(e), at),
+        }
+    }
+
+    fn classify(
+        &mut self,
+        c: &mut Correlator,
+        m: Result<Message<'_>, DecodeError>,
+        at: Instant,
+    ) -> usize {
+        let non_null = match &m {
+            Ok(Message::Response(r)) => r.id.is_some() as usize,
+            Ok(Message::ServerMessage { method, .. }) => {
+                self.progress_notifications += (method == "notifications/progress") as u64;
+                0
+            }
+            Err(_) => 0,
+        };
+        c.classify(m, at);
+        non_null
+    }
+
+    /// Adds the ledger's own counts into `into` and resets them.
+    pub fn take_counters(&mut self, into: &mut Counters) {
+        into.progress_notifications += self.progress_notifications;
+        self.progress_notifications = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::correlator::Sent;
+
+    fn sent(now: Instant) -> Sent {
+        Sent {
+            due: now,
+            written: now,
+            deadline: now + Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn cancel_notification_is_valid_json_rpc() {
+        let b = cancel_notification(&Id::Str("a\"b".into()));
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["method"], "notifications/cancelled");
+        assert_eq!(v["params"]["requestId"], "a\"b");
+        assert!(v.get("id").is_none());
+    }
+
+    #[test]
+    fn the_ledger_keeps_the_pairing_identity_over_every_kind_of_end() {
+        let now = Instant::now();
+        let mut c = Correlator::default();
+        let mut l = Ledger::default();
+        for n in 1..=8 {
+            c.register(Id::Num(n), sent(now)).unwrap();
+        }
+        let ex = ExchangeId(1);
+        let msg = |s: &str| Event::Message {
+            exchange: Some(ex),
+            batch: true,
+            at: now,
+            bytes: Bytes::copy_from_slice(s.as_bytes()),
+        };
+        // A batch of 1, 2, 3 answered over two SSE events, 3 missing; a progress notification.
+        l.apply(
+            &mut c,
+            msg(r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#),
+        );
+        l.apply(&mut c, msg(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        l.apply(
+            &mut c,
+            msg(r#"[{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":""}}]"#),
+        );
+        let a = l.apply(
+            &mut c,
+            Event::Closed {
+                exchange: ex,
+                ids: vec![Id::Num(1), Id::Num(2), Id::Num(3)],
+                batch: true,
+                status: 200,
+                body: BodyKind::Sse,
+            },
+        );
+        assert_eq!(a.ended, 1);
+        l.apply(
+            &mut c,
+            Event::Refused {
+                exchange: ExchangeId(2),
+                ids: vec![Id::Num(4)],
+                batch: false,
+                status: 429,
+                retry_after_s: Some(7),
+                batch_rejected: false,
+                error_code: None,
+            },
+        );
+        l.apply(
+            &mut c,
+            Event::Refused {
+                exchange: ExchangeId(3),
+                ids: vec![Id::Num(5), Id::Num(6)],
+                batch: true,
+                status: 400,
+                retry_after_s: None,
+                batch_rejected: true,
+                error_code: Some(-32600),
+            },
+        );
+        l.apply(
+            &mut c,
+            Event::Failed {
+                exchange: Some(ExchangeId(4)),
+                ids: vec![Id::Num(7)],
+                error: TransportError::Connect("refused".into()),
+            },
+        );
+        l.apply(
+            &mut c,
+            Event::Unreadable {
+                exchange: None,
+                at: now,
+                why: Unreadable::TooLarge,
+            },
+        );
+        let a = l.apply(
+            &mut c,
+            Event::Down {
+                error: TransportError::NotRunning("exited".into()),
+            },
+        );
+        assert!(a.down && a.ended == 1);
+        let mut k = c.stats().counters.clone();
+        l.take_counters(&mut k);
+        assert_eq!(k.requests, k.ended());
+        assert_eq!((k.ok, k.errors, k.missing), (1, 1, 2));
+        assert_eq!((k.http_429, k.http_other, k.transport_errors), (1, 2, 1));
+        assert_eq!((k.batch_rejected, k.response_count_mismatch), (1, 1));
+        assert_eq!((k.retry_after_max_s, k.parse_errors), (7, 1));
+        assert_eq!((k.server_messages, k.progress_notifications), (1, 1));
+    }
+}
