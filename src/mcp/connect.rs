@@ -1,0 +1,555 @@
+//! Connecting: era detection (`server/discover`, or its refusal, falling back to
+//! `initialize`), the legacy handshake and session, `tools/list`, and a transport left ready
+//! for load with the era's headers and cancel style.
+
+use super::ops::{Operation, client_info};
+use super::{
+    ConnectOptions, Era, McpError, ProtocolChoice, Revision, ServerInfo, Target, ToolInfo,
+    parse_header,
+};
+use crate::jsonrpc::Id;
+use crate::transport::{
+    AnyTransport, CancelStyle, Event, HttpOptions, HttpTransport, LegacyInit, McpHeaders, Outgoing,
+    StdioTransport, Transport, build_client,
+};
+use bytes::Bytes;
+use reqwest::header::{HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The longest wait for an answer to `server/discover` over stdio: a legacy server may
+/// ignore a method it does not know.
+const STDIO_DISCOVER_WAIT: Duration = Duration::from_secs(5);
+/// Pages of `tools/list` read at most.
+const MAX_TOOL_PAGES: usize = 100;
+
+/// A connected server: what was learnt, and a transport ready for load.
+#[derive(Debug)]
+pub struct Connected {
+    pub server: Arc<ServerInfo>,
+    pub transport: AnyTransport,
+}
+
+/// Connects to one target, as often as there are workers. Holds the shared HTTP client (one
+/// connection pool for every worker's transport).
+#[derive(Debug)]
+pub struct Connector {
+    target: Target,
+    opts: ConnectOptions,
+    http: Option<HttpSetup>,
+}
+
+#[derive(Debug)]
+struct HttpSetup {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    opts: HttpOptions,
+}
+
+impl Connector {
+    /// Checks the target and builds the HTTP client (`${VAR}` in header values expanded).
+    pub fn new(target: Target, opts: ConnectOptions) -> Result<Self, McpError> {
+        let http = match &target {
+            Target::Http { url, headers } => {
+                let url = reqwest::Url::parse(url)
+                    .map_err(|e| McpError::Target(format!("url {url:?}: {e}")))?;
+                if !matches!(url.scheme(), "http" | "https") {
+                    return Err(McpError::Target(format!(
+                        "url scheme {:?}: use http or https",
+                        url.scheme()
+                    )));
+                }
+                let mut parsed = Vec::with_capacity(headers.len());
+                for line in headers {
+                    let (name, value) = parse_header(line)?;
+                    let n = HeaderName::from_bytes(name.as_bytes())
+                        .map_err(|_| McpError::Target(format!("invalid header name {name:?}")))?;
+                    // The value may be a secret: the error names the header only.
+                    let mut v = HeaderValue::from_str(&value).map_err(|_| {
+                        McpError::Target(format!("header {name}: invalid characters in value"))
+                    })?;
+                    v.set_sensitive(true);
+                    parsed.push((n, v));
+                }
+                let http_opts = HttpOptions {
+                    pool_size: opts.pool_size,
+                    headers: parsed,
+                    max_message_bytes: opts.max_message_bytes,
+                    connect_timeout: opts.handshake_timeout,
+                    exchange_timeout: opts.exchange_timeout,
+                };
+                Some(HttpSetup {
+                    client: build_client(&http_opts)?,
+                    url,
+                    opts: http_opts,
+                })
+            }
+            Target::Stdio(_) => None,
+        };
+        Ok(Connector { target, opts, http })
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    pub fn options(&self) -> &ConnectOptions {
+        &self.opts
+    }
+
+    /// A bare transport with nothing negotiated (probes craft their own exchanges).
+    pub fn raw_transport(&self) -> Result<AnyTransport, McpError> {
+        match (&self.target, &self.http) {
+            (_, Some(h)) => Ok(AnyTransport::Http(Box::new(HttpTransport::new(
+                h.client.clone(),
+                h.url.clone(),
+                &h.opts,
+            )))),
+            (Target::Stdio(o), None) => {
+                let mut o = o.clone();
+                o.max_line_bytes = self.opts.max_message_bytes;
+                Ok(AnyTransport::Stdio(Box::new(StdioTransport::spawn(&o)?)))
+            }
+            (Target::Http { .. }, None) => unreachable!("an HTTP target always has a client"),
+        }
+    }
+
+    /// Detects or pins the era, performs the handshake, lists the tools: a transport ready
+    /// for load.
+    pub async fn connect(&self) -> Result<Connected, McpError> {
+        let mut transport = self.raw_transport()?;
+        let mut server = self.negotiate(&mut transport).await?;
+        if self.opts.list_tools {
+            server.tools = list_tools(&mut transport, server.revision, &self.opts).await?;
+        }
+        Ok(Connected {
+            server: Arc::new(server),
+            transport,
+        })
+    }
+
+    /// Another transport for a server already connected once, with the same revision and no
+    /// discovery or listing: a fresh session for legacy HTTP, nothing at all for 2026-07-28
+    /// HTTP, a new child (with its handshake) for stdio.
+    pub async fn attach(&self, server: &ServerInfo) -> Result<AnyTransport, McpError> {
+        let mut transport = self.raw_transport()?;
+        match server.era {
+            Era::Modern => set_modern(&mut transport),
+            Era::Legacy => {
+                initialize(&mut transport, server.revision, true, &self.opts).await?;
+            }
+        }
+        Ok(transport)
+    }
+
+    async fn negotiate(&self, t: &mut AnyTransport) -> Result<ServerInfo, McpError> {
+        let (offer, pinned, reason) = match self.opts.protocol {
+            ProtocolChoice::Pinned(r) if !r.is_modern() => (r, true, "pinned by --protocol".into()),
+            choice => match discover(t, &self.opts).await? {
+                Discovery::Modern(info) => return Ok(info),
+                Discovery::Legacy { .. } if choice != ProtocolChoice::Auto => {
+                    return Err(McpError::Protocol {
+                        step: "server/discover",
+                        detail: "the server does not speak 2026-07-28 (pinned by --protocol)"
+                            .into(),
+                    });
+                }
+                Discovery::Legacy { reason, offered } => {
+                    (offered.unwrap_or(Revision::LATEST_LEGACY), false, reason)
+                }
+            },
+        };
+        let (revision, result, session) = initialize(t, offer, pinned, &self.opts).await?;
+        Ok(ServerInfo {
+            era: Era::Legacy,
+            revision,
+            detection: format!("{reason}; initialize agreed {revision}"),
+            server_info: result.get("serverInfo").cloned().unwrap_or(Value::Null),
+            capabilities: result.get("capabilities").cloned().unwrap_or(json!({})),
+            supported_versions: Vec::new(),
+            session,
+            tools: Vec::new(),
+        })
+    }
+}
+
+enum Discovery {
+    Modern(ServerInfo),
+    Legacy {
+        reason: String,
+        /// A legacy revision the server said it supports (from -32022 `data.supported`).
+        offered: Option<Revision>,
+    },
+}
+
+fn set_modern(t: &mut AnyTransport) {
+    if let AnyTransport::Http(h) = t {
+        h.set_protocol_version(Some(Revision::V2026_07_28.as_str()));
+        h.set_cancel_style(CancelStyle::CloseStream);
+    }
+}
+
+/// Sends `server/discover` with the 2026-07-28 `_meta` and headers.
+async fn discover(t: &mut AnyTransport, opts: &ConnectOptions) -> Result<Discovery, McpError> {
+    set_modern(t);
+    let op = Operation::new(Revision::V2026_07_28, "server/discover", None)?;
+    let id = Id::Str("mcpload-discover".into());
+    let wait = match t {
+        AnyTransport::Http(_) => opts.handshake_timeout,
+        AnyTransport::Stdio(_) => opts.handshake_timeout.min(STDIO_DISCOVER_WAIT),
+    };
+    let answer = call(t, &op, &id, wait).await?;
+    let result = answer.response.as_ref().and_then(|r| r.get("result"));
+    let supported: Vec<String> = result
+        .and_then(|r| r.get("supportedVersions"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(r) = result
+        && supported
+            .iter()
+            .any(|v| v == Revision::V2026_07_28.as_str())
+    {
+        let server_info = r
+            .get("_meta")
+            .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
+            .or_else(|| r.get("serverInfo"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        return Ok(Discovery::Modern(ServerInfo {
+            era: Era::Modern,
+            revision: Revision::V2026_07_28,
+            detection: "server/discover answered with 2026-07-28 supported".into(),
+            server_info,
+            capabilities: r.get("capabilities").cloned().unwrap_or(json!({})),
+            supported_versions: supported,
+            session: false,
+            tools: Vec::new(),
+        }));
+    }
+    if let AnyTransport::Http(h) = t {
+        h.set_protocol_version(None);
+        h.set_cancel_style(CancelStyle::Notify);
+    }
+    let error = answer.any_error.clone();
+    let offered = answer
+        .response
+        .as_ref()
+        .and_then(|r| r.pointer("/error/data/supported"))
+        .and_then(Value::as_array)
+        .and_then(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().and_then(Revision::parse))
+                .filter(|r| !r.is_modern())
+                .max()
+        });
+    let mut reason = String::from("server/discover ");
+    match (answer.status, &error, result) {
+        (_, Some((code, msg)), _) => reason.push_str(&format!("refused with {code} ({msg})")),
+        (_, None, Some(_)) => reason.push_str("answered without 2026-07-28"),
+        (Some(s), None, None) => reason.push_str(&format!("answered HTTP {s}")),
+        (None, None, None) => reason.push_str("got no answer"),
+    }
+    if let Some(s) = answer.status.filter(|_| error.is_some()) {
+        reason.push_str(&format!(" over HTTP {s}"));
+    }
+    Ok(Discovery::Legacy { reason, offered })
+}
+
+/// `initialize` (offering `offer`), then `notifications/initialized`; on HTTP the session id
+/// and the protocol-version header are set, and re-initialization on 404 is armed.
+async fn initialize(
+    t: &mut AnyTransport,
+    offer: Revision,
+    pinned: bool,
+    opts: &ConnectOptions,
+) -> Result<(Revision, Value, bool), McpError> {
+    const STEP: &str = "initialize";
+    let params = json!({
+        "protocolVersion": offer.as_str(),
+        "capabilities": {},
+        "clientInfo": client_info(),
+    });
+    let op = Operation::new(offer, "initialize", Some(&params))?;
+    let id = Id::Str("mcpload-initialize".into());
+    let answer = call(t, &op, &id, opts.handshake_timeout).await?;
+    let response = answer.response.ok_or(match answer.status {
+        Some(status) if status >= 400 => McpError::Status {
+            step: STEP,
+            status,
+            detail: String::new(),
+        },
+        _ => McpError::NoAnswer {
+            step: STEP,
+            timeout: opts.handshake_timeout,
+        },
+    })?;
+    if let Some((code, message)) = rpc_error(&response) {
+        return Err(McpError::Rpc {
+            step: STEP,
+            code,
+            message,
+        });
+    }
+    let result = response.get("result").cloned().unwrap_or(Value::Null);
+    let chosen = result
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let revision = Revision::parse(chosen)
+        .filter(|r| !r.is_modern())
+        .ok_or_else(|| McpError::Protocol {
+            step: STEP,
+            detail: format!(
+                "the server chose protocol version {chosen:?}, which mcpload does not speak"
+            ),
+        })?;
+    if pinned && revision != offer {
+        return Err(McpError::Protocol {
+            step: STEP,
+            detail: format!("offered {offer} (pinned), the server chose {revision}"),
+        });
+    }
+    let mut initialized = Vec::new();
+    crate::jsonrpc::encode_notification(&mut initialized, "notifications/initialized", None);
+    let initialized = Bytes::from(initialized);
+    let session = match t {
+        AnyTransport::Http(h) => {
+            if revision.sends_version_header() {
+                h.set_protocol_version(Some(revision.as_str()));
+            }
+            let session = answer.session;
+            let has_session = session.is_some();
+            h.set_session(session);
+            let reply = h
+                .post_once(
+                    initialized.clone(),
+                    &McpHeaders::default(),
+                    opts.handshake_timeout,
+                )
+                .await?;
+            if reply.status >= 400 {
+                return Err(McpError::Status {
+                    step: "notifications/initialized",
+                    status: reply.status,
+                    detail: String::new(),
+                });
+            }
+            if has_session {
+                let mut init_body = Vec::new();
+                op.stamp(&mut init_body, &id);
+                h.set_legacy_init(LegacyInit {
+                    initialize: Bytes::from(init_body),
+                    initialized,
+                });
+            }
+            has_session
+        }
+        AnyTransport::Stdio(s) => {
+            s.send(Outgoing::single(initialized, None, McpHeaders::default()));
+            false
+        }
+    };
+    Ok((revision, result, session))
+}
+
+/// Lists every tool, following `nextCursor`.
+async fn list_tools(
+    t: &mut AnyTransport,
+    revision: Revision,
+    opts: &ConnectOptions,
+) -> Result<Vec<ToolInfo>, McpError> {
+    const STEP: &str = "tools/list";
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 0..MAX_TOOL_PAGES {
+        let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
+        let op = Operation::new(revision, STEP, params.as_ref())?;
+        let id = Id::Str(format!("mcpload-tools-{page}").into());
+        let answer = call(t, &op, &id, opts.handshake_timeout).await?;
+        let response = answer.response.ok_or(McpError::NoAnswer {
+            step: STEP,
+            timeout: opts.handshake_timeout,
+        })?;
+        if let Some((code, message)) = rpc_error(&response) {
+            return Err(McpError::Rpc {
+                step: STEP,
+                code,
+                message,
+            });
+        }
+        let result = response.get("result").cloned().unwrap_or(Value::Null);
+        for tool in result
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let input_schema = tool.get("inputSchema").cloned().unwrap_or(json!({}));
+            let required = input_schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            tools.push(ToolInfo {
+                name: name.to_owned(),
+                input_schema,
+                required,
+            });
+        }
+        cursor = result
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Ok(tools)
+}
+
+/// One request and its answer, outside the load machinery.
+pub(crate) struct Answer {
+    /// The HTTP status (`None` on stdio).
+    pub status: Option<u16>,
+    /// The response object with the request's id, when one came.
+    pub response: Option<Value>,
+    /// The session id header of the answer (HTTP).
+    pub session: Option<HeaderValue>,
+    /// The first error object of the answer, whatever its id (a refusal may carry no id).
+    pub any_error: Option<(i64, String)>,
+}
+
+/// Sends `op` with `id` and waits up to `wait` for its response.
+pub(crate) async fn call(
+    t: &mut AnyTransport,
+    op: &Operation,
+    id: &Id,
+    wait: Duration,
+) -> Result<Answer, McpError> {
+    let mut body = Vec::with_capacity(256);
+    op.stamp(&mut body, id);
+    let body = Bytes::from(body);
+    match t {
+        AnyTransport::Http(h) => {
+            let reply = h.post_once(body, op.headers(), wait).await?;
+            let response = reply.messages.iter().find_map(|(_, b)| response_for(b, id));
+            let any_error = reply.messages.iter().find_map(|(_, b)| {
+                serde_json::from_slice::<Value>(b)
+                    .ok()
+                    .as_ref()
+                    .and_then(rpc_error)
+            });
+            Ok(Answer {
+                status: Some(reply.status),
+                response,
+                session: reply.session_id,
+                any_error,
+            })
+        }
+        AnyTransport::Stdio(s) => {
+            s.send(Outgoing::single(
+                body,
+                Some(id.clone()),
+                McpHeaders::default(),
+            ));
+            let deadline = Instant::now() + wait;
+            loop {
+                match tokio::time::timeout_at(deadline, s.next_event()).await {
+                    Err(_) => {
+                        return Ok(Answer {
+                            status: None,
+                            response: None,
+                            session: None,
+                            any_error: None,
+                        });
+                    }
+                    Ok(Event::Message { bytes, .. }) => {
+                        if let Some(r) = response_for(&bytes, id) {
+                            let any_error = rpc_error(&r);
+                            return Ok(Answer {
+                                status: None,
+                                response: Some(r),
+                                session: None,
+                                any_error,
+                            });
+                        }
+                    }
+                    Ok(Event::Down { error }) => return Err(error.into()),
+                    Ok(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// The response to `id` in one JSON text (a message or a batch), if it holds one.
+pub(crate) fn response_for(bytes: &[u8], id: &Id) -> Option<Value> {
+    let v: Value = serde_json::from_slice(bytes).ok()?;
+    let matches = |m: &Value| {
+        m.get("method").is_none()
+            && m.get("id")
+                .and_then(|i| serde_json::from_value::<Id>(i.clone()).ok())
+                .as_ref()
+                == Some(id)
+    };
+    match v {
+        Value::Array(members) => members.into_iter().find(matches),
+        m if matches(&m) => Some(m),
+        _ => None,
+    }
+}
+
+/// `(code, message)` of an error response.
+pub(crate) fn rpc_error(response: &Value) -> Option<(i64, String)> {
+    let e = response.get("error")?;
+    Some((
+        e.get("code").and_then(Value::as_i64).unwrap_or(0),
+        e.get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::modern_meta;
+
+    #[test]
+    fn responses_are_found_by_id_in_messages_and_batches() {
+        let id = Id::Str("mcpload-initialize".into());
+        let one = br#"{"jsonrpc":"2.0","id":"mcpload-initialize","result":{"x":1}}"#;
+        assert_eq!(response_for(one, &id).unwrap()["result"]["x"], 1);
+        let batch = br#"[{"jsonrpc":"2.0","id":3,"result":{}},{"jsonrpc":"2.0","id":"mcpload-initialize","error":{"code":-1,"message":"no"}}]"#;
+        let r = response_for(batch, &id).unwrap();
+        assert_eq!(rpc_error(&r), Some((-1, "no".into())));
+        let request = br#"{"jsonrpc":"2.0","id":"mcpload-initialize","method":"ping"}"#;
+        assert!(response_for(request, &id).is_none());
+        assert!(response_for(b"garbage", &id).is_none());
+    }
+
+    #[test]
+    fn modern_meta_names_the_revision() {
+        assert_eq!(
+            modern_meta()["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+    }
+}

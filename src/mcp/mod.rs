@@ -1,0 +1,374 @@
+//! The MCP layer over a transport: protocol revisions and their two eras (legacy
+//! `initialize` + sessions; 2026-07-28 `_meta` + headers, no session), era detection,
+//! connecting (handshake or discovery, then `tools/list`), and per-era request building.
+//!
+//! The engine's way in:
+//! ```no_run
+//! # async fn f() -> Result<(), mcpload::mcp::McpError> {
+//! use mcpload::mcp::{ConnectOptions, Connector, Target};
+//! use mcpload::transport::Transport;
+//! let target = Target::http("http://127.0.0.1:8080/mcp", vec!["Authorization: Bearer ${TOKEN}".into()]);
+//! let connector = Connector::new(target, ConnectOptions::default())?;
+//! let mut conn = connector.connect().await?;      // era agreed, tools listed
+//! let op = conn.server.operation("tools/call", Some(&serde_json::json!({"name": "echo", "arguments": {"message": "hi"}})))?;
+//! conn.transport.send(op.request(1.into()));       // pre-serialised; one memcpy per send
+//! # Ok(()) }
+//! ```
+
+mod connect;
+mod ops;
+
+pub use connect::{Connected, Connector};
+pub use ops::{Operation, client_info, header_value, modern_meta};
+
+use crate::transport::{StdioOptions, TransportError};
+use serde::Serialize;
+use serde_json::Value;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A protocol revision mcpload speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Revision {
+    V2024_11_05,
+    V2025_03_26,
+    V2025_06_18,
+    V2025_11_25,
+    V2026_07_28,
+}
+
+impl Revision {
+    pub const ALL: [Revision; 5] = [
+        Revision::V2024_11_05,
+        Revision::V2025_03_26,
+        Revision::V2025_06_18,
+        Revision::V2025_11_25,
+        Revision::V2026_07_28,
+    ];
+    /// The newest revision of the legacy era, offered in `initialize`.
+    pub const LATEST_LEGACY: Revision = Revision::V2025_11_25;
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Revision::V2024_11_05 => "2024-11-05",
+            Revision::V2025_03_26 => "2025-03-26",
+            Revision::V2025_06_18 => "2025-06-18",
+            Revision::V2025_11_25 => "2025-11-25",
+            Revision::V2026_07_28 => "2026-07-28",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Revision> {
+        Revision::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    pub fn era(self) -> Era {
+        if self >= Revision::V2026_07_28 {
+            Era::Modern
+        } else {
+            Era::Legacy
+        }
+    }
+
+    pub fn is_modern(self) -> bool {
+        self.era() == Era::Modern
+    }
+
+    /// The `MCP-Protocol-Version` header is required on every request after `initialize`
+    /// from 2025-06-18 on (and on every request in 2026-07-28).
+    pub fn sends_version_header(self) -> bool {
+        self >= Revision::V2025_06_18
+    }
+}
+
+impl fmt::Display for Revision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Revision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// The two eras of MCP (MCP-NOTES.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Era {
+    /// 2024-11-05 to 2025-11-25: `initialize`, `notifications/initialized`, sessions.
+    Legacy,
+    /// 2026-07-28: `_meta` on every request, `server/discover`, no session.
+    Modern,
+}
+
+/// `--protocol`: detect the era, or pin one revision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProtocolChoice {
+    /// `server/discover` (or its refusal over HTTP), falling back to `initialize`.
+    #[default]
+    Auto,
+    Pinned(Revision),
+}
+
+impl FromStr for ProtocolChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(ProtocolChoice::Auto);
+        }
+        Revision::parse(s)
+            .map(ProtocolChoice::Pinned)
+            .ok_or_else(|| {
+                let all: Vec<&str> = Revision::ALL.iter().map(|r| r.as_str()).collect();
+                format!(
+                    "unknown protocol {s:?}: use auto or one of {}",
+                    all.join(", ")
+                )
+            })
+    }
+}
+
+/// What to connect to.
+#[derive(Clone)]
+pub enum Target {
+    /// A Streamable HTTP endpoint. `headers` are `Name: value` lines; `${VAR}` in a value is
+    /// replaced by the environment variable (secrets stay out of profiles and logs).
+    Http { url: String, headers: Vec<String> },
+    /// A server run as a child process.
+    Stdio(StdioOptions),
+}
+
+impl fmt::Debug for Target {
+    /// Header values may be secrets: only their names are shown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Http { url, headers } => {
+                let names: Vec<&str> = headers
+                    .iter()
+                    .map(|h| h.split_once(':').map_or("?", |(n, _)| n.trim()))
+                    .collect();
+                f.debug_struct("Http")
+                    .field("url", url)
+                    .field("headers", &names)
+                    .finish()
+            }
+            Target::Stdio(o) => f.debug_tuple("Stdio").field(o).finish(),
+        }
+    }
+}
+
+impl Target {
+    pub fn http(url: impl Into<String>, headers: Vec<String>) -> Self {
+        Target::Http {
+            url: url.into(),
+            headers,
+        }
+    }
+
+    /// A stdio target from a command line (`"node server.js --flag"`).
+    pub fn stdio(command_line: &str) -> Result<Self, McpError> {
+        Ok(Target::Stdio(StdioOptions::from_command_line(
+            command_line,
+        )?))
+    }
+
+    /// Where the target is, for reports (no header values).
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Http { url, .. } => url.clone(),
+            Target::Stdio(o) => {
+                let mut words = vec![o.program.clone()];
+                words.extend(o.args.iter().cloned());
+                shell_words::join(words)
+            }
+        }
+    }
+}
+
+/// How to connect.
+#[derive(Clone, Debug)]
+pub struct ConnectOptions {
+    pub protocol: ProtocolChoice,
+    /// HTTP connections kept per host: the most requests the run has in flight.
+    pub pool_size: usize,
+    /// Largest JSON text accepted (body, SSE event, stdio line).
+    pub max_message_bytes: usize,
+    /// Bound on each handshake / discovery / listing step.
+    pub handshake_timeout: Duration,
+    /// Bound on every HTTP exchange of the load (`None`: unbounded; the engine's request
+    /// timeouts and cancellation decide).
+    pub exchange_timeout: Option<Duration>,
+    /// Run `tools/list` (all pages) while connecting.
+    pub list_tools: bool,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            protocol: ProtocolChoice::Auto,
+            pool_size: 64,
+            max_message_bytes: 16 << 20,
+            handshake_timeout: Duration::from_secs(15),
+            exchange_timeout: None,
+            list_tools: true,
+        }
+    }
+}
+
+/// Why connecting or talking MCP failed.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("invalid target: {0}")]
+    Target(String),
+    #[error("header {header}: environment variable {var} is not set")]
+    MissingEnv { header: String, var: String },
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("{step}: HTTP {status}{detail}")]
+    Status {
+        step: &'static str,
+        status: u16,
+        detail: String,
+    },
+    #[error("{step}: the server answered error {code}: {message}")]
+    Rpc {
+        step: &'static str,
+        code: i64,
+        message: String,
+    },
+    #[error("{step}: no answer within {timeout:?}")]
+    NoAnswer {
+        step: &'static str,
+        timeout: Duration,
+    },
+    #[error("{step}: {detail}")]
+    Protocol { step: &'static str, detail: String },
+}
+
+/// A tool the server lists.
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolInfo {
+    pub name: String,
+    /// The tool's `inputSchema`.
+    pub input_schema: Value,
+    /// `inputSchema.required`.
+    pub required: Vec<String>,
+}
+
+/// What connecting learnt about the server.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerInfo {
+    pub era: Era,
+    /// The revision agreed (or discovered) and used for every request.
+    pub revision: Revision,
+    /// How the era was found, in words (for reports).
+    pub detection: String,
+    /// `serverInfo` (name, version), when the server gave it.
+    pub server_info: Value,
+    pub capabilities: Value,
+    /// `supportedVersions` from `server/discover`, when it answered.
+    pub supported_versions: Vec<String>,
+    /// A legacy HTTP session id was issued.
+    pub session: bool,
+    pub tools: Vec<ToolInfo>,
+}
+
+impl ServerInfo {
+    /// A request of this server's era (see [`Operation::new`]).
+    pub fn operation(&self, method: &str, params: Option<&Value>) -> Result<Operation, McpError> {
+        Operation::new(self.revision, method, params)
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&ToolInfo> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+/// Parses a `Name: value` header line and expands `${VAR}` in the value.
+pub fn parse_header(line: &str) -> Result<(String, String), McpError> {
+    let (name, value) = line
+        .split_once(':')
+        .ok_or_else(|| McpError::Target(format!("header {line:?} is not `Name: value`")))?;
+    let name = name.trim().to_owned();
+    if name.is_empty() {
+        return Err(McpError::Target("a header has an empty name".into()));
+    }
+    let value = expand_env(value.trim(), |v| std::env::var(v).ok()).map_err(|var| {
+        McpError::MissingEnv {
+            header: name.clone(),
+            var,
+        }
+    })?;
+    Ok((name, value))
+}
+
+/// Replaces every `${VAR}` with `lookup(VAR)`; `$$` is a literal `$`. Returns the name of the
+/// first variable not found.
+pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('{')
+            && let Some(end) = body.find('}')
+        {
+            let var = &body[..end];
+            out.push_str(&lookup(var).ok_or_else(|| var.to_owned())?);
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revisions_parse_order_and_split_into_eras() {
+        for r in Revision::ALL {
+            assert_eq!(Revision::parse(r.as_str()), Some(r));
+        }
+        assert!(Revision::V2025_11_25 < Revision::V2026_07_28);
+        assert_eq!(Revision::V2025_11_25.era(), Era::Legacy);
+        assert!(Revision::V2026_07_28.is_modern());
+        assert!(!Revision::V2025_03_26.sends_version_header());
+        assert_eq!("auto".parse(), Ok(ProtocolChoice::Auto));
+        assert_eq!(
+            "2025-06-18".parse(),
+            Ok(ProtocolChoice::Pinned(Revision::V2025_06_18))
+        );
+        assert!("2023-01-01".parse::<ProtocolChoice>().is_err());
+    }
+
+    #[test]
+    fn env_expansion_replaces_and_names_what_is_missing() {
+        let look = |v: &str| (v == "TOKEN").then(|| "s3cret".to_string());
+        assert_eq!(
+            expand_env("Bearer ${TOKEN}", look).as_deref(),
+            Ok("Bearer s3cret")
+        );
+        assert_eq!(expand_env("$$5 $x ${", look).as_deref(), Ok("$5 $x ${"));
+        assert_eq!(expand_env("${NOPE}", look), Err("NOPE".to_string()));
+    }
+
+    #[test]
+    fn header_lines_split_at_the_first_colon() {
+        let (n, v) = parse_header("X-Trace: a:b").unwrap();
+        assert_eq!((n.as_str(), v.as_str()), ("X-Trace", "a:b"));
+        assert!(parse_header("nocolon").is_err());
+        let e = parse_header("Authorization: Bearer ${MCPLOAD_SURELY_UNSET_VAR}").unwrap_err();
+        assert!(e.to_string().contains("MCPLOAD_SURELY_UNSET_VAR"));
+    }
+}
