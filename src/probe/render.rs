@@ -1,0 +1,85 @@
+//! The probe report as a table for people (`--json` prints the report's serde form instead).
+
+use super::{Evidence, ProbeReport};
+use serde_json::Value;
+use std::fmt::Write;
+
+/// Renders the report: what was agreed with the server, its tools, then one row per probe.
+pub fn render_table(r: &ProbeReport) -> String {
+    let s = &r.server;
+    let mut out = String::new();
+    let name = |k: &str| s.server_info.get(k).and_then(Value::as_str).unwrap_or("?");
+    let _ = writeln!(out, "target        {} ({})", r.target, r.transport);
+    let _ = writeln!(out, "server        {} {}", name("name"), name("version"));
+    let _ = writeln!(
+        out,
+        "protocol      {} ({:?} era{})",
+        s.revision,
+        s.era,
+        if s.session { ", session" } else { "" }
+    );
+    let _ = writeln!(out, "detected by   {}", s.detection);
+    let caps: Vec<&str> = s
+        .capabilities
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let _ = writeln!(out, "capabilities  {}", caps.join(", "));
+    let _ = writeln!(out, "tools         {}", s.tools.len());
+    for t in &s.tools {
+        let _ = writeln!(out, "  {}({})", t.name, t.required.join(", "));
+    }
+    let _ = writeln!(out);
+    let rows: Vec<(String, String, String)> = r
+        .probes
+        .iter()
+        .map(|p| {
+            let probe = match p.variant {
+                Some(v) => format!("{} ({v})", p.probe),
+                None => p.probe.to_string(),
+            };
+            let verdict = match &p.detail {
+                Some(d) => format!("{} [{d}]", p.verdict),
+                None => p.verdict.to_string(),
+            };
+            (probe, verdict, evidence(&p.evidence))
+        })
+        .collect();
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(5);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(7);
+    let _ = writeln!(out, "{:w0$}  {:w1$}  evidence", "probe", "verdict");
+    for (p, v, e) in rows {
+        let _ = writeln!(out, "{p:w0$}  {v:w1$}  {e}");
+    }
+    out
+}
+
+fn evidence(e: &Evidence) -> String {
+    let mut parts = Vec::new();
+    if !e.status.is_empty() {
+        let s: Vec<String> = e.status.iter().map(u16::to_string).collect();
+        parts.push(format!("HTTP {}", s.join("+")));
+    }
+    for ct in &e.content_type {
+        parts.push(ct.split(';').next().unwrap_or(ct).to_string());
+    }
+    parts.push(if e.answered.is_empty() {
+        "no response".to_string()
+    } else {
+        format!("ids {}", e.answered.join(","))
+    });
+    if !e.error_codes.is_empty() {
+        let c: Vec<String> = e.error_codes.iter().map(i64::to_string).collect();
+        parts.push(format!("errors {}", c.join(",")));
+    }
+    if e.server_messages > 0 {
+        parts.push(format!("{} server messages", e.server_messages));
+    }
+    if e.unreadable > 0 {
+        parts.push(format!("{} unreadable", e.unreadable));
+    }
+    if let Some(n) = &e.note {
+        parts.push(n.clone());
+    }
+    parts.join("; ")
+}
