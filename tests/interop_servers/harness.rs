@@ -1,0 +1,323 @@
+//! Shared by tests/transport_*.rs and tests/probe_*.rs: starts the real servers (installed by
+//! setup.sh beside this file, pinned) on 127.0.0.1, and drives a bounded closed-loop load
+//! through a transport, a Correlator and a Ledger, the way an engine worker does.
+#![allow(dead_code)] // each test file uses its own part of the harness
+
+use mcpload::correlator::{Correlator, Sent};
+use mcpload::jsonrpc::{self, Decoded, Id, Message};
+use mcpload::metrics::Counters;
+use mcpload::transport::{Event, Ledger, Outgoing, Transport};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The folder of this file, where setup.sh installs the servers.
+pub fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop_servers")
+}
+
+/// Runs setup.sh once per test binary; a server that cannot be installed fails the test.
+pub fn setup() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let status = Command::new("bash")
+            .arg(dir().join("setup.sh"))
+            .status()
+            .expect("running tests/interop_servers/setup.sh");
+        assert!(status.success(), "tests/interop_servers/setup.sh failed");
+    });
+}
+
+pub fn mcpload_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpload")
+}
+
+/// The command line of the TypeScript "everything" server, forced onto 127.0.0.1.
+pub fn everything_cmd(mode: &str) -> Vec<String> {
+    setup();
+    let d = dir();
+    vec![
+        "node".into(),
+        "-r".into(),
+        d.join("force_loopback.cjs").display().to_string(),
+        d.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+            .display()
+            .to_string(),
+        mode.into(),
+    ]
+}
+
+/// The command line of the Python SDK server script.
+pub fn python_cmd(args: &[&str]) -> Vec<String> {
+    setup();
+    let d = dir();
+    let mut v = vec![
+        d.join(".venv/bin/python").display().to_string(),
+        d.join("py_server.py").display().to_string(),
+    ];
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// `mcpload serve` with `args`.
+pub fn serve_cmd(args: &[&str]) -> Vec<String> {
+    let mut v = vec![mcpload_bin().to_string(), "serve".into()];
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// A command line as one shell-quoted string (for `--stdio`).
+pub fn line(cmd: &[String]) -> String {
+    shell_words::join(cmd)
+}
+
+/// A server process, killed when dropped.
+pub struct Server {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts an HTTP server and waits (20 s at most) for its port: `LISTENING <port>` on stderr
+/// (our preload and script) or `listening on <url>` on stdout (`mcpload serve`).
+pub fn start_http(cmd: &[String]) -> Server {
+    let mut c = Command::new(&cmd[0]);
+    c.args(&cmd[1..])
+        .env("PORT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stream).lines().map_while(Result::ok) {
+                let url = if let Some(port) = l.strip_prefix("LISTENING ") {
+                    Some(format!("http://127.0.0.1:{}/mcp", port.trim()))
+                } else {
+                    l.strip_prefix("listening on ")
+                        .map(|u| u.trim().to_string())
+                };
+                if let Some(u) = url {
+                    let _ = tx.send(u);
+                }
+            }
+        });
+    }
+    let mut server = Server {
+        child,
+        url: String::new(),
+    };
+    server.url = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{cmd:?} did not report a port within 20 s"));
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    server
+}
+
+/// What a bounded closed-loop run measured.
+pub struct Outcome {
+    pub counters: Counters,
+    /// The ids the run used.
+    pub ids: std::ops::Range<i64>,
+    /// Ids of the responses that paired, in the order they were parsed.
+    pub paired_order: Vec<i64>,
+    pub down: bool,
+}
+
+/// Ids never repeat within a test binary, as within a run: a late answer or the end of an
+/// exchange from an earlier load must not touch a later one.
+static NEXT_ID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1);
+
+/// Sends `total` requests with fresh integer ids, `window` in flight at once, built by
+/// `make`; every request times out after `timeout` (then it is cancelled). Stops by itself:
+/// every request ends one way or another.
+pub async fn drive<T: Transport>(
+    t: &mut T,
+    total: u64,
+    window: usize,
+    timeout: Duration,
+    make: impl Fn(Id) -> Outgoing,
+) -> Outcome {
+    drive_lingering(t, total, window, timeout, Duration::ZERO, make).await
+}
+
+/// [`drive`], then `linger` more reading what still comes (late answers).
+pub async fn drive_lingering<T: Transport>(
+    t: &mut T,
+    total: u64,
+    window: usize,
+    timeout: Duration,
+    linger: Duration,
+    make: impl Fn(Id) -> Outgoing,
+) -> Outcome {
+    let mut c = Correlator::default();
+    let mut ledger = Ledger::default();
+    let first = NEXT_ID.fetch_add(total as i64, std::sync::atomic::Ordering::Relaxed);
+    let ids = first..first + total as i64;
+    let mut next = first;
+    let started = Instant::now();
+    let mut paired_order = Vec::new();
+    let mut down = false;
+    loop {
+        while next < ids.end && c.in_flight() < window && !down {
+            let now = Instant::now();
+            let id = Id::Num(next);
+            let sent = Sent {
+                due: now,
+                written: now,
+                deadline: now + timeout,
+            };
+            c.register(id.clone(), sent).expect("fresh id");
+            t.send(make(id));
+            next += 1;
+        }
+        if c.in_flight() == 0 {
+            break;
+        }
+        let deadline = c.next_deadline().expect("a request is pending");
+        let event = tokio::select! {
+            ev = t.next_event() => Some(ev),
+            _ = tokio::time::sleep_until(deadline.into()) => None,
+        };
+        match event {
+            Some(ev) => {
+                if let Event::Message { bytes, .. } = &ev {
+                    note_responses(bytes, &mut paired_order);
+                }
+                down |= ledger.apply(&mut c, ev).down;
+            }
+            None => {
+                c.expire(Instant::now(), |id| t.cancel(id));
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    eprintln!(
+        "{total} requests, {window} in flight: {:.2} s, {:.0} paired/s",
+        elapsed.as_secs_f64(),
+        c.stats().counters.responses as f64 / elapsed.as_secs_f64()
+    );
+    let until = tokio::time::Instant::now() + linger;
+    while let Ok(ev) = tokio::time::timeout_at(until, t.next_event()).await {
+        ledger.apply(&mut c, ev);
+    }
+    let mut counters = c.stats().counters.clone();
+    ledger.take_counters(&mut counters);
+    t.take_counters(&mut counters);
+    Outcome {
+        counters,
+        ids,
+        paired_order,
+        down,
+    }
+}
+
+fn note_responses(bytes: &[u8], order: &mut Vec<i64>) {
+    let mut note = |m: Result<Message<'_>, _>| {
+        if let Ok(Message::Response(r)) = m
+            && let Some(Id::Num(n)) = r.id
+        {
+            order.push(n);
+        }
+    };
+    match jsonrpc::decode(bytes) {
+        Ok(Decoded::Single(m)) => note(Ok(m)),
+        Ok(Decoded::Batch(ms)) => ms
+            .into_iter()
+            .for_each(|raw| note(jsonrpc::decode_message(raw))),
+        Err(_) => {}
+    }
+}
+
+/// The pairing identity of METRICS.md, with nothing left in flight.
+pub fn assert_identity(c: &Counters) {
+    let ended = c.ok
+        + c.errors
+        + c.both_result_error
+        + c.invalid_jsonrpc
+        + c.missing
+        + c.timeouts
+        + c.http_429
+        + c.http_503
+        + c.http_other
+        + c.transport_errors;
+    assert_eq!(c.requests, ended, "pairing identity: {c:?}");
+}
+
+/// Every request paired `ok`, nothing anomalous.
+pub fn assert_all_ok(c: &Counters, total: u64) {
+    assert_identity(c);
+    assert_eq!(c.requests, total, "{c:?}");
+    assert_eq!(c.ok, total, "{c:?}");
+    assert_eq!(c.responses, total, "{c:?}");
+    assert_eq!(c.anomalies(), 0, "{c:?}");
+    assert_eq!(c.missing + c.timeouts + c.transport_errors, 0, "{c:?}");
+}
+
+/// Sends `batches` batches of `size` requests made by `stamp` (all at once), and counts
+/// until every request ended (each times out after `timeout`).
+pub async fn drive_batches<T: Transport>(
+    t: &mut T,
+    batches: usize,
+    size: usize,
+    timeout: Duration,
+    stamp: impl Fn(&mut Vec<u8>, &Id),
+) -> Counters {
+    let mut c = Correlator::default();
+    let mut ledger = Ledger::default();
+    let first = NEXT_ID.fetch_add(
+        (batches * size) as i64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    let mut writer = jsonrpc::BatchWriter::default();
+    for b in 0..batches {
+        writer.clear();
+        let mut ids = Vec::with_capacity(size);
+        for m in 0..size {
+            let id = Id::Num(first + (b * size + m) as i64);
+            stamp(writer.member(), &id);
+            let now = Instant::now();
+            let sent = Sent {
+                due: now,
+                written: now,
+                deadline: now + timeout,
+            };
+            c.register(id.clone(), sent).expect("fresh id");
+            ids.push(id);
+        }
+        c.batch_sent(size);
+        let body = bytes::Bytes::copy_from_slice(writer.finish());
+        t.send(Outgoing::batch(body, ids));
+    }
+    while c.in_flight() > 0 {
+        let deadline = c.next_deadline().expect("a request is pending");
+        tokio::select! {
+            ev = t.next_event() => { ledger.apply(&mut c, ev); }
+            _ = tokio::time::sleep_until(deadline.into()) => {
+                c.expire(Instant::now(), |id| t.cancel(id));
+            }
+        }
+    }
+    let mut counters = c.stats().counters.clone();
+    ledger.take_counters(&mut counters);
+    counters
+}
