@@ -4,6 +4,16 @@
 //! `jsonrpc` (the codec) → `correlator` (pairing by id, classification) → `metrics`
 //! (counters and HDR histograms, merged per step).
 
+pub mod analysis;
 pub mod correlator;
 pub mod jsonrpc;
+pub mod mcp;
 pub mod metrics;
+pub mod probe;
+pub mod report;
+pub mod target;
+pub mod transport;
+pub mod load;
+pub mod profile;
+pub mod engine;
+pub mod run;

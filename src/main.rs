@@ -1,14 +1,42 @@
 //! The `mcpload` binary: parses the command line and hands over to the library.
 
+mod cli;
+
 use clap::Parser;
+use std::process::ExitCode;
 
-/// Load generator and benchmarking tool for MCP servers: pairs every response to its request
-/// by id, counts every pairing anomaly, and sweeps load to find where a server saturates and
-/// where it fails.
-#[derive(Parser, Debug)]
-#[command(name = "mcpload", version, about, long_about = None)]
-struct Cli {}
-
-fn main() {
-    let _cli = Cli::parse();
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcpload: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli.command.run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcpload: {e:#}");
+            // 2: the configuration or the command line could not be used.
+            let usage = matches!(
+                e.downcast_ref::<mcpload::target::ServeError>(),
+                Some(
+                    mcpload::target::ServeError::Config(_)
+                        | mcpload::target::ServeError::Bind { .. }
+                )
+            ) || e.downcast_ref::<cli::UsageError>().is_some();
+            let interrupted = e.downcast_ref::<cli::Interrupted>().is_some();
+            ExitCode::from(if interrupted {
+                130
+            } else if usage {
+                2
+            } else {
+                1
+            })
+        }
+    }
 }

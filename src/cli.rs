@@ -1,0 +1,579 @@
+//! The command line (clap derive): one variant of [`Command`] per subcommand, each with its
+//! arguments and the glue that turns them into a library call.
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use mcpload::target::{
+    self, AnswerMode, BatchPolicy, Era, FaultEvery, FaultOdds, RejectStatus, ServeConfig,
+    ServiceTime, Stall, StatsSnapshot,
+};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Load generator and benchmarking tool for MCP servers: pairs every response to its request
+/// by id, counts every pairing anomaly, and sweeps load to find where a server saturates and
+/// where it fails.
+#[derive(Parser, Debug)]
+#[command(name = "mcpload", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Fire a workload at a target and sweep the load: a profile (profiles/*.toml) and/or
+    /// flags. Writes results/<UTC timestamp>-<name>/ (or --out) step by step.
+    Run(Box<RunArgs>),
+    /// Run the built-in reference MCP server (HTTP on 127.0.0.1, or stdio), with a capacity
+    /// model, exact fault injection and ground-truth counters at GET /stats.
+    Serve(ServeArgs),
+    /// Re-render report.html, the SVG plots and the terminal report of a run folder, and check
+    /// thresholds on it (exit 1 when one fails).
+    Report(ReportArgs),
+    /// Set two run folders side by side per step and on the knee; exit 1 when a figure
+    /// regressed beyond the tolerance.
+    Compare(CompareArgs),
+    /// Tell how a server treats the cases that break pairing (batches, colliding and null ids,
+    /// malformed JSON, unknown methods, cancellation), after connecting to it as a load run
+    /// would: era and version agreed, capabilities, tools.
+    Probe(ProbeArgs),
+}
+
+impl Command {
+    pub async fn run(self) -> anyhow::Result<()> {
+        match self {
+            Command::Run(args) => args.run().await,
+            Command::Serve(args) => args.run().await,
+            Command::Report(args) => args.run(),
+            Command::Compare(args) => args.run(),
+            Command::Probe(args) => args.run().await,
+        }
+    }
+}
+
+/// Arguments of `mcpload serve`; an absent option keeps the default of `ServeConfig`.
+/// Syntax of every value: docs/target.md.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Serve MCP on stdin/stdout (one message per line; logs on stderr) instead of HTTP.
+    #[arg(long)]
+    pub stdio: bool,
+    /// Write the final counters (the JSON of GET /stats) to FILE when the server stops.
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+    /// Listen address [default: 127.0.0.1:0]; anything but loopback prints a warning.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<SocketAddr>,
+    /// Eras served [default: both].
+    #[arg(long, value_enum)]
+    pub era: Option<Era>,
+    /// Serve only these protocol versions (comma-separated, e.g. 2025-06-18,2026-07-28).
+    #[arg(long, value_name = "V,..", value_delimiter = ',')]
+    pub versions: Vec<String>,
+    /// Answer POSTs with one JSON body or an SSE stream [default: json].
+    #[arg(long, value_enum)]
+    pub answer: Option<AnswerMode>,
+    /// Batches: as the revision says (auto), always accepted, always rejected [default: auto].
+    #[arg(long, value_enum)]
+    pub batches: Option<BatchPolicy>,
+    /// Hand out no Mcp-Session-Id on initialize.
+    #[arg(long)]
+    pub no_sessions: bool,
+    /// Requests served at once (0: unlimited, no capacity model) [default: 0].
+    #[arg(long, value_name = "N")]
+    pub capacity: Option<u32>,
+    /// POSTs that may wait beyond --capacity; more are refused [default: 0].
+    #[arg(long, value_name = "M")]
+    pub queue: Option<u32>,
+    /// Status of a refused POST: 429 or 503 [default: 429].
+    #[arg(long, value_name = "STATUS")]
+    pub reject: Option<RejectStatus>,
+    /// Retry-After seconds sent with a refusal [default: 1].
+    #[arg(long, value_name = "S")]
+    pub retry_after: Option<u32>,
+    /// Service time of every request in ms: fixed:20 (or 20), uniform:10..30, exp:20.
+    #[arg(long, value_name = "DIST")]
+    pub service_ms: Option<ServiceTime>,
+    /// Freeze all work from AT for FOR after start, e.g. 5s:2s (repeatable).
+    #[arg(long, value_name = "AT:FOR")]
+    pub stall: Vec<Stall>,
+    /// Exact faults, every Nth request: drop=N,null-id=N,unknown-id=N,duplicate=N,both=N,
+    /// bad-version=N,garbage=N,truncate=N.
+    #[arg(long, value_name = "KIND=N,..")]
+    pub fault: Option<FaultEvery>,
+    /// Seeded random faults, a probability per request: drop=0.01,garbage=0.001,...
+    #[arg(long, value_name = "KIND=P,..")]
+    pub fault_random: Option<FaultOdds>,
+    /// Seed of random faults and service-time draws [default: 0].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Largest POST body (or stdio line) in bytes; larger gets 413 [default: 4194304].
+    #[arg(long, value_name = "BYTES")]
+    pub max_body: Option<usize>,
+    /// Open connections at most; more are closed at once [default: 1024].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Accept this Origin besides loopback ones (repeatable).
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+}
+
+impl ServeArgs {
+    /// The configuration these arguments describe (defaults from `ServeConfig`).
+    pub fn config(&self) -> ServeConfig {
+        let d = ServeConfig::default();
+        ServeConfig {
+            bind: self.bind.unwrap_or(d.bind),
+            era: self.era.unwrap_or(d.era),
+            versions: self.versions.clone(),
+            answer: self.answer.unwrap_or(d.answer),
+            batches: self.batches.unwrap_or(d.batches),
+            sessions: !self.no_sessions,
+            capacity: self.capacity.unwrap_or(d.capacity),
+            queue: self.queue.unwrap_or(d.queue),
+            reject: self.reject.unwrap_or(d.reject),
+            retry_after_s: self.retry_after.unwrap_or(d.retry_after_s),
+            service_ms: self.service_ms.unwrap_or(d.service_ms),
+            stall: self.stall.clone(),
+            fault: self.fault.unwrap_or(d.fault),
+            fault_random: self.fault_random.unwrap_or(d.fault_random),
+            seed: self.seed.unwrap_or(d.seed),
+            max_body_bytes: self.max_body.unwrap_or(d.max_body_bytes),
+            max_line_bytes: self.max_body.unwrap_or(d.max_line_bytes),
+            max_connections: self.max_connections.unwrap_or(d.max_connections),
+            allowed_origins: self.allow_origin.clone(),
+        }
+    }
+
+    /// HTTP: prints `listening on URL` as the first stdout line and serves until Ctrl-C or
+    /// SIGTERM. stdio: serves until stdin ends.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let cfg = self.config();
+        let snapshot = if self.stdio {
+            target::serve_stdio(cfg, tokio::io::stdin(), tokio::io::stdout()).await?
+        } else {
+            if cfg.binds_beyond_loopback() {
+                eprintln!(
+                    "warning: listening on {} makes the target reachable from other hosts",
+                    cfg.bind
+                );
+            }
+            let running = target::start_http(cfg).await?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on {}", running.url())?;
+            out.flush()?;
+            drop(out);
+            stop_signal().await?;
+            running.shutdown().await
+        };
+        if let Some(path) = &self.stats {
+            write_stats(path, &snapshot)?;
+        }
+        Ok(())
+    }
+}
+
+async fn stop_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+fn write_stats(path: &Path, snapshot: &StatsSnapshot) -> anyhow::Result<()> {
+    let json = serde_json::to_vec_pretty(snapshot)?;
+    std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
+}
+
+/// An error the user can fix on the command line (a bad threshold, a folder that is no run
+/// folder): exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct UsageError(pub anyhow::Error);
+
+/// Arguments of `mcpload report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The run folder (it holds summary.json, timeseries.csv and latency.hlog).
+    pub dir: PathBuf,
+    /// A gate checked on the stored run, e.g. 'p99_ms<250', 'error_rate<0.001',
+    /// 'anomalies==0' (repeatable); shown in place of the run's own gates.
+    #[arg(long = "threshold", value_name = "EXPR")]
+    pub thresholds: Vec<String>,
+}
+
+impl ReportArgs {
+    /// Prints the terminal report; fails (exit 1) when a threshold fails.
+    pub fn run(self) -> anyhow::Result<()> {
+        let thresholds = mcpload::analysis::Thresholds::parse(&self.thresholds)
+            .map_err(|e| UsageError(e.into()))?;
+        let color = mcpload::report::use_color(&std::io::stdout());
+        let done = mcpload::report::rerender(&self.dir, &thresholds, color)
+            .map_err(|e| UsageError(e.into()))?;
+        print!("{}", done.terminal);
+        println!(
+            "report: {}",
+            self.dir.join(mcpload::report::REPORT_HTML).display()
+        );
+        let failed: Vec<&str> = done
+            .summary
+            .gates
+            .iter()
+            .filter(|g| !g.holds)
+            .map(|g| g.threshold.as_str())
+            .collect();
+        anyhow::ensure!(failed.is_empty(), "threshold failed: {}", failed.join(", "));
+        Ok(())
+    }
+}
+
+/// Arguments of `mcpload compare`.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The run folder to compare against.
+    pub base: PathBuf,
+    /// The run folder under test.
+    pub new: PathBuf,
+    /// How much worse a figure may get before it is a regression: 0.10 = 10%.
+    #[arg(long, default_value_t = 0.10, value_name = "FRACTION")]
+    pub tolerance: f64,
+    /// A latency must also grow by more than this many milliseconds to regress.
+    #[arg(long, default_value_t = 1.0, value_name = "MS")]
+    pub latency_floor_ms: f64,
+}
+
+impl CompareArgs {
+    /// Prints the comparison; fails (exit 1) on a regression beyond the tolerance.
+    pub fn run(self) -> anyhow::Result<()> {
+        let usage = |msg: String| UsageError(anyhow::anyhow!(msg));
+        for (name, v) in [
+            ("--tolerance", self.tolerance),
+            ("--latency-floor-ms", self.latency_floor_ms),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(usage(format!("{name} {v}: expected a number of 0 or more")).into());
+            }
+        }
+        let options = mcpload::analysis::CompareOptions {
+            tolerance: self.tolerance,
+            latency_floor_ms: self.latency_floor_ms,
+            ..Default::default()
+        };
+        let color = mcpload::report::use_color(&std::io::stdout());
+        let (comparison, text) =
+            mcpload::report::compare_runs(&self.base, &self.new, &options, color)
+                .map_err(|e| UsageError(e.into()))?;
+        if !comparison.matched() {
+            return Err(usage(format!(
+                "{} and {} have no step at the same load: nothing to compare",
+                self.base.display(),
+                self.new.display()
+            ))
+            .into());
+        }
+        print!("{text}");
+        let regressions = comparison.regressions();
+        let mut figures: Vec<&str> = Vec::new();
+        for (_, f) in &regressions {
+            if !figures.contains(&f.figure) {
+                figures.push(f.figure);
+            }
+        }
+        anyhow::ensure!(
+            regressions.is_empty(),
+            "{} regression(s) beyond {}: {}",
+            regressions.len(),
+            mcpload::analysis::pct(self.tolerance),
+            figures.join(", ")
+        );
+        Ok(())
+    }
+}
+
+/// Arguments of `mcpload probe`: one target, `--url` or `--stdio`.
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["url", "stdio"])))]
+pub struct ProbeArgs {
+    /// The server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Run the server as a child process and speak stdio: "COMMAND ARGS".
+    #[arg(long, value_name = "COMMAND")]
+    pub stdio: Option<String>,
+    /// An HTTP header "Name: value" for every request (repeatable); ${VAR} in the value is
+    /// read from the environment, so secrets stay off the command line.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// auto (server/discover, falling back to initialize) or a protocol revision to pin.
+    #[arg(long, default_value = "auto", value_name = "auto|REVISION")]
+    pub protocol: mcpload::mcp::ProtocolChoice,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// How long to wait for an answer that may never come.
+    #[arg(long, default_value = "1500ms", value_parser = humantime::parse_duration)]
+    pub wait: std::time::Duration,
+    /// The tool the cancel probe calls (default: one whose name and schema say it sleeps).
+    #[arg(long, value_name = "TOOL")]
+    pub slow_tool: Option<String>,
+    /// JSON arguments for --slow-tool.
+    #[arg(
+        long,
+        default_value = "{}",
+        value_name = "JSON",
+        requires = "slow_tool"
+    )]
+    pub slow_args: String,
+    /// Save a stdio server's stderr to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub stderr: Option<PathBuf>,
+}
+
+impl ProbeArgs {
+    pub async fn run(self) -> anyhow::Result<()> {
+        use mcpload::mcp::{ConnectOptions, Connector, Target};
+        let target = match (self.url, self.stdio) {
+            (Some(url), _) => Target::http(url, self.headers),
+            (None, Some(cmd)) => {
+                let mut t = Target::stdio(&cmd)?;
+                if let Target::Stdio(o) = &mut t {
+                    o.stderr = self.stderr;
+                }
+                t
+            }
+            (None, None) => unreachable!("clap requires --url or --stdio"),
+        };
+        let slow_call = match self.slow_tool {
+            Some(tool) => {
+                let args = serde_json::from_str(&self.slow_args).context("--slow-args")?;
+                Some((tool, args))
+            }
+            None => None,
+        };
+        let opts = ConnectOptions {
+            protocol: self.protocol,
+            ..ConnectOptions::default()
+        };
+        let connector = Connector::new(target, opts)?;
+        let probe_opts = mcpload::probe::ProbeOptions {
+            wait: self.wait,
+            slow_call,
+        };
+        let report = mcpload::probe::run(&connector, &probe_opts).await?;
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+        } else {
+            out.write_all(mcpload::probe::render_table(&report).as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// `mcpload run` was interrupted by Ctrl-C or SIGTERM: exit code 130.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted; the finished steps and the partial one are in {0}")]
+pub struct Interrupted(pub String);
+
+/// Arguments of `mcpload run`. Flags override the profile.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// A workload profile (TOML); see docs/profiles.md.
+    pub profile: Option<PathBuf>,
+    /// Target: a Streamable HTTP endpoint.
+    #[arg(long, value_name = "URL", group = "target")]
+    pub url: Option<String>,
+    /// Target: a command started as a child speaking MCP over stdio.
+    #[arg(long, value_name = "COMMAND", group = "target")]
+    pub stdio: Option<String>,
+    /// Target: the built-in reference server, started in-process.
+    #[arg(long, group = "target")]
+    pub builtin: bool,
+    /// An HTTP header 'Name: value' (repeatable); ${VAR} expands from the environment.
+    #[arg(long = "header", short = 'H', value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// auto (detect the era) or a revision: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28.
+    #[arg(long, value_name = "REVISION")]
+    pub protocol: Option<mcpload::mcp::ProtocolChoice>,
+    /// Replace the mix with tools/call of this tool.
+    #[arg(long, value_name = "NAME")]
+    pub tool: Option<String>,
+    /// Arguments of --tool, as a JSON object; strings may hold {{seq}}, {{rand:1..9}}, ...
+    #[arg(long, value_name = "JSON")]
+    pub args: Option<String>,
+    /// Closed loop: virtual clients per step, e.g. 1,2,4,8 or '1..64 x2'.
+    #[arg(long, short = 'c', value_name = "LEVELS")]
+    pub concurrency: Option<String>,
+    /// Open loop: arrivals per second per step, e.g. 100,200,400 or '100..800 x2'.
+    #[arg(long, short = 'r', value_name = "LEVELS")]
+    pub rate: Option<String>,
+    /// Measured time of each step, e.g. 10s.
+    #[arg(long, short = 'd', value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Warm-up of each step (measured, not recorded), e.g. 2s.
+    #[arg(long, value_name = "DURATION")]
+    pub warmup: Option<String>,
+    /// A request unanswered after this is a timeout (and is cancelled), e.g. 5s.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Closed loop: pause between an answer and the client's next request.
+    #[arg(long, value_name = "DURATION")]
+    pub think_time: Option<String>,
+    /// Open loop: requests in flight at most; arrivals past it are dropped and counted.
+    #[arg(long, value_name = "N")]
+    pub max_in_flight: Option<usize>,
+    /// Open loop: constant or poisson spacing of arrivals.
+    #[arg(long, value_name = "SPACING")]
+    pub spacing: Option<String>,
+    /// Send JSON-RPC batches of N requests.
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<usize>,
+    /// Notifications mixed into each batch.
+    #[arg(long, value_name = "N")]
+    pub batch_notifications: Option<usize>,
+    /// Send batches even when the agreed revision forbids them.
+    #[arg(long)]
+    pub force_batch: bool,
+    /// The run folder (default: results/<UTC timestamp>-<name>).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Where run folders go when --out is not given.
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+    /// The run's name (default: the profile's, or its file name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// A gate checked at the end, e.g. 'p99_ms<250', 'error_rate<0.001', 'anomalies==0'
+    /// (repeatable); any failing exits 1.
+    #[arg(long = "threshold", value_name = "EXPR")]
+    pub thresholds: Vec<String>,
+    /// A step with a higher error rate is failed (default 0.01).
+    #[arg(long, value_name = "RATE")]
+    pub max_error_rate: Option<f64>,
+    /// A step whose p99 is above this many milliseconds is failed.
+    #[arg(long, value_name = "MS")]
+    pub slo_p99_ms: Option<f64>,
+    /// A step with any pairing anomaly is failed.
+    #[arg(long)]
+    pub fail_on_anomaly: bool,
+    /// Run every step even after one failed.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Worker tasks (default: one per core; always 1 for stdio).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Seed of the mix draws, {{rand}}, {{uuid}} and Poisson arrivals.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// No progress display.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+impl RunArgs {
+    fn overrides(self) -> anyhow::Result<(Option<PathBuf>, mcpload::run::Overrides)> {
+        use mcpload::profile::{Levels, Spacing, parse_duration};
+        let dur = |name: &str, v: Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
+            v.map(|t| parse_duration(&t).map_err(|e| anyhow::anyhow!("--{name}: {e}")))
+                .transpose()
+        };
+        let levels = |name: &str, v: Option<String>| -> anyhow::Result<Option<Levels>> {
+            v.map(|t| Levels::parse(&t).map_err(|e| anyhow::anyhow!("--{name}: {e}")))
+                .transpose()
+        };
+        let spacing = match self.spacing.as_deref() {
+            None => None,
+            Some("constant") => Some(Spacing::Constant),
+            Some("poisson") => Some(Spacing::Poisson),
+            Some(other) => anyhow::bail!("--spacing {other:?}: use constant or poisson"),
+        };
+        let args = self
+            .args
+            .map(|a| serde_json::from_str(&a).map_err(|e| anyhow::anyhow!("--args: {e}")))
+            .transpose()?;
+        let o = mcpload::run::Overrides {
+            url: self.url,
+            stdio: self.stdio,
+            builtin: self.builtin,
+            headers: self.headers,
+            protocol: self.protocol,
+            tool: self.tool,
+            args,
+            concurrency: levels("concurrency", self.concurrency)?,
+            rate: levels("rate", self.rate)?,
+            duration: dur("duration", self.duration)?,
+            warmup: dur("warmup", self.warmup)?,
+            timeout: dur("timeout", self.timeout)?,
+            think_time: dur("think-time", self.think_time)?,
+            max_in_flight: self.max_in_flight,
+            spacing,
+            batch_size: self.batch_size,
+            batch_notifications: self.batch_notifications,
+            force_batch: self.force_batch,
+            out: self.out,
+            results: self.results,
+            name: self.name,
+            thresholds: self.thresholds,
+            error_rate: self.max_error_rate,
+            p99_slo_ms: self.slo_p99_ms,
+            fail_on_anomaly: self.fail_on_anomaly,
+            keep_going: self.keep_going,
+            workers: self.workers,
+            seed: self.seed,
+            quiet: self.quiet,
+        };
+        Ok((self.profile, o))
+    }
+
+    /// Runs the sweep; exit 1 when a gate fails, 2 for a bad profile or flags, 130 when
+    /// interrupted (after writing what was measured).
+    pub async fn run(self) -> anyhow::Result<()> {
+        let (profile, overrides) = self.overrides().map_err(UsageError)?;
+        let plan =
+            mcpload::run::plan(profile.as_deref(), overrides).map_err(|e| UsageError(e.into()))?;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(stop_on_signals(cancel.clone()));
+        let outcome = match mcpload::run::execute(plan, cancel).await {
+            Ok(o) => o,
+            Err(mcpload::run::RunError::Plan(e)) => return Err(UsageError(e.into()).into()),
+            Err(e) => return Err(e.into()),
+        };
+        print!("{}", outcome.terminal);
+        println!("results: {}", outcome.dir.display());
+        if outcome.interrupted {
+            return Err(Interrupted(outcome.dir.display().to_string()).into());
+        }
+        if !outcome.failed_gates.is_empty() {
+            anyhow::bail!("thresholds failed: {}", outcome.failed_gates.join(", "));
+        }
+        Ok(())
+    }
+}
+
+/// First Ctrl-C or SIGTERM: stop sending, drain briefly, write what was measured. Second:
+/// exit at once.
+async fn stop_on_signals(cancel: tokio_util::sync::CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    for n in 0.. {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        if n == 0 {
+            eprintln!(
+                "mcpload: stopping: draining in-flight requests, writing results (again to quit at once)"
+            );
+            cancel.cancel();
+        } else {
+            std::process::exit(130);
+        }
+    }
+}
