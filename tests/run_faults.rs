@@ -126,3 +126,81 @@ fn json_answers_batches() {
         ],
     );
 }
+
+/// Over stdio no exchange closes on its own: a request whose answer never pairs waits for
+/// its timeout. So what the target calls `missing` the client ends as `timeouts`.
+#[test]
+fn stdio_single_requests() {
+    let dir = scratch("faults-stdio");
+    let stats_file = dir.join("target-stats.json");
+    let command = format!(
+        "{} serve --stdio --fault {FAULTS} --stats {}",
+        env!("CARGO_BIN_EXE_mcpload"),
+        stats_file.display()
+    );
+    let out_dir = dir.join("run");
+    let out = run(&[
+        "--stdio",
+        &command,
+        "-c",
+        "8",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "500ms",
+        "--keep-going",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats_file).unwrap()).unwrap();
+    let rows = steps(&out_dir);
+    let row = &rows[0];
+    assert_identity(row);
+    let get = |path: &str| stats.pointer(path).and_then(|v| v.as_u64()).unwrap() as f64;
+    for kind in [
+        "drop",
+        "null_id",
+        "unknown_id",
+        "duplicate",
+        "both",
+        "bad_version",
+        "garbage",
+        "truncate",
+    ] {
+        assert!(
+            get(&format!("/faults/{kind}")) > 0.0,
+            "no {kind} fault fired"
+        );
+    }
+    let handshake = get("/requests_seen") - num(row, "requests");
+    assert!(
+        (1.0..=4.0).contains(&handshake),
+        "{handshake} handshake requests"
+    );
+    assert_eq!(get("/client_view/ok") - handshake, num(row, "ok"), "ok");
+    for col in [
+        "errors",
+        "both_result_error",
+        "invalid_jsonrpc",
+        "duplicate_id",
+        "unknown_id",
+        "null_id",
+        "parse_errors",
+    ] {
+        assert_eq!(get(&format!("/client_view/{col}")), num(row, col), "{col}");
+    }
+    assert_eq!(
+        get("/client_view/missing"),
+        num(row, "timeouts"),
+        "missing answers time out"
+    );
+    assert_eq!(num(row, "missing"), 0.0);
+    assert!(
+        std::fs::metadata(out_dir.join("target-stderr.log")).is_ok(),
+        "the child's stderr is kept in the run folder"
+    );
+}

@@ -1,6 +1,6 @@
 //! mcpload's own target (`mcpload serve`, the binary) in every answer mode and era, and its
 //! faults: garbage, truncated SSE, a killed child, a 10 MB answer, refusals, spoiled
-//! answers. Every fault is counted where METRICS.md puts it; nothing panics or hangs.
+//! answers. Every fault is counted where docs/metrics.md puts it; nothing panics or hangs.
 
 #[path = "interop_servers/harness.rs"]
 mod harness;

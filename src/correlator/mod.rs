@@ -315,7 +315,12 @@ impl Correlator {
     pub fn classify(&mut self, msg: Result<Message<'_>, DecodeError>, now: Instant) -> Class {
         let class = match msg {
             Err(_) => Class::ParseError,
-            Ok(Message::ServerMessage { .. }) => Class::ServerMessage,
+            Ok(Message::ServerMessage { method, .. }) => {
+                if method == "notifications/progress" {
+                    self.stats.counters.progress_notifications += 1;
+                }
+                Class::ServerMessage
+            }
             Ok(Message::Response(r)) => match &r.id {
                 None => Class::NullId,
                 Some(id) => self.pair(id, &r, now),

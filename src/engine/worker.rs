@@ -111,6 +111,7 @@ impl Worker {
                 _ => false,
             };
             let next_arrival = st.arrivals.as_ref().map(Arrivals::next_due);
+            let before = st.outstanding(s.corr, work.batch_size());
             tokio::select! {
                 biased;
                 _ = self.cancel.cancelled(), if st.interrupted_at.is_none() => {
@@ -118,11 +119,7 @@ impl Worker {
                     st.phase = Phase::Drain;
                 }
                 ev = self.transport.next_event() => {
-                    let before = st.outstanding(s.corr, work.batch_size());
                     ledger.apply(s.corr, ev);
-                    let freed = before.saturating_sub(st.outstanding(s.corr, work.batch_size()));
-                    let at = Instant::now() + work.think_time;
-                    st.ready.extend(std::iter::repeat_n(at, freed));
                 }
                 _ = tokio::task::yield_now(), if spin => {}
                 _ = sleep_until_opt(next_arrival), if !spin && next_arrival.is_some()
@@ -131,7 +128,12 @@ impl Worker {
             }
             let now = Instant::now();
             s.corr.expire(now, |id| self.transport.cancel(id));
-            if self.advance(&mut st, s, ledger, now) {
+            // Closed loop: a client whose request ended (answered, refused, timed out) may
+            // send again after its think time.
+            let freed = before.saturating_sub(st.outstanding(s.corr, work.batch_size()));
+            st.ready
+                .extend(std::iter::repeat_n(now + work.think_time, freed));
+            if self.advance(&mut st, s, now) {
                 break;
             }
             if matches!(st.phase, Phase::Warmup | Phase::Measure) {
@@ -141,13 +143,7 @@ impl Worker {
     }
 
     /// Moves the step through its phases; true when the step is over.
-    fn advance(
-        &mut self,
-        st: &mut StepState,
-        s: &mut Sending<'_>,
-        ledger: &mut Ledger,
-        now: Instant,
-    ) -> bool {
+    fn advance(&mut self, st: &mut StepState, s: &mut Sending<'_>, now: Instant) -> bool {
         let work = &self.work;
         match st.phase {
             Phase::Warmup if now >= st.measure_start => st.phase = Phase::WarmupDrain,
@@ -155,7 +151,6 @@ impl Worker {
                 // Forget the warm-up: its requests have all ended, so the identity holds.
                 s.corr.take_stats();
                 self.transport.take_counters(&mut Counters::default());
-                ledger.take_counters(&mut Counters::default());
                 st.measure_start = now;
                 st.next_second = now + Duration::from_secs(1);
                 st.phase = Phase::Measure;
@@ -166,29 +161,22 @@ impl Worker {
         }
         let measuring = matches!(st.phase, Phase::Measure | Phase::Drain);
         if measuring && now >= st.next_second && st.phase != Phase::Drain {
-            self.report_second(st, s, ledger, false);
+            self.report_second(st, s, false);
         }
         let gave_up = st
             .interrupted_at
             .is_some_and(|t| now >= t + INTERRUPT_DRAIN);
         let drained = s.corr.in_flight() == 0 || gave_up;
         if st.phase == Phase::Drain && drained {
-            self.report_second(st, s, ledger, true);
+            self.report_second(st, s, true);
             return true;
         }
         false
     }
 
-    fn report_second(
-        &mut self,
-        st: &mut StepState,
-        s: &mut Sending<'_>,
-        ledger: &mut Ledger,
-        last: bool,
-    ) {
+    fn report_second(&mut self, st: &mut StepState, s: &mut Sending<'_>, last: bool) {
         let mut stats = s.corr.take_stats();
         self.transport.take_counters(&mut stats.counters);
-        ledger.take_counters(&mut stats.counters);
         let _ = self.reports.send(Report::Second {
             worker: self.index,
             step: st.order.step,

@@ -1,5 +1,5 @@
 //! `mcpload probe`: before any load, how a server treats the cases that break pairing. Each
-//! probe of METRICS.md sends a small fixed exchange and reports a one-word verdict with its
+//! probe of docs/metrics.md sends a small fixed exchange and reports a one-word verdict with its
 //! evidence (status, content type, ids answered). Verdicts are pure functions of what was
 //! observed ([`Observed`]), tested on their own; the exchanges run over the real transport.
 

@@ -293,8 +293,10 @@ impl RunFolder {
     pub fn create(spec: RunSpec) -> Result<RunFolder, ReportError> {
         let dir = spec.dir;
         fs::create_dir_all(&dir).map_err(|e| ReportError::io(&dir, e))?;
+        // A stdio target's stderr log is opened before the folder is created (the child
+        // starts while connecting); anything else means the folder belongs to another run.
         let mut entries = fs::read_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;
-        if entries.next().is_some() {
+        if entries.any(|e| e.map_or(true, |e| e.file_name() != TARGET_STDERR)) {
             return Err(ReportError::NotEmpty { path: dir });
         }
         let profile_file = match spec.profile {
@@ -368,12 +370,6 @@ impl RunFolder {
     pub fn set_protocol_revision(&mut self, revision: &str) -> Result<(), ReportError> {
         self.summary.protocol_revision = Some(revision.to_owned());
         self.each(|r, s| r.changed(s))
-    }
-
-    /// Creates `target-stderr.log` for a stdio target's standard error.
-    pub fn create_target_stderr(&self) -> Result<fs::File, ReportError> {
-        let path = self.dir.join(TARGET_STDERR);
-        fs::File::create(&path).map_err(|e| ReportError::io(&path, e))
     }
 
     /// Records one second: a timeseries.csv row and a latency.hlog interval.

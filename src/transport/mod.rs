@@ -1,7 +1,7 @@
 //! Moving JSON-RPC bytes to and from a server: one [`Transport`] trait, one module per
 //! transport (Streamable HTTP in `http`, a child process in `stdio`), the incremental SSE
 //! parser in `sse`, and the [`Ledger`] that turns transport [`Event`]s into the counts of
-//! METRICS.md through a [`Correlator`].
+//! docs/metrics.md through a [`Correlator`].
 //!
 //! # How a worker drives a transport
 //!
@@ -14,12 +14,12 @@
 //! 2. awaits [`Transport::next_event`] (cancel-safe: use it in `tokio::select!` beside the
 //!    worker's timers) and hands every event to [`Ledger::apply`], which ingests messages
 //!    and ends unanswered requests (`missing`, `http_429`, `http_503`, `http_other`,
-//!    `transport_errors`) exactly as METRICS.md defines;
+//!    `transport_errors`) exactly as docs/metrics.md defines;
 //! 3. on a timeout (`Correlator::expire`), calls [`Transport::cancel`] for each expired id:
 //!    `notifications/cancelled`, or closing the request's SSE stream under 2026-07-28 HTTP;
 //!    a response that still comes is counted `late` by the correlator;
-//! 4. at a step's end merges the correlator's stats with [`Transport::take_counters`] and
-//!    [`Ledger::take_counters`]; at the run's end calls [`Transport::close`].
+//! 4. at a step's end merges the correlator's stats with [`Transport::take_counters`]; at the
+//!    run's end calls [`Transport::close`].
 //!
 //! Every [`Event::Message`] carries the instant its bytes were parsed off the wire, so the
 //! latency does not include the time the worker took to look at it.
@@ -32,7 +32,7 @@ pub use http::{HttpOptions, HttpTransport, LegacyInit, Reply, build_client};
 pub use stdio::{StdioOptions, StdioTransport};
 
 use crate::correlator::{Correlator, End};
-use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message};
+use crate::jsonrpc::{DecodeError, Id};
 use crate::metrics::Counters;
 use bytes::Bytes;
 use reqwest::header::HeaderValue;
@@ -338,14 +338,13 @@ pub(crate) fn cancel_notification(id: &Id) -> Bytes {
     Bytes::from(out)
 }
 
-/// Applies transport events to a correlator following METRICS.md, and counts what the
-/// correlator does not see (`progress_notifications`, `response_count_mismatch` of batches
+/// Applies transport events to a correlator following docs/metrics.md, and counts what the
+/// correlator does not see (`response_count_mismatch` of batches
 /// answered over several SSE events). One per worker, like the correlator.
 #[derive(Debug, Default)]
 pub struct Ledger {
     /// Non-null-id responses seen so far per open batch exchange.
     batch_answers: FxHashMap<ExchangeId, usize>,
-    progress_notifications: u64,
 }
 
 /// What one event did, for a caller that refills its window of requests in flight.
@@ -370,7 +369,7 @@ impl Ledger {
                 at,
                 bytes,
             } => {
-                let non_null = self.ingest(c, &bytes, at);
+                let non_null = c.ingest(&bytes, at).non_null_responses;
                 if batch && let Some(ex) = exchange {
                     *self.batch_answers.entry(ex).or_default() += non_null;
                 }
@@ -437,42 +436,6 @@ impl Ledger {
             ended: before - c.in_flight(),
             down,
         }
-    }
-
-    /// Classifies every message of one JSON text; returns its non-null-id responses.
-    fn ingest(&mut self, c: &mut Correlator, bytes: &[u8], at: Instant) -> usize {
-        match jsonrpc::decode(bytes) {
-            Ok(Decoded::Single(m)) => self.classify(c, Ok(m), at),
-            Ok(Decoded::Batch(members)) => members
-                .into_iter()
-                .map(|raw| self.classify(c, jsonrpc::decode_message(raw), at))
-                .sum(),
-            Err(e) => self.classify(c, Err(e), at),
-        }
-    }
-
-    fn classify(
-        &mut self,
-        c: &mut Correlator,
-        m: Result<Message<'_>, DecodeError>,
-        at: Instant,
-    ) -> usize {
-        let non_null = match &m {
-            Ok(Message::Response(r)) => r.id.is_some() as usize,
-            Ok(Message::ServerMessage { method, .. }) => {
-                self.progress_notifications += (method == "notifications/progress") as u64;
-                0
-            }
-            Err(_) => 0,
-        };
-        c.classify(m, at);
-        non_null
-    }
-
-    /// Adds the ledger's own counts into `into` and resets them.
-    pub fn take_counters(&mut self, into: &mut Counters) {
-        into.progress_notifications += self.progress_notifications;
-        self.progress_notifications = 0;
     }
 }
 
@@ -581,8 +544,7 @@ mod tests {
             },
         );
         assert!(a.down && a.ended == 1);
-        let mut k = c.stats().counters.clone();
-        l.take_counters(&mut k);
+        let k = c.stats().counters.clone();
         assert_eq!(k.requests, k.ended());
         assert_eq!((k.ok, k.errors, k.missing), (1, 1, 2));
         assert_eq!((k.http_429, k.http_other, k.transport_errors), (1, 2, 1));

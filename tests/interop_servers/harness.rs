@@ -221,7 +221,6 @@ pub async fn drive_lingering<T: Transport>(
         ledger.apply(&mut c, ev);
     }
     let mut counters = c.stats().counters.clone();
-    ledger.take_counters(&mut counters);
     t.take_counters(&mut counters);
     Outcome {
         counters,
@@ -248,7 +247,7 @@ fn note_responses(bytes: &[u8], order: &mut Vec<i64>) {
     }
 }
 
-/// The pairing identity of METRICS.md, with nothing left in flight.
+/// The pairing identity of docs/metrics.md, with nothing left in flight.
 pub fn assert_identity(c: &Counters) {
     let ended = c.ok
         + c.errors
@@ -318,6 +317,5 @@ pub async fn drive_batches<T: Transport>(
         }
     }
     let mut counters = c.stats().counters.clone();
-    ledger.take_counters(&mut counters);
     counters
 }
