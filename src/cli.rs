@@ -28,7 +28,7 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Run the built-in reference MCP server (HTTP on 127.0.0.1, or stdio), with a capacity
     /// model, exact fault injection and ground-truth counters at GET /stats.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Re-render report.html, the SVG plots and the terminal report of a run folder, and check
     /// thresholds on it (exit 1 when one fails).
     Report(ReportArgs),
@@ -545,6 +545,9 @@ impl RunArgs {
         };
         print!("{}", outcome.terminal);
         println!("results: {}", outcome.dir.display());
+        if let Some(why) = outcome.aborted {
+            anyhow::bail!("the run stopped early: {why}");
+        }
         if outcome.interrupted {
             return Err(Interrupted(outcome.dir.display().to_string()).into());
         }

@@ -70,6 +70,8 @@ pub enum PlanError {
 pub struct Outcome {
     pub dir: PathBuf,
     pub interrupted: bool,
+    /// Why the run stopped early (a worker lost), when it did.
+    pub aborted: Option<String>,
     /// Gates that failed, as written.
     pub failed_gates: Vec<String>,
     /// The terminal report.
@@ -123,13 +125,13 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
     if chosen.iter().filter(|c| **c).count() > 1 {
         return Err(usage("give one of --url, --stdio, --builtin".into()));
     }
+    let mut builtin_raw = builtin_raw;
     if chosen.iter().any(|c| *c) {
-        *target = Target {
-            builtin: o.builtin.then(ServeConfig::default),
-            url: o.url.clone(),
-            stdio: o.stdio.clone(),
-            ..Target::default()
-        };
+        // The flag replaces the kind of target; headers, env, cwd and protocol stay.
+        target.builtin = o.builtin.then(ServeConfig::default);
+        target.url = o.url.clone();
+        target.stdio = o.stdio.clone();
+        builtin_raw = json!({});
     }
     if target.builtin.is_none() && target.url.is_none() && target.stdio.is_none() {
         return Err(usage(
@@ -241,6 +243,11 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         fail_on_anomaly: p.criteria.fail_on_anomaly,
     };
     if let Some(e) = o.error_rate {
+        if !(0.0..=1.0).contains(&e) {
+            return Err(usage(format!(
+                "--max-error-rate {e}: must be between 0 and 1"
+            )));
+        }
         criteria.max_error_rate = e;
     }
     if o.p99_slo_ms.is_some() {
@@ -431,9 +438,12 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     let mut builtin = None;
     let t = &plan.target;
     let mcp_target = if let Some(cfg) = &t.builtin {
-        let running = target::start_http(cfg.clone())
-            .await
-            .map_err(|e| RunError::Failed(format!("starting the built-in target: {e}")))?;
+        let running = target::start_http(cfg.clone()).await.map_err(|e| match e {
+            target::ServeError::Config(_) => {
+                PlanError::Usage(format!("field `target.builtin`: {e}")).into()
+            }
+            other => RunError::Failed(format!("starting the built-in target: {other}")),
+        })?;
         let url = running.url();
         builtin = Some(running);
         McpTarget::http(url, Vec::new())
@@ -499,8 +509,6 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         source: s.path.display().to_string(),
         text: s.text.clone(),
     });
-    let mut folder = RunFolder::create(spec)?;
-    folder.set_protocol_revision(server.revision.as_str())?;
     let workers = match &plan.target.stdio {
         Some(_) => 1,
         None => plan
@@ -532,7 +540,9 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         max_in_flight: l.max_in_flight.max(batch_size),
         seed: plan.seed,
     });
-    let (end, mut transports) = engine::sweep(
+    let mut folder = RunFolder::create(spec)?;
+    folder.set_protocol_revision(server.revision.as_str())?;
+    let swept = engine::sweep(
         work,
         &plan.levels,
         transports,
@@ -541,15 +551,29 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         cancel,
         &progress,
     )
-    .await?;
-    engine::close_all(&mut transports).await;
+    .await;
     if let Some(b) = builtin {
         b.shutdown().await;
     }
     let color = report::use_color(&std::io::stdout());
+    let (end, mut transports) = match swept {
+        Ok(done) => done,
+        Err(e) => {
+            // The folder could not be written (disk full, removed): say so in it if possible.
+            let _ = folder.finish(RunEnd::Aborted(e.to_string()), &plan.thresholds, color);
+            return Err(e.into());
+        }
+    };
+    engine::close_all(&mut transports).await;
+    let interrupted = end == SweepEnd::Interrupted;
+    let aborted = match &end {
+        SweepEnd::Aborted(why) => Some(why.clone()),
+        _ => None,
+    };
     let run_end = match end {
         SweepEnd::Complete => RunEnd::Complete,
         SweepEnd::Interrupted => RunEnd::Interrupted,
+        SweepEnd::Aborted(why) => RunEnd::Aborted(why),
     };
     let done = folder.finish(run_end, &plan.thresholds, color)?;
     let failed_gates = done
@@ -561,7 +585,8 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         .collect();
     Ok(Outcome {
         dir: done.dir,
-        interrupted: end == SweepEnd::Interrupted,
+        interrupted,
+        aborted,
         failed_gates,
         terminal: done.terminal,
     })

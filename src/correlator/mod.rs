@@ -458,6 +458,11 @@ impl Correlator {
         n
     }
 
+    /// Whether `id` is registered and not yet ended.
+    pub fn is_pending(&self, id: &Id) -> bool {
+        matches!(self.record(id), Some(r) if r.state == State::Pending)
+    }
+
     /// Whether `id` is pending under the registration that set this deadline.
     fn is_pending_until(&self, id: &Id, deadline: u64) -> bool {
         matches!(self.record(id), Some(r) if r.state == State::Pending && r.deadline == deadline)

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 /// Everything the workers need that does not change between steps.
@@ -58,6 +59,15 @@ impl BatchShape {
     }
 }
 
+/// What the coordinator tells a worker.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Order {
+    /// Run this step.
+    Step(StepOrder),
+    /// Every worker's warm-up has drained: start the measured time at this instant.
+    Measure(Instant),
+}
+
 /// One step as the coordinator hands it to every worker.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StepOrder {
@@ -69,6 +79,8 @@ pub(crate) struct StepOrder {
 /// What workers tell the coordinator.
 #[derive(Debug)]
 pub(crate) enum Report {
+    /// The worker's warm-up requests and exchanges have all ended.
+    WarmedUp { step: u32 },
     /// One measured second (the last one of a step also holds the drain).
     Second {
         worker: u32,
@@ -82,8 +94,9 @@ pub(crate) enum Report {
     StepDone {
         worker: u32,
         step: u32,
-        /// From the start of the measured phase to the end of the drain.
-        measured: Duration,
+        /// From the start of the measured phase to the end of the drain; `None` when the step
+        /// was interrupted before its measured time began.
+        measured: Option<Duration>,
         /// Open loop: how late each send left compared with its schedule.
         lag: Box<LatencyHistogram>,
         dropped_arrivals: u64,
@@ -93,12 +106,14 @@ pub(crate) enum Report {
 }
 
 /// How a sweep ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SweepEnd {
     /// Every step ran, or the sweep stopped after a failed step as asked.
     Complete,
     /// Ctrl-C or SIGTERM.
     Interrupted,
+    /// A worker stopped in the middle of a step (it panicked): the run cannot go on.
+    Aborted(String),
 }
 
 /// Runs every level as one step, writing each second and each step to `folder` as it ends.
@@ -114,12 +129,15 @@ pub async fn sweep(
 ) -> Result<(SweepEnd, Vec<AnyTransport>), ReportError> {
     let workers = transports.len() as u32;
     let run_start = Instant::now();
-    let (report_tx, mut reports) = mpsc::unbounded_channel();
-    let mut orders = Vec::new();
-    let mut tasks = tokio::task::JoinSet::new();
+    let (report_tx, reports) = mpsc::unbounded_channel();
+    let mut crew = Crew {
+        orders: Vec::new(),
+        reports,
+        tasks: JoinSet::new(),
+    };
     for (i, transport) in transports.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
-        orders.push(tx);
+        crew.orders.push(tx);
         let w = worker::Worker {
             index: i as u32,
             workers,
@@ -128,7 +146,7 @@ pub async fn sweep(
             reports: report_tx.clone(),
             cancel: cancel.clone(),
         };
-        tasks.spawn(async move { (i, w.run(rx).await) });
+        crew.tasks.spawn(async move { (i, w.run(rx).await) });
     }
     drop(report_tx);
     let mut end = SweepEnd::Complete;
@@ -141,28 +159,20 @@ pub async fn sweep(
             step: i as u32 + 1,
             level: *level,
         };
-        progress.start_step(
-            order.step,
-            levels.len(),
-            work.model,
-            *level,
-            work.warmup + work.duration,
-        );
-        for o in &orders {
-            let _ = o.send(order);
+        progress.start_step(order.step, levels.len(), work.model, *level, work.duration);
+        for o in &crew.orders {
+            let _ = o.send(Order::Step(order));
         }
-        let Some(step) = collect_step(
-            &mut reports,
-            workers,
-            order,
-            &work,
-            folder,
-            progress,
-            run_start,
-        )
-        .await?
-        else {
-            break; // every worker is gone
+        let step = match collect_step(&mut crew, order, &work, folder, progress, run_start).await? {
+            StepOutcome::Done(step) => step,
+            StepOutcome::NotMeasured => {
+                end = SweepEnd::Interrupted;
+                break;
+            }
+            StepOutcome::WorkerLost(why) => {
+                end = SweepEnd::Aborted(why);
+                break;
+            }
         };
         let judgement = folder.end_step(step.facts, &step.stats)?;
         progress.end_step(&judgement);
@@ -174,15 +184,36 @@ pub async fn sweep(
             break;
         }
     }
-    drop(orders);
+    drop(crew.orders);
     let mut back: Vec<(usize, AnyTransport)> = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
+    while let Some(joined) = crew.tasks.join_next().await {
         if let Ok(t) = joined {
             back.push(t);
         }
     }
     back.sort_by_key(|(i, _)| *i);
     Ok((end, back.into_iter().map(|(_, t)| t).collect()))
+}
+
+/// The coordinator's side of the workers: their order channels, their reports, their tasks.
+struct Crew {
+    orders: Vec<mpsc::UnboundedSender<Order>>,
+    reports: mpsc::UnboundedReceiver<Report>,
+    tasks: JoinSet<(usize, AnyTransport)>,
+}
+
+/// A step's merged figures.
+struct StepResult {
+    facts: StepFacts,
+    stats: Stats,
+}
+
+enum StepOutcome {
+    Done(StepResult),
+    /// Interrupted before its measured time began: nothing to record.
+    NotMeasured,
+    /// A worker task ended in the middle of the step.
+    WorkerLost(String),
 }
 
 /// One second of a step, merged over the workers that reported it.
@@ -194,22 +225,17 @@ struct SecondSlot {
     peak_sum: u64,
 }
 
-/// A step's merged figures.
-struct StepResult {
-    facts: StepFacts,
-    stats: Stats,
-}
-
-/// Gathers one step's reports from every worker; writes each second once all workers sent it.
+/// Gathers one step's reports from every worker: starts every worker's measured time at once
+/// when all have drained their warm-up, and writes each second once all workers sent it.
 async fn collect_step(
-    reports: &mut mpsc::UnboundedReceiver<Report>,
-    workers: u32,
+    crew: &mut Crew,
     order: StepOrder,
     work: &Workload,
     folder: &mut RunFolder,
     progress: &Progress,
     run_start: Instant,
-) -> Result<Option<StepResult>, ReportError> {
+) -> Result<StepOutcome, ReportError> {
+    let workers = crew.orders.len();
     let mut total = Stats::default();
     let mut seconds: BTreeMap<u32, SecondSlot> = BTreeMap::new();
     let mut step_start: Option<Instant> = None;
@@ -226,15 +252,35 @@ async fn collect_step(
         in_flight_at_end: 0,
         interrupted: false,
     };
-    let mut measured = Duration::ZERO;
+    let mut measured: Option<Duration> = None;
+    let mut warmed = 0;
     // Per worker: the last second it reported, and whether it finished the step.
-    let mut last_second_of: Vec<Option<u32>> = vec![None; workers as usize];
-    let mut finished = vec![false; workers as usize];
+    let mut last_second_of: Vec<Option<u32>> = vec![None; workers];
+    let mut finished = vec![false; workers];
     while finished.iter().any(|f| !f) {
-        let Some(r) = reports.recv().await else {
-            return Ok(None);
+        let r = tokio::select! {
+            r = crew.reports.recv() => r,
+            j = crew.tasks.join_next() => {
+                let why = match j {
+                    Some(Err(e)) if e.is_panic() => "a worker panicked",
+                    _ => "a worker stopped",
+                };
+                return Ok(StepOutcome::WorkerLost(format!("{why} during step {}", order.step)));
+            }
+        };
+        let Some(r) = r else {
+            return Ok(StepOutcome::WorkerLost("every worker stopped".into()));
         };
         match r {
+            Report::WarmedUp { step } if step == order.step => {
+                warmed += 1;
+                if warmed == workers {
+                    let at = Instant::now();
+                    for o in &crew.orders {
+                        let _ = o.send(Order::Measure(at));
+                    }
+                }
+            }
             Report::Second {
                 worker,
                 step,
@@ -261,7 +307,9 @@ async fn collect_step(
                 interrupted,
             } if step == order.step => {
                 finished[worker as usize] = true;
-                measured = measured.max(m);
+                if let Some(m) = m {
+                    measured = Some(measured.map_or(m, |d| d.max(m)));
+                }
                 lag += &*l;
                 if let Some(d) = facts.dropped_arrivals.as_mut() {
                     *d += dropped_arrivals;
@@ -271,11 +319,11 @@ async fn collect_step(
             }
             _ => {}
         }
-        // A second is complete once every worker sent it or finished the step (a worker
-        // sends its seconds in order, and its last one just before it finishes).
+        // A second is written once every worker has moved past it or finished the step (a
+        // worker's last second also holds the drain, so its length is known only then).
         while let Some((&sec, _)) = seconds.first_key_value() {
-            let complete = (0..workers as usize)
-                .all(|w| finished[w] || last_second_of[w].is_some_and(|last| last >= sec));
+            let complete = (0..workers)
+                .all(|w| finished[w] || last_second_of[w].is_some_and(|last| last > sec));
             if !complete {
                 break;
             }
@@ -283,15 +331,11 @@ async fn collect_step(
             // Workers keep their own peaks: their sum bounds the step's true peak from above.
             slot.stats.counters.in_flight_max = slot.peak_sum;
             peak = peak.max(slot.peak_sum);
-            // The step's last row also holds the drain: it lasts until the drain ended.
             let last = seconds.is_empty() && finished.iter().all(|f| *f);
             let offset = Duration::from_secs(sec as u64);
-            let length = if last {
-                measured
-                    .saturating_sub(offset)
-                    .max(Duration::from_millis(1))
-            } else {
-                Duration::from_secs(1)
+            let length = match (last, measured) {
+                (true, Some(m)) => m.saturating_sub(offset).max(Duration::from_millis(1)),
+                _ => Duration::from_secs(1),
             };
             let base =
                 step_start.map_or(Duration::ZERO, |s| s.saturating_duration_since(run_start));
@@ -306,12 +350,15 @@ async fn collect_step(
             progress.second(&slot.stats, slot.in_flight);
         }
     }
+    let Some(measured) = measured else {
+        return Ok(StepOutcome::NotMeasured);
+    };
     facts.duration_s = measured.as_secs_f64();
     total.counters.in_flight_max = peak;
     if work.model == Model::Open && !lag.is_empty() {
         facts.schedule_lag_p99_ms = Some(lag.histogram().value_at_quantile(0.99) as f64 / 1000.0);
     }
-    Ok(Some(StepResult {
+    Ok(StepOutcome::Done(StepResult {
         facts,
         stats: total,
     }))

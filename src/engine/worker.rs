@@ -1,7 +1,7 @@
 //! One worker: the hot loop. It owns one transport, one correlator, one ledger and its share
 //! of the load; it writes only its own state and reports to the coordinator once a second.
 
-use super::{Report, StepOrder, Workload};
+use super::{Order, Report, StepOrder, Workload};
 use crate::correlator::{Correlator, Sent};
 use crate::jsonrpc::{BatchWriter, Id, encode_notification};
 use crate::load::mix::Renderer;
@@ -38,8 +38,10 @@ pub(super) struct Worker {
 enum Phase {
     /// Sending, measured but not recorded.
     Warmup,
-    /// Warm-up over: no sends until the warm-up's requests have ended.
+    /// Warm-up over: no sends until the warm-up's requests and exchanges have ended.
     WarmupDrain,
+    /// Drained; waiting for the coordinator to start every worker's measured time at once.
+    WaitGo,
     Measure,
     /// Sending over: waiting for answers up to the timeout.
     Drain,
@@ -50,11 +52,15 @@ struct StepState {
     order: StepOrder,
     phase: Phase,
     measure_start: Instant,
+    /// When the current drain (of the warm-up, or of the step) began.
+    drain_began: Instant,
     /// Index of the current one-second interval of the measured phase.
     second: u32,
     next_second: Instant,
     /// Closed loop: when each free virtual client may send again.
     ready: VecDeque<Instant>,
+    /// Closed loop with batches: the ids of each batch a client is waiting on.
+    open_batches: VecDeque<Vec<Id>>,
     arrivals: Option<Arrivals>,
     lag: LatencyHistogram,
     dropped_arrivals: u64,
@@ -63,25 +69,32 @@ struct StepState {
 }
 
 impl Worker {
-    pub async fn run(mut self, mut orders: mpsc::UnboundedReceiver<StepOrder>) -> AnyTransport {
+    pub async fn run(mut self, mut orders: mpsc::UnboundedReceiver<Order>) -> AnyTransport {
         let mut corr = Correlator::default();
         let mut ledger = Ledger::default();
         let mut renderer = Renderer::new(self.index, self.work.seed);
         let mut seq = 0u64;
         let mut buf = Vec::with_capacity(512);
         while let Some(order) = orders.recv().await {
+            let Order::Step(order) = order else { continue };
             let mut ctx = Sending {
                 corr: &mut corr,
                 renderer: &mut renderer,
                 seq: &mut seq,
                 buf: &mut buf,
             };
-            self.step(order, &mut ctx, &mut ledger).await;
+            self.step(order, &mut ctx, &mut ledger, &mut orders).await;
         }
         self.transport
     }
 
-    async fn step(&mut self, order: StepOrder, s: &mut Sending<'_>, ledger: &mut Ledger) {
+    async fn step(
+        &mut self,
+        order: StepOrder,
+        s: &mut Sending<'_>,
+        ledger: &mut Ledger,
+        orders: &mut mpsc::UnboundedReceiver<Order>,
+    ) {
         let work = Arc::clone(&self.work);
         let now = Instant::now();
         let mut st = StepState {
@@ -91,9 +104,11 @@ impl Worker {
                 Phase::Warmup
             },
             measure_start: now + work.warmup,
+            drain_began: now,
             second: 0,
             next_second: now + work.warmup + Duration::from_secs(1),
             ready: VecDeque::new(),
+            open_batches: VecDeque::new(),
             arrivals: None,
             lag: LatencyHistogram::default(),
             dropped_arrivals: 0,
@@ -104,35 +119,47 @@ impl Worker {
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
-            let spin = match (st.phase, &st.arrivals) {
-                (Phase::Warmup | Phase::Measure, Some(a)) => {
-                    a.next_due().saturating_duration_since(Instant::now()) < SPIN_BELOW
-                }
-                _ => false,
-            };
-            let next_arrival = st.arrivals.as_ref().map(Arrivals::next_due);
-            let before = st.outstanding(s.corr, work.batch_size());
+            let sending = matches!(st.phase, Phase::Warmup | Phase::Measure);
+            let next_send = match work.model {
+                Model::Open => st.arrivals.as_ref().map(Arrivals::next_due),
+                Model::Closed => st.ready.front().copied(),
+            }
+            .filter(|_| sending);
+            let spin = work.model == Model::Open
+                && next_send
+                    .is_some_and(|t| t.saturating_duration_since(Instant::now()) < SPIN_BELOW);
+            let before = st.outstanding(s.corr);
             tokio::select! {
                 biased;
                 _ = self.cancel.cancelled(), if st.interrupted_at.is_none() => {
-                    st.interrupted_at = Some(Instant::now());
+                    let now = Instant::now();
+                    st.interrupted_at = Some(now);
+                    if st.phase != Phase::Drain {
+                        st.drain_began = now;
+                    }
                     st.phase = Phase::Drain;
                 }
                 ev = self.transport.next_event() => {
                     ledger.apply(s.corr, ev);
                 }
+                go = orders.recv(), if st.phase == Phase::WaitGo => match go {
+                    Some(Order::Measure(at)) => self.start_measuring(&mut st, at),
+                    // The coordinator is gone: end the step.
+                    _ => st.interrupted_at = Some(Instant::now()),
+                },
                 _ = tokio::task::yield_now(), if spin => {}
-                _ = sleep_until_opt(next_arrival), if !spin && next_arrival.is_some()
-                    && matches!(st.phase, Phase::Warmup | Phase::Measure) => {}
+                _ = sleep_until_opt(next_send), if !spin && next_send.is_some() => {}
                 _ = housekeeping.tick() => {}
             }
             let now = Instant::now();
             s.corr.expire(now, |id| self.transport.cancel(id));
-            // Closed loop: a client whose request ended (answered, refused, timed out) may
-            // send again after its think time.
-            let freed = before.saturating_sub(st.outstanding(s.corr, work.batch_size()));
-            st.ready
-                .extend(std::iter::repeat_n(now + work.think_time, freed));
+            if work.model == Model::Closed {
+                // A client whose request ended (answered, refused, timed out, failed) may
+                // send again after its think time.
+                let freed = before.saturating_sub(st.outstanding(s.corr));
+                st.ready
+                    .extend(std::iter::repeat_n(now + work.think_time, freed));
+            }
             if self.advance(&mut st, s, now) {
                 break;
             }
@@ -142,39 +169,60 @@ impl Worker {
         }
     }
 
+    /// Starts the measured time at `at` (the same instant for every worker).
+    fn start_measuring(&self, st: &mut StepState, at: Instant) {
+        st.measure_start = at;
+        st.next_second = at + Duration::from_secs(1);
+        st.lag = LatencyHistogram::default();
+        st.dropped_arrivals = 0;
+        st.phase = Phase::Measure;
+        self.start_sending(st, at);
+    }
+
+    /// Whether a drain is over: nothing in flight and no exchange open (so no answer of this
+    /// phase can land in the next), or the timeout spent waiting for stragglers.
+    fn drained(&self, st: &StepState, s: &Sending<'_>, now: Instant) -> bool {
+        if let Some(t) = st.interrupted_at {
+            return s.corr.in_flight() == 0 || now >= t + INTERRUPT_DRAIN;
+        }
+        s.corr.in_flight() == 0
+            && (self.transport.open_exchanges() == 0 || now >= st.drain_began + self.work.timeout)
+    }
+
     /// Moves the step through its phases; true when the step is over.
     fn advance(&mut self, st: &mut StepState, s: &mut Sending<'_>, now: Instant) -> bool {
         let work = &self.work;
         match st.phase {
-            Phase::Warmup if now >= st.measure_start => st.phase = Phase::WarmupDrain,
-            Phase::WarmupDrain if s.corr.in_flight() == 0 => {
+            Phase::Warmup if now >= st.measure_start => {
+                st.phase = Phase::WarmupDrain;
+                st.drain_began = now;
+            }
+            Phase::WarmupDrain if self.drained(st, s, now) => {
                 // Forget the warm-up: its requests have all ended, so the identity holds.
                 s.corr.take_stats();
                 self.transport.take_counters(&mut Counters::default());
-                st.measure_start = now;
-                st.next_second = now + Duration::from_secs(1);
-                st.phase = Phase::Measure;
-                self.start_sending(st, now);
+                st.phase = Phase::WaitGo;
+                let _ = self.reports.send(Report::WarmedUp {
+                    step: st.order.step,
+                });
             }
-            Phase::Measure if now >= st.measure_start + work.duration => st.phase = Phase::Drain,
+            Phase::Measure if now >= st.measure_start + work.duration => {
+                st.phase = Phase::Drain;
+                st.drain_began = now;
+            }
             _ => {}
         }
-        let measuring = matches!(st.phase, Phase::Measure | Phase::Drain);
-        if measuring && now >= st.next_second && st.phase != Phase::Drain {
-            self.report_second(st, s, false);
+        if st.phase == Phase::Measure && now >= st.next_second {
+            self.report_second(st, s);
         }
-        let gave_up = st
-            .interrupted_at
-            .is_some_and(|t| now >= t + INTERRUPT_DRAIN);
-        let drained = s.corr.in_flight() == 0 || gave_up;
-        if st.phase == Phase::Drain && drained {
-            self.report_second(st, s, true);
+        if st.phase == Phase::Drain && self.drained(st, s, now) {
+            self.end_step(st, s);
             return true;
         }
         false
     }
 
-    fn report_second(&mut self, st: &mut StepState, s: &mut Sending<'_>, last: bool) {
+    fn report_second(&mut self, st: &mut StepState, s: &mut Sending<'_>) {
         let mut stats = s.corr.take_stats();
         self.transport.take_counters(&mut stats.counters);
         let _ = self.reports.send(Report::Second {
@@ -187,17 +235,27 @@ impl Worker {
         });
         st.second += 1;
         st.next_second += Duration::from_secs(1);
-        if last {
-            let _ = self.reports.send(Report::StepDone {
-                worker: self.index,
-                step: st.order.step,
-                measured: Instant::now().saturating_duration_since(st.measure_start),
-                lag: Box::new(std::mem::take(&mut st.lag)),
-                dropped_arrivals: st.dropped_arrivals,
-                in_flight_at_end: s.corr.in_flight() as u64,
-                interrupted: st.interrupted_at.is_some(),
-            });
+    }
+
+    /// Sends the step's last second (with the drain) and its end. A step interrupted before
+    /// its measured time began reports nothing measured: its warm-up is not a result.
+    fn end_step(&mut self, st: &mut StepState, s: &mut Sending<'_>) {
+        let measured = st.interrupted_at.is_none_or(|t| t >= st.measure_start);
+        if measured {
+            self.report_second(st, s);
+        } else {
+            s.corr.take_stats();
+            self.transport.take_counters(&mut Counters::default());
         }
+        let _ = self.reports.send(Report::StepDone {
+            worker: self.index,
+            step: st.order.step,
+            measured: measured.then(|| Instant::now().saturating_duration_since(st.measure_start)),
+            lag: Box::new(std::mem::take(&mut st.lag)),
+            dropped_arrivals: st.dropped_arrivals,
+            in_flight_at_end: s.corr.in_flight() as u64,
+            interrupted: st.interrupted_at.is_some(),
+        });
     }
 
     /// Sets up the sending side of a phase: every closed-loop client ready now, or the
@@ -225,14 +283,19 @@ impl Worker {
             Model::Closed => {
                 while st.ready.front().is_some_and(|t| *t <= now) {
                     st.ready.pop_front();
-                    self.send_one(s, now, now);
+                    if let Some(batch) = self.send_one(s, now, now) {
+                        st.open_batches.push_back(batch);
+                    }
                 }
             }
             Model::Open => {
                 let Some(arrivals) = st.arrivals.as_mut() else {
                     return;
                 };
-                let cap = w.max_in_flight.div_ceil(self.workers as usize).max(1);
+                let cap = w
+                    .max_in_flight
+                    .div_ceil(self.workers as usize)
+                    .max(w.batch_size());
                 while arrivals.next_due() <= now {
                     let due = arrivals.advance();
                     if s.corr.in_flight() + w.batch_size() > cap {
@@ -246,8 +309,8 @@ impl Worker {
         }
     }
 
-    /// Renders, registers and sends one request or batch.
-    fn send_one(&mut self, s: &mut Sending<'_>, due: Instant, now: Instant) {
+    /// Renders, registers and sends one request or batch; returns a batch's ids.
+    fn send_one(&mut self, s: &mut Sending<'_>, due: Instant, now: Instant) -> Option<Vec<Id>> {
         let w = &self.work;
         let sent = Sent {
             due,
@@ -265,6 +328,7 @@ impl Worker {
                     self.transport
                         .send(Outgoing::single(body, Some(id), headers));
                 }
+                None
             }
             Some(b) => {
                 let mut batch = BatchWriter::default();
@@ -282,7 +346,8 @@ impl Worker {
                 }
                 s.corr.batch_sent(b.size);
                 let body = Bytes::copy_from_slice(batch.finish());
-                self.transport.send(Outgoing::batch(body, ids));
+                self.transport.send(Outgoing::batch(body, ids.clone()));
+                Some(ids)
             }
         }
     }
@@ -308,9 +373,15 @@ impl Sending<'_> {
 }
 
 impl StepState {
-    /// Closed loop: virtual clients waiting for an answer (a batch counts once).
-    fn outstanding(&self, c: &Correlator, batch_size: usize) -> usize {
-        c.in_flight().div_ceil(batch_size)
+    /// Closed loop: virtual clients waiting for an answer. With batches, a client waits
+    /// until every request of its batch has ended.
+    fn outstanding(&mut self, c: &Correlator) -> usize {
+        if self.open_batches.is_empty() {
+            return c.in_flight();
+        }
+        self.open_batches
+            .retain(|ids| ids.iter().any(|id| c.is_pending(id)));
+        self.open_batches.len()
     }
 }
 

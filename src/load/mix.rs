@@ -114,12 +114,20 @@ impl Mix {
                         Some(args),
                         server.revision,
                         csv.clone(),
+                        Source::Server,
                     )?);
                     weights.push(share);
                 }
             } else {
                 let args = op.args.as_ref().map(toml_to_json);
-                out.push(compile(op, op.tool.as_deref(), args, server.revision, csv)?);
+                out.push(compile(
+                    op,
+                    op.tool.as_deref(),
+                    args,
+                    server.revision,
+                    csv,
+                    Source::Profile,
+                )?);
                 weights.push(op.weight as f64);
             }
         }
@@ -206,12 +214,21 @@ impl MixOp {
     }
 }
 
+/// Where an operation's names and arguments come from: the user's profile (templated) or the
+/// server's tool list (taken as they are).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Profile,
+    Server,
+}
+
 fn compile(
     op: &Op,
     tool: Option<&str>,
     args: Option<Value>,
     revision: Revision,
     csv: Option<Arc<CsvData>>,
+    source: Source,
 ) -> Result<MixOp, String> {
     let modern = revision.is_modern();
     let method = op.method.as_str();
@@ -256,7 +273,11 @@ fn compile(
         if let Some(m) = meta {
             params.insert("_meta".into(), m);
         }
-        Body::Params(JsonTemplate::new(&Value::Object(params))?)
+        let params = Value::Object(params);
+        Body::Params(match source {
+            Source::Profile => JsonTemplate::new(&params)?,
+            Source::Server => JsonTemplate::literal(&params),
+        })
     };
     let uses_csv = match &body {
         Body::Params(t) => t.csv_columns().next().is_some(),

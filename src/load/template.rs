@@ -124,7 +124,8 @@ impl JsonTemplate {
         for i in 0..pieces.len() {
             let whole = matches!(&pieces[i], Piece::Hole(h) if h.is_numeric())
                 && matches!(pieces.get(i.wrapping_sub(1)), Some(Piece::Lit(l)) if l.ends_with('"') && !l.ends_with("\\\""))
-                && matches!(pieces.get(i + 1), Some(Piece::Lit(l)) if l.starts_with('"'));
+                // A value, not an object key: the closing quote is not followed by `:`.
+                && matches!(pieces.get(i + 1), Some(Piece::Lit(l)) if l.starts_with('"') && !l[1..].starts_with(':'));
             if whole {
                 if let Some(Part::Lit(prev)) = parts.last_mut() {
                     *prev = prev[..prev.len() - 1].into();
@@ -141,6 +142,14 @@ impl JsonTemplate {
         }
         parts.retain(|p| !matches!(p, Part::Lit(b) if b.is_empty()));
         Ok(JsonTemplate { parts })
+    }
+
+    /// A JSON value taken as it is: `{{` in it is text, not a placeholder (for values the
+    /// server supplied, such as schema defaults).
+    pub fn literal(value: &serde_json::Value) -> Self {
+        JsonTemplate {
+            parts: vec![Part::Lit(value.to_string().into_bytes().into())],
+        }
     }
 
     /// Whether rendering gives the same bytes every time.
@@ -311,6 +320,15 @@ mod tests {
         assert_eq!(&id[14..15], "4");
         assert_eq!(v["city"], "Zürich \"HQ\"");
         assert_eq!(v["k"], "plain");
+    }
+
+    #[test]
+    fn a_numeric_hole_as_an_object_key_stays_a_string() {
+        let t = JsonTemplate::new(&json!({"{{seq}}": "{{seq}}"})).unwrap();
+        let v = render(&t, 5);
+        assert_eq!(v, json!({"5": 5}));
+        let lit = JsonTemplate::literal(&json!({"greeting": "Hello {{name}}"}));
+        assert_eq!(render(&lit, 1)["greeting"], "Hello {{name}}");
     }
 
     #[test]

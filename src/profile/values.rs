@@ -20,6 +20,11 @@ pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     parse_duration(&text).map_err(de::Error::custom)
 }
 
+/// A sweep has at most this many steps.
+const MAX_LEVELS: usize = 1000;
+/// The smallest level: one arrival per 100 s.
+const MIN_LEVEL: f64 = 0.01;
+
 /// The load of each step: concurrency or arrival rate.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Levels(pub Vec<f64>);
@@ -48,7 +53,7 @@ impl Levels {
                 if f <= 1.0 || from <= 0.0 {
                     return Err(bad());
                 }
-                while v <= to * (1.0 + 1e-9) {
+                while v <= to * (1.0 + 1e-9) && out.len() <= MAX_LEVELS {
                     out.push(v);
                     v *= f;
                 }
@@ -57,7 +62,7 @@ impl Levels {
                 if s <= 0.0 {
                     return Err(bad());
                 }
-                while v <= to * (1.0 + 1e-9) {
+                while v <= to * (1.0 + 1e-9) && out.len() <= MAX_LEVELS {
                     out.push(v);
                     v += s;
                 }
@@ -77,11 +82,13 @@ impl Levels {
         if levels.is_empty() {
             return Err("no levels".into());
         }
-        if levels.len() > 1000 {
-            return Err("more than 1000 levels".into());
+        if levels.len() > MAX_LEVELS {
+            return Err(format!("more than {MAX_LEVELS} levels"));
         }
-        if levels.iter().any(|l| !l.is_finite() || *l <= 0.0) {
-            return Err("every level must be a number above 0".into());
+        if levels.iter().any(|l| !l.is_finite() || *l < MIN_LEVEL) {
+            return Err(format!(
+                "every level must be a number of at least {MIN_LEVEL}"
+            ));
         }
         Ok(Levels(levels))
     }
@@ -163,7 +170,18 @@ mod tests {
             vec![100., 200., 300.]
         );
         assert_eq!(Levels::parse("1, 3,5").unwrap().0, vec![1., 3., 5.]);
-        for bad in ["", "1..64", "1..64 x1", "0..8 x2", "a,b", "1..8 -1", "-1"] {
+        for bad in [
+            "",
+            "1..64",
+            "1..64 x1",
+            "0..8 x2",
+            "a,b",
+            "1..8 -1",
+            "-1",
+            "1..2 +1e-20",
+            "1..1e9 +1",
+            "1e-20",
+        ] {
             assert!(Levels::parse(bad).is_err(), "{bad}");
         }
     }
