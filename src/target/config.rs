@@ -1,0 +1,464 @@
+//! Every knob of the built-in target in one serde type ([`ServeConfig`]), the small value
+//! types with their text syntax (`fixed:20`, `5s:2s`, `drop=10,garbage=7`, …), and the checks
+//! that turn a raw configuration into one that can run.
+
+use super::faults::{FaultEvery, FaultOdds};
+use super::mcp::Version;
+use serde::Deserialize;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// A configuration that cannot run, or a knob whose text does not parse.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("invalid {what} `{text}`: {why}")]
+    Syntax {
+        what: &'static str,
+        text: String,
+        why: String,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn syntax(what: &'static str, text: &str, why: impl fmt::Display) -> ConfigError {
+    ConfigError::Syntax {
+        what,
+        text: text.to_owned(),
+        why: why.to_string(),
+    }
+}
+
+/// Which MCP eras the endpoint serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Era {
+    /// Legacy (`initialize`, 2025-03-26 … 2025-11-25) and 2026-07-28, on one endpoint.
+    #[default]
+    Both,
+    /// Only the `initialize` era.
+    Legacy,
+    /// Only 2026-07-28 (`server/discover`, per-request `_meta`).
+    Modern,
+}
+
+/// How a request's answer travels over HTTP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerMode {
+    /// One `application/json` body per POST.
+    #[default]
+    Json,
+    /// A `text/event-stream`: progress notifications (when asked for), then the response.
+    Sse,
+}
+
+/// Whether a JSON array POST body (a batch) is served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchPolicy {
+    /// As the revision in use says: accepted under 2025-03-26, rejected under later ones.
+    #[default]
+    Auto,
+    /// Always served, whatever the revision.
+    Accept,
+    /// Always rejected: HTTP 400 with one JSON-RPC error (stdio: that error on one line).
+    Reject,
+}
+
+/// The HTTP status of a POST refused by the capacity model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "u16")]
+pub enum RejectStatus {
+    #[default]
+    TooManyRequests,
+    ServiceUnavailable,
+}
+
+impl RejectStatus {
+    pub fn code(self) -> u16 {
+        match self {
+            RejectStatus::TooManyRequests => 429,
+            RejectStatus::ServiceUnavailable => 503,
+        }
+    }
+}
+
+impl TryFrom<u16> for RejectStatus {
+    type Error = ConfigError;
+    fn try_from(code: u16) -> Result<Self, ConfigError> {
+        match code {
+            429 => Ok(RejectStatus::TooManyRequests),
+            503 => Ok(RejectStatus::ServiceUnavailable),
+            _ => Err(syntax(
+                "reject status",
+                &code.to_string(),
+                "must be 429 or 503",
+            )),
+        }
+    }
+}
+
+impl FromStr for RejectStatus {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        let code: u16 = s
+            .trim()
+            .parse()
+            .map_err(|_| syntax("reject status", s, "must be 429 or 503"))?;
+        RejectStatus::try_from(code)
+    }
+}
+
+/// How long a request occupies its service slot, in milliseconds: `fixed:20` (or just `20`),
+/// `uniform:10..30`, `exp:20` (exponential with mean 20). `0` means no service time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ServiceTime {
+    Fixed(f64),
+    Uniform(f64, f64),
+    Exp(f64),
+}
+
+impl Default for ServiceTime {
+    fn default() -> Self {
+        ServiceTime::Fixed(0.0)
+    }
+}
+
+impl ServiceTime {
+    /// True when no request ever waits for service.
+    pub fn is_zero(&self) -> bool {
+        matches!(self, ServiceTime::Fixed(ms) if *ms == 0.0)
+    }
+
+    /// The mean service time in milliseconds (the `S` of the `C/S` throughput ceiling).
+    pub fn mean_ms(&self) -> f64 {
+        match *self {
+            ServiceTime::Fixed(ms) | ServiceTime::Exp(ms) => ms,
+            ServiceTime::Uniform(lo, hi) => (lo + hi) / 2.0,
+        }
+    }
+}
+
+impl FromStr for ServiceTime {
+    type Err = ConfigError;
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        const WHAT: &str = "service time";
+        let ms = |s: &str| -> Result<f64, ConfigError> {
+            let v: f64 = s.trim().parse().map_err(|_| {
+                syntax(WHAT, text, format!("`{s}` is not a number of milliseconds"))
+            })?;
+            if v.is_finite() && v >= 0.0 {
+                Ok(v)
+            } else {
+                Err(syntax(WHAT, text, "milliseconds must be finite and >= 0"))
+            }
+        };
+        let t = text.trim();
+        let (kind, arg) = t.split_once(':').unwrap_or(("fixed", t));
+        match kind {
+            "fixed" => Ok(ServiceTime::Fixed(ms(arg)?)),
+            "exp" => Ok(ServiceTime::Exp(ms(arg)?)),
+            "uniform" => {
+                let (lo, hi) = arg
+                    .split_once("..")
+                    .ok_or_else(|| syntax(WHAT, text, "uniform needs LO..HI"))?;
+                let (lo, hi) = (ms(lo)?, ms(hi)?);
+                if lo > hi {
+                    return Err(syntax(WHAT, text, "LO must not exceed HI"));
+                }
+                Ok(ServiceTime::Uniform(lo, hi))
+            }
+            _ => Err(syntax(
+                WHAT,
+                text,
+                "expected fixed:MS, uniform:LO..HI or exp:MEAN",
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ServiceTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServiceTime::Fixed(ms) => write!(f, "fixed:{ms}"),
+            ServiceTime::Uniform(lo, hi) => write!(f, "uniform:{lo}..{hi}"),
+            ServiceTime::Exp(ms) => write!(f, "exp:{ms}"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ServiceTime {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// A number is taken as fixed milliseconds, a string in the text syntax.
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Ms(f64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Ms(ms) => format!("fixed:{ms}").parse(),
+            Raw::Text(s) => s.parse(),
+        }
+        .map_err(serde::de::Error::custom)
+    }
+}
+
+/// `AT:FOR`: from `AT` after the server started, all work freezes for `FOR` (durations with
+/// units: `5s:2s`, `1500ms:500ms`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Stall {
+    pub at: Duration,
+    pub duration: Duration,
+}
+
+impl FromStr for Stall {
+    type Err = ConfigError;
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        let (at, dur) = text
+            .split_once(':')
+            .ok_or_else(|| syntax("stall", text, "expected AT:FOR, e.g. 5s:2s"))?;
+        let parse =
+            |s: &str| humantime::parse_duration(s.trim()).map_err(|e| syntax("stall", text, e));
+        Ok(Stall {
+            at: parse(at)?,
+            duration: parse(dur)?,
+        })
+    }
+}
+
+impl TryFrom<String> for Stall {
+    type Error = ConfigError;
+    fn try_from(s: String) -> Result<Self, ConfigError> {
+        s.parse()
+    }
+}
+
+/// Every knob of the built-in target. `Default` is a plain fast echo server on
+/// `127.0.0.1:0`: both eras, JSON answers, no capacity limit, no faults. A profile's
+/// `[target.builtin]` table deserialises into it; unknown keys are an error.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Address to listen on (HTTP). Anything but loopback prints a warning.
+    pub bind: SocketAddr,
+    /// Eras served on the one endpoint.
+    pub era: Era,
+    /// Restrict to these protocol versions (empty: every version of the era).
+    pub versions: Vec<String>,
+    /// JSON or SSE answers over HTTP.
+    pub answer: AnswerMode,
+    /// Batch policy.
+    pub batches: BatchPolicy,
+    /// Legacy era: hand out `Mcp-Session-Id` on `initialize`.
+    pub sessions: bool,
+    /// Requests served at once (0: unlimited, no capacity model).
+    pub capacity: u32,
+    /// POSTs that may wait for a service slot beyond `capacity`; past that they are refused.
+    pub queue: u32,
+    /// Status of a refused POST: 429 or 503.
+    pub reject: RejectStatus,
+    /// `Retry-After` seconds sent with a refusal.
+    pub retry_after_s: u32,
+    /// Service time of every request.
+    pub service_ms: ServiceTime,
+    /// Windows in which all work freezes.
+    pub stall: Vec<Stall>,
+    /// Exact faults: `drop=10,garbage=7` (every Nth request).
+    pub fault: FaultEvery,
+    /// Seeded random faults: `drop=0.01,truncate=0.001` (probability per request).
+    pub fault_random: FaultOdds,
+    /// Seed of the random faults and of the service-time draws.
+    pub seed: u64,
+    /// Largest POST body accepted (bytes); larger gets 413.
+    pub max_body_bytes: usize,
+    /// Largest stdio line accepted (bytes).
+    pub max_line_bytes: usize,
+    /// Open connections at most; more are closed at once.
+    pub max_connections: usize,
+    /// `Origin` values accepted besides loopback ones.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            era: Era::Both,
+            versions: Vec::new(),
+            answer: AnswerMode::Json,
+            batches: BatchPolicy::Auto,
+            sessions: true,
+            capacity: 0,
+            queue: 0,
+            reject: RejectStatus::TooManyRequests,
+            retry_after_s: 1,
+            service_ms: ServiceTime::default(),
+            stall: Vec::new(),
+            fault: FaultEvery::default(),
+            fault_random: FaultOdds::default(),
+            seed: 0,
+            max_body_bytes: 4 << 20,
+            max_line_bytes: 4 << 20,
+            max_connections: 1024,
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+impl ServeConfig {
+    /// The protocol versions served, newest first; an error when the restriction leaves none
+    /// or names an unknown version.
+    pub fn served_versions(&self) -> Result<Vec<Version>, ConfigError> {
+        let in_era = |v: Version| match self.era {
+            Era::Both => true,
+            Era::Legacy => !v.is_modern(),
+            Era::Modern => v.is_modern(),
+        };
+        let mut out = Vec::new();
+        if self.versions.is_empty() {
+            out.extend(Version::ALL.iter().copied().filter(|v| in_era(*v)));
+        } else {
+            for name in &self.versions {
+                let v = Version::parse(name).ok_or_else(|| {
+                    ConfigError::Invalid(format!(
+                        "unknown protocol version `{name}` (known: {})",
+                        Version::ALL.map(Version::as_str).join(", ")
+                    ))
+                })?;
+                if !in_era(v) {
+                    return Err(ConfigError::Invalid(format!(
+                        "version {name} is not in the {:?} era",
+                        self.era
+                    )));
+                }
+                if !out.contains(&v) {
+                    out.push(v);
+                }
+            }
+        }
+        out.sort_by(|a, b| b.cmp(a));
+        Ok(out)
+    }
+
+    /// Checks everything that parsing alone cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.served_versions()?;
+        if self.queue > 0 && self.capacity == 0 {
+            return Err(ConfigError::Invalid("--queue needs --capacity".into()));
+        }
+        if self.max_body_bytes == 0 || self.max_line_bytes == 0 || self.max_connections == 0 {
+            return Err(ConfigError::Invalid(
+                "body, line and connection limits must be > 0".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// True when the listener is reachable from other hosts.
+    pub fn binds_beyond_loopback(&self) -> bool {
+        !self.bind.ip().is_loopback()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_time_syntax() {
+        assert_eq!("20".parse::<ServiceTime>(), Ok(ServiceTime::Fixed(20.0)));
+        assert_eq!(
+            "fixed:2.5".parse::<ServiceTime>(),
+            Ok(ServiceTime::Fixed(2.5))
+        );
+        assert_eq!(
+            "uniform:10..30".parse::<ServiceTime>(),
+            Ok(ServiceTime::Uniform(10.0, 30.0))
+        );
+        assert_eq!("exp:20".parse::<ServiceTime>(), Ok(ServiceTime::Exp(20.0)));
+        assert!("uniform:30..10".parse::<ServiceTime>().is_err());
+        assert!("exp:-1".parse::<ServiceTime>().is_err());
+        assert!("gauss:3".parse::<ServiceTime>().is_err());
+        assert_eq!(ServiceTime::Uniform(10.0, 30.0).mean_ms(), 20.0);
+    }
+
+    #[test]
+    fn stall_syntax() {
+        let s: Stall = "5s:1500ms".parse().unwrap();
+        assert_eq!(s.at, Duration::from_secs(5));
+        assert_eq!(s.duration, Duration::from_millis(1500));
+        assert!("5:2".parse::<Stall>().is_err());
+        assert!("5s".parse::<Stall>().is_err());
+    }
+
+    #[test]
+    fn profile_table_parses_and_rejects_unknown_keys() {
+        let cfg: ServeConfig = serde_json::from_str(
+            r#"{"capacity":4,"queue":4,"reject":503,"service_ms":"exp:20",
+                "fault":"drop=10,null-id=3","stall":["1s:2s"],"era":"legacy"}"#,
+        )
+        .unwrap();
+        assert_eq!(cfg.capacity, 4);
+        assert_eq!(cfg.reject, RejectStatus::ServiceUnavailable);
+        assert_eq!(cfg.service_ms, ServiceTime::Exp(20.0));
+        assert_eq!(cfg.era, Era::Legacy);
+        assert!(cfg.validate().is_ok());
+        let num: ServeConfig = serde_json::from_str(r#"{"service_ms":15}"#).unwrap();
+        assert_eq!(num.service_ms, ServiceTime::Fixed(15.0));
+        assert!(serde_json::from_str::<ServeConfig>(r#"{"capacty":4}"#).is_err());
+        assert!(serde_json::from_str::<ServeConfig>(r#"{"reject":500}"#).is_err());
+    }
+
+    #[test]
+    fn profile_toml_table() {
+        let cfg: ServeConfig = toml::from_str(
+            r#"
+            bind = "127.0.0.1:0"
+            capacity = 4
+            queue = 4
+            reject = 429
+            service_ms = "uniform:10..30"
+            fault = "drop=10"
+            fault_random = "garbage=0.01"
+            stall = ["1s:500ms"]
+            answer = "sse"
+            batches = "accept"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.service_ms, ServiceTime::Uniform(10.0, 30.0));
+        assert_eq!(cfg.answer, AnswerMode::Sse);
+        assert_eq!(cfg.batches, BatchPolicy::Accept);
+        assert_eq!(cfg.fault.to_string(), "drop=10");
+        assert_eq!(cfg.stall[0].duration, Duration::from_millis(500));
+        assert!(toml::from_str::<ServeConfig>("fault = \"drop=0\"").is_err());
+    }
+
+    #[test]
+    fn version_restriction() {
+        let all = ServeConfig::default().served_versions().unwrap();
+        assert_eq!(all.first(), Some(&Version::V2026_07_28));
+        assert_eq!(all.len(), 4);
+        let cfg = ServeConfig {
+            era: Era::Legacy,
+            versions: vec!["2026-07-28".into()],
+            ..ServeConfig::default()
+        };
+        assert!(cfg.served_versions().is_err());
+        let cfg = ServeConfig {
+            versions: vec!["2025-06-18".into()],
+            ..ServeConfig::default()
+        };
+        assert_eq!(cfg.served_versions().unwrap(), vec![Version::V2025_06_18]);
+        let cfg = ServeConfig {
+            queue: 3,
+            ..ServeConfig::default()
+        };
+        assert!(cfg.validate().is_err());
+    }
+}

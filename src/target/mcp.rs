@@ -1,0 +1,559 @@
+//! The MCP layer of the target: protocol versions and eras, reading one incoming message,
+//! era routing, the 2026-07-28 validation ladder (`_meta`, header agreement, version), and
+//! the choice of method. Transport-free: HTTP and stdio both call in here.
+
+use super::config::{BatchPolicy, ServeConfig};
+use super::methods::{Call, Prepared, invalid_params, prompt_call, tool_call};
+use crate::jsonrpc::{ErrorObject, Id, codes};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use std::borrow::Cow;
+
+/// A protocol revision the target speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Version {
+    V2025_03_26,
+    V2025_06_18,
+    V2025_11_25,
+    V2026_07_28,
+}
+
+impl Version {
+    /// Oldest first.
+    pub const ALL: [Version; 4] = [
+        Version::V2025_03_26,
+        Version::V2025_06_18,
+        Version::V2025_11_25,
+        Version::V2026_07_28,
+    ];
+
+    pub fn parse(s: &str) -> Option<Version> {
+        Version::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V2025_03_26 => "2025-03-26",
+            Version::V2025_06_18 => "2025-06-18",
+            Version::V2025_11_25 => "2025-11-25",
+            Version::V2026_07_28 => "2026-07-28",
+        }
+    }
+
+    /// The stateless era: `server/discover`, `_meta` on every request, no `initialize`.
+    pub fn is_modern(self) -> bool {
+        self >= Version::V2026_07_28
+    }
+
+    pub(crate) fn index(self) -> u8 {
+        self as u8
+    }
+
+    pub(crate) fn from_index(i: u8) -> Option<Version> {
+        Version::ALL.get(i as usize).copied()
+    }
+}
+
+/// Method names that a legacy or modern client uses for its handshake; they are never faulted.
+pub(crate) fn is_handshake(method: &str) -> bool {
+    matches!(method, "initialize" | "server/discover")
+}
+
+/// One incoming JSON value as JSON-RPC sees it.
+pub(crate) enum Msg<'a> {
+    /// A request: its id exactly as sent, and the rest.
+    Request(&'a RawValue, Req<'a>),
+    Notification(Req<'a>),
+    /// A response or error object from the client (the target never asks anything): ignored.
+    ClientResponse,
+    /// Not a JSON-RPC message (answered with an error whose id is null).
+    Invalid(&'static str),
+}
+
+/// A request or a notification, borrowed from the body.
+pub(crate) struct Req<'a> {
+    pub method: Cow<'a, str>,
+    pub params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+/// Keeps a member that is present with the value `null` apart from an absent one.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// Reads one JSON value (a whole body, a line, or one batch member).
+pub(crate) fn classify(raw: &RawValue) -> Msg<'_> {
+    if !raw.get().starts_with('{') {
+        return Msg::Invalid("not a JSON object");
+    }
+    let Ok(env) = serde_json::from_str::<Envelope>(raw.get()) else {
+        return Msg::Invalid("malformed JSON-RPC object");
+    };
+    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        return Msg::Invalid("`jsonrpc` must be \"2.0\"");
+    }
+    let Some(method) = env.method else {
+        return if env.id.is_some() && (env.result.is_some() || env.error.is_some()) {
+            Msg::ClientResponse
+        } else {
+            Msg::Invalid("no `method`")
+        };
+    };
+    let Some(id) = env.id else {
+        return Msg::Notification(Req {
+            method,
+            params: env.params,
+        });
+    };
+    if serde_json::from_str::<Id>(id.get()).is_err() {
+        return Msg::Invalid("the id must be a string or an integer");
+    }
+    Msg::Request(
+        id,
+        Req {
+            method,
+            params: env.params,
+        },
+    )
+}
+
+/// The members of `params` that routing and the methods need.
+#[derive(Default, Deserialize)]
+pub(crate) struct Params<'a> {
+    #[serde(rename = "_meta", default, borrow)]
+    meta: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    pub name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub uri: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub arguments: Option<&'a RawValue>,
+    #[serde(rename = "protocolVersion", default, borrow)]
+    protocol_version: Option<Cow<'a, str>>,
+    #[serde(rename = "requestId", default, borrow)]
+    request_id: Option<&'a RawValue>,
+}
+
+#[derive(Default, Deserialize)]
+struct Meta<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", default, borrow)]
+    version: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", default, borrow)]
+    capabilities: Option<&'a RawValue>,
+    #[serde(rename = "progressToken", default, borrow)]
+    progress_token: Option<&'a RawValue>,
+}
+
+/// `params` and its `_meta`, read once; `None` members when absent or of the wrong shape.
+pub(crate) struct Parsed<'a> {
+    params: Option<Params<'a>>,
+    meta: Option<Meta<'a>>,
+    params_ok: bool,
+}
+
+impl<'a> Parsed<'a> {
+    pub fn new(req: &Req<'a>) -> Parsed<'a> {
+        let params = match req.params {
+            None => Some(Params::default()),
+            Some(raw) => serde_json::from_str::<Params>(raw.get()).ok(),
+        };
+        let params_ok = params.is_some();
+        let meta = params
+            .as_ref()
+            .and_then(|p| p.meta)
+            .and_then(|m| serde_json::from_str::<Meta>(m.get()).ok());
+        Parsed {
+            params,
+            meta,
+            params_ok,
+        }
+    }
+
+    /// The protocol version a 2026-07-28 request names in `_meta` (as raw JSON).
+    pub fn meta_version(&self) -> Option<&'a RawValue> {
+        self.meta.as_ref()?.version
+    }
+
+    pub fn progress_token(&self) -> Option<&'a RawValue> {
+        self.meta.as_ref()?.progress_token
+    }
+
+    /// `requestId` of a `notifications/cancelled`.
+    pub fn cancelled_request(&self) -> Option<&'a RawValue> {
+        self.params.as_ref()?.request_id
+    }
+}
+
+/// HTTP headers of a single-request POST, checked against the body under 2026-07-28.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Headers<'h> {
+    pub version: Option<&'h str>,
+    pub method: Option<&'h str>,
+    pub name: Option<&'h str>,
+}
+
+/// How a request is served: in which era, at which version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// `initialize` era at the negotiated (or assumed) version.
+    Legacy(Version),
+    /// 2026-07-28: the version comes from each request's `_meta`.
+    Modern,
+}
+
+/// An error answered before any method runs, with its HTTP status.
+#[derive(Debug)]
+pub(crate) struct Early {
+    pub error: ErrorObject,
+    pub status: u16,
+}
+
+impl Early {
+    fn new(code: i64, message: impl Into<String>, status: u16) -> Early {
+        Early {
+            error: ErrorObject {
+                code,
+                message: message.into(),
+                data: None,
+            },
+            status,
+        }
+    }
+}
+
+/// The protocol half of the target: which versions it serves, and how it answers.
+pub(crate) struct Protocol {
+    /// Newest first.
+    served: Vec<Version>,
+    batches: BatchPolicy,
+    supported_json: Value,
+}
+
+impl Protocol {
+    pub fn new(cfg: &ServeConfig) -> Result<Protocol, super::config::ConfigError> {
+        let served = cfg.served_versions()?;
+        let supported_json = json!(served.iter().map(|v| v.as_str()).collect::<Vec<_>>());
+        Ok(Protocol {
+            served,
+            batches: cfg.batches,
+            supported_json,
+        })
+    }
+
+    /// The versions served, newest first, as JSON.
+    pub fn supported(&self) -> &Value {
+        &self.supported_json
+    }
+
+    pub fn serves(&self, v: Version) -> bool {
+        self.served.contains(&v)
+    }
+
+    fn newest_legacy(&self) -> Option<Version> {
+        self.served.iter().copied().find(|v| !v.is_modern())
+    }
+
+    /// -32022 naming what is served.
+    pub fn unsupported(&self, requested: &str) -> Early {
+        let mut e = Early::new(
+            codes::UNSUPPORTED_VERSION,
+            format!("Unsupported protocol version: {requested}"),
+            400,
+        );
+        e.error.data = Some(json!({"supported": self.supported_json, "requested": requested}));
+        e
+    }
+
+    /// Whether a batch is served in this era.
+    pub fn batch_allowed(&self, era: Era) -> bool {
+        match self.batches {
+            BatchPolicy::Accept => true,
+            BatchPolicy::Reject => false,
+            BatchPolicy::Auto => era == Era::Legacy(Version::V2025_03_26),
+        }
+    }
+
+    /// The error of a refused batch (HTTP 400, id null).
+    pub fn batch_refusal(&self, era: Era) -> ErrorObject {
+        let at = match era {
+            Era::Legacy(v) => v.as_str(),
+            Era::Modern => Version::V2026_07_28.as_str(),
+        };
+        ErrorObject {
+            code: codes::INVALID_REQUEST,
+            message: format!("JSON-RPC batches are not accepted under protocol version {at}"),
+            data: None,
+        }
+    }
+
+    /// Chooses the era of an HTTP POST. `header` is `MCP-Protocol-Version`, `session` the
+    /// version of a known legacy session; `initialize` and `modern_body` describe a single
+    /// request body (an `initialize`; a request naming a version in `_meta`).
+    pub fn route_http(
+        &self,
+        header: Option<&str>,
+        session: Option<Version>,
+        initialize: bool,
+        modern_body: bool,
+    ) -> Result<Era, Early> {
+        if let Some(h) = header {
+            return match Version::parse(h).filter(|v| self.serves(*v)) {
+                Some(v) if v.is_modern() => Ok(Era::Modern),
+                Some(v) if !initialize && session.is_some_and(|s| s != v) => Err(Early::new(
+                    codes::INVALID_REQUEST,
+                    "MCP-Protocol-Version differs from the version negotiated for this session",
+                    400,
+                )),
+                Some(v) => Ok(Era::Legacy(v)),
+                None => Err(self.unsupported(h)),
+            };
+        }
+        if initialize {
+            return self
+                .newest_legacy()
+                .map(Era::Legacy)
+                .ok_or_else(|| self.unsupported("initialize"));
+        }
+        if modern_body {
+            return Ok(Era::Modern);
+        }
+        let assumed = session.unwrap_or(Version::V2025_03_26);
+        if self.serves(assumed) {
+            Ok(Era::Legacy(assumed))
+        } else {
+            Err(self.unsupported(assumed.as_str()))
+        }
+    }
+
+    /// Chooses the era of one stdio message: `_meta` naming a version means 2026-07-28;
+    /// otherwise the negotiated legacy version (2025-03-26 before any `initialize`).
+    pub fn route_stdio(&self, parsed: &Parsed, negotiated: Option<Version>) -> Era {
+        if parsed.meta_version().is_some() {
+            Era::Modern
+        } else {
+            Era::Legacy(negotiated.unwrap_or(Version::V2025_03_26))
+        }
+    }
+
+    /// Validates a request and reads its call. `headers` is given for a single HTTP request
+    /// under 2026-07-28 (the header rules apply), `None` on stdio and in batches.
+    pub fn prepare(
+        &self,
+        era: Era,
+        req: &Req,
+        parsed: &Parsed,
+        headers: Option<Headers>,
+    ) -> Result<Prepared, Early> {
+        let version = match era {
+            Era::Legacy(v) => v,
+            Era::Modern => self.modern_ladder(req, parsed, headers)?,
+        };
+        let method = req.method.as_ref();
+        let not_found = || {
+            Early::new(
+                codes::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+                if version.is_modern() { 404 } else { 200 },
+            )
+        };
+        let p = match &parsed.params {
+            Some(p) => p,
+            None => {
+                return Err(Early::new(
+                    codes::INVALID_PARAMS,
+                    "params must be an object",
+                    400,
+                ));
+            }
+        };
+        let call = match (method, version.is_modern()) {
+            ("initialize", false) => {
+                let asked = p.protocol_version.as_deref().and_then(Version::parse);
+                let chosen = asked
+                    .filter(|v| !v.is_modern() && self.serves(*v))
+                    .or(self.newest_legacy())
+                    .ok_or_else(|| self.unsupported(p.protocol_version.as_deref().unwrap_or("")))?;
+                Call::Initialize(chosen)
+            }
+            ("server/discover", true) => Call::Discover,
+            ("ping", false) => Call::Ping,
+            ("tools/list", _) => Call::ToolsList,
+            ("tools/call", _) => tool_call(p),
+            ("resources/list", _) => Call::ResourcesList,
+            ("resources/templates/list", _) => Call::TemplatesList,
+            ("resources/read", _) => match &p.uri {
+                Some(uri) => Call::Read(uri.to_string()),
+                None => Call::Invalid(invalid_params("resources/read needs `uri`")),
+            },
+            ("prompts/list", _) => Call::PromptsList,
+            ("prompts/get", _) => prompt_call(p),
+            _ => return Err(not_found()),
+        };
+        Ok(Prepared {
+            call,
+            version,
+            progress: parsed.progress_token().map(RawValue::to_owned),
+        })
+    }
+
+    /// The 2026-07-28 checks, first failure wins: `_meta` carries version and capabilities
+    /// (-32602); the headers agree with the body (-32020); the version is served (-32022).
+    fn modern_ladder(
+        &self,
+        req: &Req,
+        parsed: &Parsed,
+        headers: Option<Headers>,
+    ) -> Result<Version, Early> {
+        let meta = parsed.meta.as_ref().filter(|_| parsed.params_ok);
+        let (Some(raw_version), Some(_caps)) = (
+            meta.and_then(|m| m.version),
+            meta.and_then(|m| m.capabilities),
+        ) else {
+            return Err(Early::new(
+                codes::INVALID_PARAMS,
+                "params._meta must carry io.modelcontextprotocol/protocolVersion and \
+                 io.modelcontextprotocol/clientCapabilities",
+                400,
+            ));
+        };
+        let version: Option<String> = serde_json::from_str(raw_version.get()).ok();
+        if let Some(h) = headers {
+            let mismatch = |what: &str| {
+                Err(Early::new(
+                    codes::HEADER_MISMATCH,
+                    format!("Header mismatch: {what} does not match the request body"),
+                    400,
+                ))
+            };
+            if h.version.is_none() || h.version != version.as_deref() {
+                return mismatch("MCP-Protocol-Version");
+            }
+            if h.method != Some(req.method.as_ref()) {
+                return mismatch("Mcp-Method");
+            }
+            let p = parsed.params.as_ref();
+            let body_name = match req.method.as_ref() {
+                "tools/call" | "prompts/get" => p.and_then(|p| p.name.as_deref()),
+                "resources/read" => p.and_then(|p| p.uri.as_deref()),
+                _ => None,
+            };
+            if let Some(body_name) = body_name
+                && h.name.and_then(decode_header_value).as_deref() != Some(body_name)
+            {
+                return mismatch("Mcp-Name");
+            }
+        }
+        let Some(version) = version else {
+            return Err(Early::new(
+                codes::INVALID_PARAMS,
+                "io.modelcontextprotocol/protocolVersion must be a string",
+                400,
+            ));
+        };
+        match Version::parse(&version) {
+            Some(v) if v.is_modern() && self.serves(v) => Ok(v),
+            _ => Err(self.unsupported(&version)),
+        }
+    }
+}
+
+/// Decodes an `Mcp-Name` value: verbatim, or `=?base64?…?=` wrapped (invalid wrapping: `None`).
+pub(crate) fn decode_header_value(v: &str) -> Option<Cow<'_, str>> {
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|s| s.strip_suffix("?="))
+    {
+        None => Some(Cow::Borrowed(v)),
+        Some(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .map(Cow::Owned),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn classify_messages() {
+        let r = raw(r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#);
+        assert!(matches!(classify(&r), Msg::Request(id, _) if id.get() == "7"));
+        let n = raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        assert!(matches!(classify(&n), Msg::Notification(_)));
+        for bad in [
+            r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
+            r#"{"id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"[1]"#,
+            r#""str""#,
+        ] {
+            assert!(matches!(classify(&raw(bad)), Msg::Invalid(_)), "{bad}");
+        }
+        let resp = raw(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        assert!(matches!(classify(&resp), Msg::ClientResponse));
+    }
+
+    #[test]
+    fn header_values_decode() {
+        assert_eq!(decode_header_value("echo").as_deref(), Some("echo"));
+        assert_eq!(
+            decode_header_value("=?base64?w6ljaG8=?=").as_deref(),
+            Some("écho")
+        );
+        assert_eq!(decode_header_value("=?base64?***?="), None);
+    }
+
+    #[test]
+    fn routing_rules() {
+        let p = Protocol::new(&ServeConfig::default()).unwrap();
+        assert_eq!(
+            p.route_http(Some("2026-07-28"), None, false, true).unwrap(),
+            Era::Modern
+        );
+        assert_eq!(
+            p.route_http(None, None, false, false).unwrap(),
+            Era::Legacy(Version::V2025_03_26)
+        );
+        assert_eq!(
+            p.route_http(None, None, true, false).unwrap(),
+            Era::Legacy(Version::V2025_11_25)
+        );
+        let e = p
+            .route_http(Some("1999-01-01"), None, false, false)
+            .unwrap_err();
+        assert_eq!((e.error.code, e.status), (codes::UNSUPPORTED_VERSION, 400));
+        let e = p
+            .route_http(Some("2025-06-18"), Some(Version::V2025_11_25), false, false)
+            .unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(p.batch_allowed(Era::Legacy(Version::V2025_03_26)));
+        assert!(!p.batch_allowed(Era::Legacy(Version::V2025_06_18)));
+        assert!(!p.batch_allowed(Era::Modern));
+    }
+}

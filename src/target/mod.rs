@@ -1,0 +1,265 @@
+//! The built-in reference MCP server (`mcpload serve`, profile target `builtin`): both MCP
+//! eras on one Streamable HTTP endpoint or on stdio, a capacity model, exact and seeded
+//! fault injection, and ground-truth counters to test a client's numbers against.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), mcpload::target::ServeError> {
+//! use mcpload::target::{ServeConfig, start_http};
+//! let target = start_http(ServeConfig { capacity: 4, ..ServeConfig::default() }).await?;
+//! println!("{}", target.url());
+//! let seen = target.stats().requests_seen;
+//! # let _ = seen;
+//! target.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod capacity;
+mod config;
+mod faults;
+mod http;
+mod mcp;
+mod methods;
+mod sessions;
+mod stats;
+mod stdio;
+mod wire;
+
+pub use config::{
+    AnswerMode, BatchPolicy, ConfigError, Era, RejectStatus, ServeConfig, ServiceTime, Stall,
+};
+pub use faults::{FaultEvery, FaultKind, FaultOdds};
+pub use mcp::Version;
+pub use stats::{ClientView, FaultCounts, StatsSnapshot};
+
+use capacity::Capacity;
+use faults::FaultPlan;
+use mcp::{Early, Headers, Parsed, Protocol, Req};
+use methods::{Call, Prepared};
+use serde_json::value::RawValue;
+use sessions::Sessions;
+use stats::Stats;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use wire::{Outcome, Shaped, Sink};
+
+/// Why the target could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("stdio: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// State shared by every connection of one target.
+pub(crate) struct Shared {
+    cfg: ServeConfig,
+    protocol: Protocol,
+    capacity: Arc<Capacity>,
+    faults: FaultPlan,
+    stats: Arc<Stats>,
+    fault_seq: AtomicU64,
+    sessions: Sessions,
+}
+
+/// A request read and validated, ready to run. Dropped before it was answered (its SSE
+/// stream closed, a stdio cancel, a batch abandoned), it counts as cancelled.
+pub(crate) struct Job {
+    id: Box<RawValue>,
+    ordinal: u64,
+    work: Result<Prepared, Early>,
+    fault: Option<FaultKind>,
+    seq: u64,
+    unanswered: Unanswered,
+}
+
+/// Counts its request as cancelled when dropped while still armed.
+struct Unanswered(Option<Arc<Stats>>);
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(stats) = self.0.take() {
+            Stats::add(&stats.cancelled, 1);
+        }
+    }
+}
+
+impl Job {
+    /// True when the request reached a method other than `initialize` (it may stream).
+    fn streams(&self) -> bool {
+        matches!(&self.work, Ok(p) if !matches!(p.call, Call::Initialize(_)))
+    }
+}
+
+/// A request's answer, shaped and tallied.
+pub(crate) struct Done {
+    shaped: Shaped,
+    status: u16,
+    /// `initialize` succeeded at this version.
+    initialized: Option<Version>,
+}
+
+impl Shared {
+    fn new(cfg: ServeConfig) -> Result<Shared, ConfigError> {
+        cfg.validate()?;
+        let prefix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+            ^ std::process::id().rotate_left(16);
+        Ok(Shared {
+            protocol: Protocol::new(&cfg)?,
+            capacity: Arc::new(Capacity::new(&cfg, tokio::time::Instant::now())),
+            faults: FaultPlan::new(cfg.fault, cfg.fault_random, cfg.seed),
+            stats: Arc::new(Stats::default()),
+            fault_seq: AtomicU64::new(0),
+            sessions: Sessions::new(prefix),
+            cfg,
+        })
+    }
+
+    /// Reads request `req` (id `id`) into a job: counts it, validates it in `era`, and
+    /// draws its fault when it reached a method other than the handshake.
+    fn job(
+        &self,
+        id: &RawValue,
+        era: Result<mcp::Era, Early>,
+        req: &Req,
+        parsed: &Parsed,
+        headers: Option<Headers>,
+    ) -> Job {
+        let ordinal = self.stats.requests_seen.fetch_add(1, Relaxed) + 1;
+        let work = era.and_then(|era| match era {
+            mcp::Era::Legacy(v) if !self.protocol.serves(v) && req.method != "initialize" => {
+                Err(self.protocol.unsupported(v.as_str()))
+            }
+            _ => self.protocol.prepare(era, req, parsed, headers),
+        });
+        let (fault, seq) =
+            if work.is_ok() && !mcp::is_handshake(&req.method) && !self.faults.is_off() {
+                let seq = self.fault_seq.fetch_add(1, Relaxed) + 1;
+                (self.faults.for_seq(seq), seq)
+            } else {
+                (None, 0)
+            };
+        Job {
+            id: id.to_owned(),
+            ordinal,
+            work,
+            fault,
+            seq,
+            unanswered: Unanswered(Some(Arc::clone(&self.stats))),
+        }
+    }
+
+    /// Runs a job through the capacity model and its method, then shapes the answer.
+    /// Dropped before the end, the request counts as cancelled.
+    async fn run(&self, mut job: Job, sink: Option<&Sink>) -> Done {
+        let _in_flight = self.stats.in_flight();
+        let (outcome, status, initialized) = match job.work {
+            Err(early) => (Outcome::Error(early.error), early.status, None),
+            Ok(prep) => {
+                let init = match prep.call {
+                    Call::Initialize(v) => Some(v),
+                    _ => None,
+                };
+                let work = methods::execute(prep, self.protocol.supported(), sink);
+                let out = self.capacity.serve(&self.stats, job.ordinal, work).await;
+                (out, 200, init)
+            }
+        };
+        job.unanswered.0 = None;
+        let shaped = wire::shape(&self.stats, &job.id, &outcome, job.fault, job.seq);
+        Done {
+            shaped,
+            status,
+            initialized,
+        }
+    }
+}
+
+/// A target serving HTTP in the background. Dropping it (or [`RunningTarget::shutdown`])
+/// stops it.
+pub struct RunningTarget {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl RunningTarget {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The MCP endpoint, `http://ADDR/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared.stats.snapshot()
+    }
+
+    /// Stops accepting, lets answers in progress finish (a few seconds at most), and returns
+    /// the final counters.
+    pub async fn shutdown(mut self) -> StatsSnapshot {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        self.stats()
+    }
+}
+
+impl Drop for RunningTarget {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Starts the HTTP target on `config.bind` in the background of the current tokio runtime.
+pub async fn start_http(config: ServeConfig) -> Result<RunningTarget, ServeError> {
+    let shared = Arc::new(Shared::new(config)?);
+    let addr = shared.cfg.bind;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(http::accept_loop(listener, Arc::clone(&shared), stopped));
+    Ok(RunningTarget {
+        addr,
+        shared,
+        stop,
+        task: Some(task),
+    })
+}
+
+/// Serves MCP over `input`/`output` (one JSON-RPC message or batch per line) until `input`
+/// ends and every request has been answered; returns the final counters.
+pub async fn serve_stdio<R, W>(
+    config: ServeConfig,
+    input: R,
+    output: W,
+) -> Result<StatsSnapshot, ServeError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let shared = Arc::new(Shared::new(config)?);
+    stdio::serve(Arc::clone(&shared), input, output).await?;
+    Ok(shared.stats.snapshot())
+}

@@ -1,0 +1,82 @@
+//! Legacy-era sessions without a lock: a fixed table of atomic slots, each holding the
+//! generation number of the session it carries and its negotiated version. A session id
+//! names its generation; a slot reused by a newer session makes the old id unknown (404).
+
+use super::mcp::Version;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+const SLOTS: usize = 1 << 16;
+
+pub(crate) struct Sessions {
+    slots: Box<[AtomicU64]>,
+    next: AtomicU64,
+    /// Differs between servers, so an id from an earlier server is unknown to this one.
+    prefix: u32,
+}
+
+impl Sessions {
+    pub fn new(prefix: u32) -> Sessions {
+        Sessions {
+            slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            next: AtomicU64::new(0),
+            prefix,
+        }
+    }
+
+    /// Opens a session at `version` and returns its id.
+    pub fn open(&self, version: Version) -> String {
+        let generation = self.next.fetch_add(1, Relaxed) + 1;
+        self.slots[generation as usize % SLOTS].store(pack(generation, version), Relaxed);
+        format!("{:08x}-{generation:016x}", self.prefix)
+    }
+
+    fn slot(&self, id: &str) -> Option<(&AtomicU64, u64)> {
+        let (prefix, generation) = id.split_once('-')?;
+        if u32::from_str_radix(prefix, 16).ok()? != self.prefix || generation.len() != 16 {
+            return None;
+        }
+        let generation = u64::from_str_radix(generation, 16).ok()?;
+        Some((&self.slots[generation as usize % SLOTS], generation))
+    }
+
+    /// The negotiated version of a live session.
+    pub fn lookup(&self, id: &str) -> Option<Version> {
+        let (slot, generation) = self.slot(id)?;
+        let v = slot.load(Relaxed);
+        (v >> 8 == generation && generation != 0)
+            .then(|| Version::from_index((v & 0xff) as u8))
+            .flatten()
+    }
+
+    /// Ends a live session; false when it was not live.
+    pub fn close(&self, id: &str) -> bool {
+        let Some((slot, generation)) = self.slot(id) else {
+            return false;
+        };
+        let v = slot.load(Relaxed);
+        v >> 8 == generation && slot.compare_exchange(v, 0, Relaxed, Relaxed).is_ok()
+    }
+}
+
+fn pack(generation: u64, version: Version) -> u64 {
+    (generation << 8) | u64::from(version.index())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_lookup_close() {
+        let s = Sessions::new(0xabc);
+        let a = s.open(Version::V2025_06_18);
+        let b = s.open(Version::V2025_03_26);
+        assert_eq!(s.lookup(&a), Some(Version::V2025_06_18));
+        assert_eq!(s.lookup(&b), Some(Version::V2025_03_26));
+        assert!(s.close(&a));
+        assert!(!s.close(&a));
+        assert_eq!(s.lookup(&a), None);
+        assert_eq!(s.lookup("nope"), None);
+        assert_eq!(Sessions::new(0xdef).lookup(&b), None);
+    }
+}

@@ -1,0 +1,361 @@
+//! What goes on the wire: a request's outcome encoded as a JSON-RPC response, spoiled by its
+//! fault (if any) into a [`Shaped`] answer, tallied into the stats exactly as a correct
+//! client would count it, and framed as a JSON body, a batch member, SSE events or a line.
+
+use super::faults::FaultKind;
+use super::stats::{Stats, View};
+use crate::jsonrpc::ErrorObject;
+use bytes::Bytes;
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// What a method produced: a serialised result or an error.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    Result(Vec<u8>),
+    Error(ErrorObject),
+}
+
+/// An answer after its fault was applied, ready to be framed.
+#[derive(Debug)]
+pub(crate) enum Shaped {
+    /// One JSON-RPC message (as meant, or altered: null id, unknown id, both, bad version).
+    Message(Vec<u8>),
+    /// The message, to be sent twice.
+    Twice(Vec<u8>),
+    /// Bytes that are not JSON.
+    Garbage(Vec<u8>),
+    /// The first half of the message.
+    Cut(Vec<u8>),
+    /// Nothing at all.
+    Nothing,
+}
+
+/// Appends one JSON-RPC response.
+pub(crate) fn encode(
+    out: &mut Vec<u8>,
+    jsonrpc: &str,
+    id: &str,
+    result: Option<&[u8]>,
+    error: Option<&ErrorObject>,
+) {
+    out.extend_from_slice(br#"{"jsonrpc":""#);
+    out.extend_from_slice(jsonrpc.as_bytes());
+    out.extend_from_slice(br#"","id":"#);
+    out.extend_from_slice(id.as_bytes());
+    if let Some(r) = result {
+        out.extend_from_slice(br#","result":"#);
+        out.extend_from_slice(r);
+    }
+    if let Some(e) = error {
+        out.extend_from_slice(br#","error":"#);
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, e);
+    }
+    out.push(b'}');
+}
+
+/// An error response with `"id": null` (malformed input, refused batch).
+pub(crate) fn null_id_error(error: &ErrorObject) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96);
+    encode(&mut out, "2.0", "null", None, Some(error));
+    out
+}
+
+fn injected(kind: FaultKind) -> ErrorObject {
+    ErrorObject {
+        code: crate::jsonrpc::codes::INTERNAL_ERROR,
+        message: format!("mcpload serve: injected fault {}", kind.name()),
+        data: None,
+    }
+}
+
+/// Builds the answer to request `id` (fault sequence number `seq`) and tallies it: what was
+/// sent, which fault, and what a correct client counts for it.
+pub(crate) fn shape(
+    stats: &Stats,
+    id: &RawValue,
+    outcome: &Outcome,
+    fault: Option<FaultKind>,
+    seq: u64,
+) -> Shaped {
+    let (result, error) = match outcome {
+        Outcome::Result(r) => (Some(r.as_slice()), None),
+        Outcome::Error(e) => (None, Some(e)),
+    };
+    let message = |jsonrpc: &str, id: &str, result: Option<&[u8]>, error: Option<&ErrorObject>| {
+        let mut out = Vec::with_capacity(48 + result.map_or(64, <[u8]>::len));
+        encode(&mut out, jsonrpc, id, result, error);
+        out
+    };
+    let answered = |twice: bool| {
+        Stats::add(&stats.answers_sent, 1);
+        if error.is_some() {
+            Stats::add(&stats.errors_sent, 1);
+            stats.view(View::Errors, 1);
+        } else {
+            stats.view(View::Ok, 1);
+        }
+        if twice {
+            stats.view(View::DuplicateId, 1);
+        }
+    };
+    let Some(kind) = fault else {
+        answered(false);
+        return Shaped::Message(message("2.0", id.get(), result, error));
+    };
+    stats.fault(kind);
+    match kind {
+        FaultKind::Drop => {
+            stats.view(View::Missing, 1);
+            Shaped::Nothing
+        }
+        FaultKind::NullId => {
+            stats.view(View::NullId, 1);
+            stats.view(View::Missing, 1);
+            Shaped::Message(message("2.0", "null", None, Some(&injected(kind))))
+        }
+        FaultKind::UnknownId => {
+            stats.view(View::UnknownId, 1);
+            stats.view(View::Missing, 1);
+            let other = format!("\"mcpload-unknown-{seq}\"");
+            Shaped::Message(message("2.0", &other, result, error))
+        }
+        FaultKind::Duplicate => {
+            answered(true);
+            Shaped::Twice(message("2.0", id.get(), result, error))
+        }
+        FaultKind::Both => {
+            Stats::add(&stats.answers_sent, 1);
+            stats.view(View::BothResultError, 1);
+            let fallback = injected(kind);
+            Shaped::Message(message(
+                "2.0",
+                id.get(),
+                Some(result.unwrap_or(b"{}")),
+                Some(error.unwrap_or(&fallback)),
+            ))
+        }
+        FaultKind::BadVersion => {
+            Stats::add(&stats.answers_sent, 1);
+            stats.view(View::InvalidJsonrpc, 1);
+            Shaped::Message(message("1.0", id.get(), result, error))
+        }
+        FaultKind::Garbage => {
+            stats.view(View::ParseErrors, 1);
+            stats.view(View::Missing, 1);
+            Shaped::Garbage(format!("<<mcpload garbage, request {seq}>>").into_bytes())
+        }
+        FaultKind::Truncate => {
+            // Over SSE the stream ends inside the event: a plain SSE parser drops it silently,
+            // mcpload reports those bytes as unreadable (parse_errors), as for JSON and stdio.
+            stats.view(View::ParseErrors, 1);
+            stats.view(View::Missing, 1);
+            let mut m = message("2.0", id.get(), result, error);
+            // Cut at a character boundary so the text stays UTF-8: a proper prefix of a JSON
+            // object is never JSON.
+            let mut at = m.len() / 2;
+            while at > 0 && (m[at] & 0xC0) == 0x80 {
+                at -= 1;
+            }
+            m.truncate(at.max(1));
+            Shaped::Cut(m)
+        }
+    }
+}
+
+impl Shaped {
+    /// Responses carrying a non-null id that this answer puts on the wire (for
+    /// `response_count_mismatch` of a batch).
+    pub fn ids_on_wire(&self) -> u64 {
+        match self {
+            Shaped::Message(m) if !m.starts_with(br#"{"jsonrpc":"2.0","id":null"#) => 1,
+            Shaped::Twice(_) => 2,
+            _ => 0,
+        }
+    }
+
+    /// The body of a POST that carried one request; `None` means "answer 202, no body".
+    pub fn into_body(self) -> Option<Vec<u8>> {
+        match self {
+            Shaped::Message(m) | Shaped::Garbage(m) | Shaped::Cut(m) => Some(m),
+            Shaped::Twice(m) => {
+                let mut out = Vec::with_capacity(2 * m.len() + 3);
+                out.push(b'[');
+                out.extend_from_slice(&m);
+                out.push(b',');
+                out.extend_from_slice(&m);
+                out.push(b']');
+                Some(out)
+            }
+            Shaped::Nothing => None,
+        }
+    }
+
+    /// Appends this answer to a batch array under construction (`out` starts with `[`).
+    pub fn push_member(&self, out: &mut Vec<u8>) {
+        let put = |bytes: &[u8], out: &mut Vec<u8>| {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            out.extend_from_slice(bytes);
+        };
+        match self {
+            Shaped::Message(m) => put(m, out),
+            Shaped::Twice(m) => {
+                put(m, out);
+                put(m, out);
+            }
+            Shaped::Garbage(m) | Shaped::Cut(m) => {
+                let text = serde_json::to_vec(&String::from_utf8_lossy(m)).unwrap_or_default();
+                put(&text, out);
+            }
+            Shaped::Nothing => {}
+        }
+    }
+
+    /// The SSE bytes of this answer. A cut answer `alone` on its stream is left unterminated
+    /// (the stream then ends); among several it is a whole event.
+    pub fn sse(&self, alone: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            Shaped::Message(m) | Shaped::Garbage(m) => sse_event(&mut out, m),
+            Shaped::Twice(m) => {
+                sse_event(&mut out, m);
+                sse_event(&mut out, m);
+            }
+            Shaped::Cut(m) if alone => {
+                out.extend_from_slice(b"event: message\ndata: ");
+                out.extend_from_slice(m);
+            }
+            Shaped::Cut(m) => sse_event(&mut out, m),
+            Shaped::Nothing => {}
+        }
+        out
+    }
+
+    /// The stdio bytes of this answer: whole lines.
+    pub fn lines(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut line = |m: &[u8]| {
+            out.extend_from_slice(m);
+            out.push(b'\n');
+        };
+        match self {
+            Shaped::Message(m) | Shaped::Garbage(m) | Shaped::Cut(m) => line(m),
+            Shaped::Twice(m) => {
+                line(m);
+                line(m);
+            }
+            Shaped::Nothing => {}
+        }
+        out
+    }
+}
+
+/// Appends one SSE event carrying `data` (which holds no newline).
+pub(crate) fn sse_event(out: &mut Vec<u8>, data: &[u8]) {
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Where a running request sends progress notifications: an SSE stream or stdout.
+pub(crate) struct Sink {
+    tx: mpsc::Sender<Bytes>,
+    sse: bool,
+    stats: Arc<Stats>,
+}
+
+impl Sink {
+    pub fn new(tx: mpsc::Sender<Bytes>, sse: bool, stats: Arc<Stats>) -> Sink {
+        Sink { tx, sse, stats }
+    }
+
+    /// Sends one server notification; a closed stream drops it silently.
+    pub async fn progress(&self, message: Vec<u8>) {
+        let framed = if self.sse {
+            let mut out = Vec::with_capacity(message.len() + 24);
+            sse_event(&mut out, &message);
+            out
+        } else {
+            let mut m = message;
+            m.push(b'\n');
+            m
+        };
+        if self.tx.send(Bytes::from(framed)).await.is_ok() {
+            self.stats.view(View::ServerMessages, 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id() -> Box<RawValue> {
+        RawValue::from_string("42".into()).unwrap()
+    }
+
+    fn ok() -> Outcome {
+        Outcome::Result(br#"{"content":[]}"#.to_vec())
+    }
+
+    #[test]
+    fn each_fault_shapes_and_tallies() {
+        let stats = Stats::default();
+        let s = shape(&stats, &id(), &ok(), None, 1);
+        assert_eq!(
+            s.into_body().unwrap(),
+            br#"{"jsonrpc":"2.0","id":42,"result":{"content":[]}}"#
+        );
+        let s = shape(&stats, &id(), &ok(), Some(FaultKind::Drop), 2);
+        assert!(s.into_body().is_none());
+        let s = shape(&stats, &id(), &ok(), Some(FaultKind::UnknownId), 3);
+        assert!(
+            String::from_utf8(s.into_body().unwrap())
+                .unwrap()
+                .contains("\"mcpload-unknown-3\"")
+        );
+        let s = shape(&stats, &id(), &ok(), Some(FaultKind::Both), 4);
+        let v: serde_json::Value = serde_json::from_slice(&s.into_body().unwrap()).unwrap();
+        assert!(v.get("result").is_some() && v.get("error").is_some());
+        let s = shape(&stats, &id(), &ok(), Some(FaultKind::Truncate), 5);
+        let body = s.into_body().unwrap();
+        assert!(serde_json::from_slice::<serde_json::Value>(&body).is_err());
+        let s = shape(&stats, &id(), &ok(), Some(FaultKind::Truncate), 6);
+        assert!(!s.sse(true).ends_with(b"\n"));
+        let snap = stats.snapshot();
+        assert_eq!(snap.answers_sent, 2);
+        assert_eq!(snap.faults.total(), 5);
+        assert_eq!(snap.client_view.ok, 1);
+        assert_eq!(snap.client_view.missing, 4);
+        // A cut answer is unreadable bytes, however it travels.
+        assert_eq!(snap.client_view.parse_errors, 2);
+    }
+
+    #[test]
+    fn batch_members_stay_valid_json() {
+        let stats = Stats::default();
+        let mut out = b"[".to_vec();
+        let mut ids = 0;
+        for (seq, f) in [
+            None,
+            Some(FaultKind::Garbage),
+            Some(FaultKind::Duplicate),
+            Some(FaultKind::NullId),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let s = shape(&stats, &id(), &ok(), f, seq as u64);
+            ids += s.ids_on_wire();
+            s.push_member(&mut out);
+        }
+        out.push(b']');
+        let v: Vec<serde_json::Value> = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v.len(), 5);
+        assert_eq!(ids, 3);
+    }
+}
