@@ -6,14 +6,14 @@
 
 pub mod analysis;
 pub mod correlator;
+pub mod engine;
 pub mod jsonrpc;
+pub mod load;
 pub mod mcp;
 pub mod metrics;
 pub mod probe;
+pub mod profile;
 pub mod report;
+pub mod run;
 pub mod target;
 pub mod transport;
-pub mod load;
-pub mod profile;
-pub mod engine;
-pub mod run;

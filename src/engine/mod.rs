@@ -164,7 +164,7 @@ pub async fn sweep(
             let _ = o.send(Order::Step(order));
         }
         let step = match collect_step(&mut crew, order, &work, folder, progress, run_start).await? {
-            StepOutcome::Done(step) => step,
+            StepOutcome::Done(step) => *step,
             StepOutcome::NotMeasured => {
                 end = SweepEnd::Interrupted;
                 break;
@@ -209,7 +209,7 @@ struct StepResult {
 }
 
 enum StepOutcome {
-    Done(StepResult),
+    Done(Box<StepResult>),
     /// Interrupted before its measured time began: nothing to record.
     NotMeasured,
     /// A worker task ended in the middle of the step.
@@ -358,10 +358,10 @@ async fn collect_step(
     if work.model == Model::Open && !lag.is_empty() {
         facts.schedule_lag_p99_ms = Some(lag.histogram().value_at_quantile(0.99) as f64 / 1000.0);
     }
-    Ok(StepOutcome::Done(StepResult {
+    Ok(StepOutcome::Done(Box::new(StepResult {
         facts,
         stats: total,
-    }))
+    })))
 }
 
 /// Closes every transport (DELETE of legacy sessions, a child's stdin closed and reaped).

@@ -316,6 +316,5 @@ pub async fn drive_batches<T: Transport>(
             }
         }
     }
-    let mut counters = c.stats().counters.clone();
-    counters
+    c.stats().counters.clone()
 }
