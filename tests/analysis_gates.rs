@@ -4,7 +4,7 @@
 mod report_common;
 
 use mcpload::analysis::{GateError, Knee, StopCriteria, Threshold, Thresholds, judge};
-use mcpload::metrics::{Model, Stats, StepFacts, StepSummary};
+use mcpload::metrics::{Stats, StepFacts, StepSummary};
 use report_common::{scratch, synthetic_run};
 use std::process::Command;
 use std::time::Duration;
@@ -21,20 +21,7 @@ fn step(n: u32, ok: u64, failed: u64, latency_ms: u64) -> StepSummary {
     for _ in 0..ok {
         stats.latency.record(Duration::from_millis(latency_ms));
     }
-    StepSummary::new(
-        StepFacts {
-            step: n,
-            model: Model::Closed,
-            concurrency: Some(1 << n),
-            target_rate: None,
-            duration_s: 1.0,
-            schedule_lag_p99_ms: None,
-            dropped_arrivals: None,
-            in_flight_at_end: 0,
-            interrupted: false,
-        },
-        &stats,
-    )
+    StepSummary::new(StepFacts::closed(n, 1 << n, 1.0), &stats)
 }
 
 fn judged(mut steps: Vec<StepSummary>) -> (Vec<StepSummary>, Knee) {

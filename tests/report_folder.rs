@@ -6,7 +6,7 @@ mod report_common;
 
 use hdrhistogram::Histogram;
 use mcpload::analysis::StopCriteria;
-use mcpload::metrics::{Model, Stats, StepFacts, Verdict, us_to_ms};
+use mcpload::metrics::{Stats, StepFacts, Verdict, us_to_ms};
 use mcpload::report::{
     self, RunFolder, RunSpec, RunStatus, RunSummary, read_hlog, step_histograms,
 };
@@ -251,20 +251,7 @@ fn summary_json_is_valid_after_every_step() {
         stats.counters.responses = 100 * n;
         stats.counters.ok = 100 * n;
         let j = run
-            .end_step(
-                StepFacts {
-                    step: k as u32 + 1,
-                    model: Model::Closed,
-                    concurrency: Some(n),
-                    target_rate: None,
-                    duration_s: 1.0,
-                    schedule_lag_p99_ms: None,
-                    dropped_arrivals: None,
-                    in_flight_at_end: 0,
-                    interrupted: false,
-                },
-                &stats,
-            )
+            .end_step(StepFacts::closed(k as u32 + 1, n, 1.0), &stats)
             .unwrap();
         assert!(!j.stop());
         // What a crash right now would leave behind.
@@ -336,17 +323,7 @@ fn a_folder_left_by_a_crash_still_renders() {
     let mut step = Stats::default();
     step += &second;
     step += &second;
-    let facts = StepFacts {
-        step: 1,
-        model: Model::Closed,
-        concurrency: Some(1),
-        target_rate: None,
-        duration_s: 2.0,
-        schedule_lag_p99_ms: None,
-        dropped_arrivals: None,
-        in_flight_at_end: 0,
-        interrupted: false,
-    };
+    let facts = StepFacts::closed(1, 1, 2.0);
     run.end_step(facts, &step).unwrap();
     record(&mut run, 2, 2);
     // The process dies in step 2, halfway through writing a line of each log.

@@ -44,34 +44,7 @@ fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
         let get = |v: &serde_json::Value| v.pointer(path).and_then(|x| x.as_u64()).unwrap_or(0);
         (get(&after) - get(&before)) as f64
     };
-    // Every kind of fault fired.
-    for kind in [
-        "drop",
-        "null_id",
-        "unknown_id",
-        "duplicate",
-        "both",
-        "bad_version",
-        "garbage",
-        "truncate",
-    ] {
-        assert!(
-            delta(&format!("/faults/{kind}")) > 0.0,
-            "{name}: no {kind} fault fired"
-        );
-    }
-    // The handshake (discovery or initialize, tools/list) happened before the step and was
-    // answered ok; everything else the target wrote is the step's.
-    let handshake = delta("/requests_seen") - num(row, "requests");
-    assert!(
-        (1.0..=4.0).contains(&handshake),
-        "{name}: {handshake} handshake requests"
-    );
-    assert_eq!(
-        delta("/client_view/ok") - handshake,
-        num(row, "ok"),
-        "{name}: ok"
-    );
+    check_faults_and_handshake(name, row, &delta);
     for col in [
         "errors",
         "both_result_error",
@@ -98,6 +71,41 @@ fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
         num(row, "timeouts"),
         0.0,
         "{name}: every fault ends its request at once"
+    );
+}
+
+/// Every kind of fault fired, and the handshake (discovery or initialize, tools/list), which
+/// came before the step, was all answered ok: so the target's `ok` less the handshake is the
+/// step's. `stat` reads a counter of the target's ground truth by JSON pointer.
+fn check_faults_and_handshake(
+    name: &str,
+    row: &std::collections::HashMap<String, String>,
+    stat: &dyn Fn(&str) -> f64,
+) {
+    for kind in [
+        "drop",
+        "null_id",
+        "unknown_id",
+        "duplicate",
+        "both",
+        "bad_version",
+        "garbage",
+        "truncate",
+    ] {
+        assert!(
+            stat(&format!("/faults/{kind}")) > 0.0,
+            "{name}: no {kind} fault fired"
+        );
+    }
+    let handshake = stat("/requests_seen") - num(row, "requests");
+    assert!(
+        (1.0..=4.0).contains(&handshake),
+        "{name}: {handshake} handshake requests"
+    );
+    assert_eq!(
+        stat("/client_view/ok") - handshake,
+        num(row, "ok"),
+        "{name}: ok"
     );
 }
 
@@ -161,27 +169,7 @@ fn stdio_single_requests() {
     let row = &rows[0];
     assert_identity(row);
     let get = |path: &str| stats.pointer(path).and_then(|v| v.as_u64()).unwrap() as f64;
-    for kind in [
-        "drop",
-        "null_id",
-        "unknown_id",
-        "duplicate",
-        "both",
-        "bad_version",
-        "garbage",
-        "truncate",
-    ] {
-        assert!(
-            get(&format!("/faults/{kind}")) > 0.0,
-            "no {kind} fault fired"
-        );
-    }
-    let handshake = get("/requests_seen") - num(row, "requests");
-    assert!(
-        (1.0..=4.0).contains(&handshake),
-        "{handshake} handshake requests"
-    );
-    assert_eq!(get("/client_view/ok") - handshake, num(row, "ok"), "ok");
+    check_faults_and_handshake("stdio", row, &get);
     for col in [
         "errors",
         "both_result_error",

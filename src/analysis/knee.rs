@@ -121,20 +121,7 @@ mod tests {
             stats.counters.responses = ok;
             stats.counters.ok = ok;
             stats.counters.http_429 = failed;
-            let mut s = StepSummary::new(
-                StepFacts {
-                    step: i as u32 + 1,
-                    model: Model::Closed,
-                    concurrency: Some(c),
-                    target_rate: None,
-                    duration_s: 1.0,
-                    schedule_lag_p99_ms: None,
-                    dropped_arrivals: None,
-                    in_flight_at_end: 0,
-                    interrupted: false,
-                },
-                &stats,
-            );
+            let mut s = StepSummary::new(StepFacts::closed(i as u32 + 1, c, 1.0), &stats);
             s.verdict = judge(&s, out.last(), &StopCriteria::default()).verdict;
             out.push(s);
         }

@@ -20,22 +20,9 @@ pub use verdict::{
     Tripped, judge, pct, saturated, tripped,
 };
 
-use crate::metrics::{Model, Stats, StepFacts, StepSummary};
+use crate::metrics::{Stats, StepFacts, StepSummary};
 
 /// A step with nothing measured: a sample of the row type for column names.
 pub(crate) fn blank_step() -> StepSummary {
-    StepSummary::new(
-        StepFacts {
-            step: 0,
-            model: Model::Closed,
-            concurrency: None,
-            target_rate: None,
-            duration_s: 0.0,
-            schedule_lag_p99_ms: None,
-            dropped_arrivals: None,
-            in_flight_at_end: 0,
-            interrupted: false,
-        },
-        &Stats::default(),
-    )
+    StepSummary::new(StepFacts::closed(0, 0, 0.0), &Stats::default())
 }

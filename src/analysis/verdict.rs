@@ -234,20 +234,7 @@ mod tests {
         stats.counters.responses = responses;
         stats.counters.ok = responses;
         stats.latency.record(Duration::from_millis(5));
-        StepSummary::new(
-            StepFacts {
-                step,
-                model: Model::Closed,
-                concurrency: Some(concurrency),
-                target_rate: None,
-                duration_s: 1.0,
-                schedule_lag_p99_ms: None,
-                dropped_arrivals: None,
-                in_flight_at_end: 0,
-                interrupted: false,
-            },
-            &stats,
-        )
+        StepSummary::new(StepFacts::closed(step, concurrency, 1.0), &stats)
     }
 
     #[test]

@@ -135,6 +135,24 @@ pub struct StepFacts {
     pub interrupted: bool,
 }
 
+impl StepFacts {
+    /// A finished closed-loop step with nothing but its level and length known (no open-loop
+    /// figures, nothing left in flight).
+    pub fn closed(step: u32, concurrency: u64, duration_s: f64) -> Self {
+        StepFacts {
+            step,
+            model: Model::Closed,
+            concurrency: Some(concurrency),
+            target_rate: None,
+            duration_s,
+            schedule_lag_p99_ms: None,
+            dropped_arrivals: None,
+            in_flight_at_end: 0,
+            interrupted: false,
+        }
+    }
+}
+
 impl StepSummary {
     /// Builds the row from the merged stats; `verdict` starts `Ok` and is set by the analysis.
     pub fn new(f: StepFacts, s: &Stats) -> Self {

@@ -5,7 +5,7 @@
 #![allow(dead_code)] // each test file uses part of it
 
 use mcpload::analysis::{StopCriteria, Thresholds};
-use mcpload::metrics::{Counters, Model, Stats, StepFacts};
+use mcpload::metrics::{Counters, Stats, StepFacts};
 use mcpload::report::{Finished, ProfileCopy, RunEnd, RunFolder, RunSpec, Second};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -104,17 +104,7 @@ pub fn synthetic_run_slowed(dir: &Path, thresholds: &[&str], slowdown: f64) -> F
         }
         let judgement = run
             .end_step(
-                StepFacts {
-                    step,
-                    model: Model::Closed,
-                    concurrency: Some(n),
-                    target_rate: None,
-                    duration_s: f64::from(SECONDS_PER_STEP),
-                    schedule_lag_p99_ms: None,
-                    dropped_arrivals: None,
-                    in_flight_at_end: 0,
-                    interrupted: false,
-                },
+                StepFacts::closed(step, n, f64::from(SECONDS_PER_STEP)),
                 &stats,
             )
             .unwrap();
