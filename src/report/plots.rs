@@ -26,6 +26,22 @@ pub(super) struct Plot {
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Drawn = Result<(), Box<dyn Error>>;
 
+/// Draws a chart's series labels in the one legend style of every plot.
+fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    position: SeriesLabelPosition,
+    font_size: u32,
+) -> Drawn {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, font_size))
+        .draw()?;
+    Ok(())
+}
+
 const BLUE_: RGBColor = RGBColor(31, 119, 180);
 const ORANGE_: RGBColor = RGBColor(255, 127, 14);
 const GREEN_: RGBColor = RGBColor(44, 160, 44);
@@ -200,13 +216,7 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
                 });
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
     Ok(())
 }
 
@@ -278,13 +288,7 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         }))?
         .label("measured (colour: verdict)")
         .legend(|(x, y)| Circle::new((x + 10, y), 5, GREEN_.filled()));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::LowerRight, 13)?;
     if fit.is_none() {
         let why = if run.knee.model == Some(Model::Open) {
             "no USL fit: the law applies to closed-loop (concurrency) sweeps"
@@ -373,13 +377,7 @@ fn spectrum(area: &Area<'_>, run: &RunSummary, hists: &BTreeMap<u32, Histogram<u
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 12))
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
     Ok(())
 }
 
@@ -443,13 +441,7 @@ fn anomalies(area: &Area<'_>, run: &RunSummary) -> Drawn {
                 }),
         )?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
     if steps.iter().all(|s| s.1 == [0, 0, 0]) {
         note(
             area,
@@ -544,13 +536,7 @@ fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 12))
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
     Ok(())
 }
 
