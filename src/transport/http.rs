@@ -13,16 +13,17 @@ use crate::metrics::Counters;
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
 use futures_util::{FutureExt, StreamExt};
-use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_TYPE, HOST, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
@@ -86,7 +87,7 @@ impl HttpClient {
         method: Method,
         uri: &Uri,
         body: Bytes,
-        extra: [(HeaderName, Option<&HeaderValue>); 4],
+        extra: [(HeaderName, Option<&HeaderValue>); 5],
     ) -> Request<Full<Bytes>> {
         let mut req = Request::new(Full::new(body));
         *req.method_mut() = method;
@@ -229,6 +230,8 @@ pub struct Reply {
 pub struct HttpTransport {
     client: HttpClient,
     url: Uri,
+    /// `Host`, built once (hyper would format it on every request).
+    host: Option<HeaderValue>,
     max_message_bytes: usize,
     exchange_timeout: Option<Duration>,
     protocol_version: Option<HeaderValue>,
@@ -241,7 +244,7 @@ pub struct HttpTransport {
     cancel_style: CancelStyle,
     /// Abort handles of single-request exchanges, by request id (`CloseStream` only).
     streams: FxHashMap<Id, (ExchangeId, AbortHandle)>,
-    exchanges: SelectAll<BoxStream<'static, Item>>,
+    exchanges: SelectAll<Flow>,
     open: usize,
     next_exchange: u64,
     ready: VecDeque<Event>,
@@ -267,9 +270,17 @@ enum Item {
 
 impl HttpTransport {
     pub fn new(client: HttpClient, url: Uri, opts: &HttpOptions) -> Self {
+        let host = url.host().and_then(|h| {
+            HeaderValue::from_str(&match url.port_u16() {
+                Some(port) => format!("{h}:{port}"),
+                None => h.to_owned(),
+            })
+            .ok()
+        });
         HttpTransport {
             client,
             url,
+            host,
             max_message_bytes: opts.max_message_bytes,
             exchange_timeout: opts.exchange_timeout,
             protocol_version: None,
@@ -323,6 +334,7 @@ impl HttpTransport {
             &self.url,
             body,
             [
+                (HOST, self.host.as_ref()),
                 (VERSION_HEADER, self.protocol_version.as_ref()),
                 (SESSION_HEADER, self.session.as_ref()),
                 (METHOD_HEADER, headers.method.as_ref()),
@@ -331,41 +343,46 @@ impl HttpTransport {
         )
     }
 
-    fn deadline(&self) -> Option<tokio::time::Instant> {
-        self.exchange_timeout
-            .map(|t| tokio::time::Instant::now() + t)
-    }
-
     fn launch(&mut self, exchange: ExchangeId, out: Outgoing) {
         let sent = self.client.send(self.request(out.body, &out.headers));
-        let deadline = self.deadline();
-        let meta = Meta {
-            exchange,
-            ids: out.ids,
-            batch: out.batch,
+        let single = (!out.batch && out.ids.len() == 1).then(|| out.ids[0].clone());
+        let ex = Exchange {
+            st: ExchangeState {
+                meta: Meta {
+                    exchange,
+                    ids: out.ids,
+                    batch: out.batch,
+                },
+                queue: VecDeque::new(),
+                answered_array: false,
+                error_code: None,
+            },
+            phase: Phase::Send(sent),
+            timer: self
+                .exchange_timeout
+                .map(|t| Box::pin(tokio::time::sleep(t))),
+            generation: self.generation,
+            max: self.max_message_bytes,
         };
-        let generation = self.generation;
-        let single = (!meta.batch && meta.ids.len() == 1).then(|| meta.ids[0].clone());
-        let stream = exchange_stream(sent, deadline, meta, self.max_message_bytes)
-            .map(move |event| Item::Event { event, generation });
         match (&self.cancel_style, single) {
             (CancelStyle::CloseStream, Some(id)) => {
                 let (handle, reg) = AbortHandle::new_pair();
                 self.streams.insert(id, (exchange, handle));
-                self.exchanges.push(Abortable::new(stream, reg).boxed());
+                self.exchanges
+                    .push(Flow::Abortable(Abortable::new(ex, reg)));
             }
-            _ => self.exchanges.push(stream.boxed()),
+            _ => self.exchanges.push(Flow::Plain(ex)),
         }
     }
 
     /// Posts a message nobody waits for (a cancel notification); its answer is dropped.
     fn post_quietly(&mut self, body: Bytes) {
         let fut = self.client.send(self.request(body, &McpHeaders::default()));
-        self.exchanges.push(
+        self.exchanges.push(Flow::Other(
             futures_util::stream::once(fut)
                 .filter_map(|_| std::future::ready(None::<Item>))
                 .boxed(),
-        );
+        ));
     }
 
     /// Sends one POST outside the event machinery and reads its whole answer: for
@@ -391,11 +408,13 @@ impl HttpTransport {
         self.restarting = true;
         let client = self.client.clone();
         let url = self.url.clone();
+        let host = self.host.clone();
         let version = self.protocol_version.clone();
         let max = self.max_message_bytes;
-        let fut = async move { reinitialize(client, url, version, &init, max).await };
-        self.exchanges
-            .push(fut.into_stream().map(Item::SessionReady).boxed());
+        let fut = async move { reinitialize(client, url, host, version, &init, max).await };
+        self.exchanges.push(Flow::Other(
+            fut.into_stream().map(Item::SessionReady).boxed(),
+        ));
     }
 
     fn on_session_ready(&mut self, result: Result<HeaderValue, TransportError>) {
@@ -519,6 +538,7 @@ impl Transport for HttpTransport {
                 &self.url,
                 Bytes::new(),
                 [
+                    (HOST, self.host.as_ref()),
                     (SESSION_HEADER, Some(&session)),
                     (VERSION_HEADER, self.protocol_version.as_ref()),
                     (METHOD_HEADER, None),
@@ -538,7 +558,8 @@ struct Meta {
     batch: bool,
 }
 
-// One exchange's state lives in one allocation either way; boxing the reader would add one.
+// An exchange lives in one allocation (its task in the `SelectAll`) whatever its phase;
+// boxing the reader would add one per exchange.
 #[allow(clippy::large_enum_variant)]
 enum Phase {
     Send(ResponseFuture),
@@ -551,10 +572,9 @@ enum Phase {
     Done,
 }
 
+/// What an exchange has to report, and how.
 struct ExchangeState {
     meta: Meta,
-    deadline: Option<tokio::time::Instant>,
-    phase: Phase,
     queue: VecDeque<Event>,
     /// A batch's answer held a JSON array (so it was answered, not refused as a whole).
     answered_array: bool,
@@ -562,43 +582,57 @@ struct ExchangeState {
     error_code: Option<i64>,
 }
 
-/// One POST and its answer as a stream of events, the terminal one last.
-fn exchange_stream(
-    sent: ResponseFuture,
-    deadline: Option<tokio::time::Instant>,
-    meta: Meta,
+/// One POST and its answer as a stream of events, the terminal one last. Polled in place
+/// (no state moved per event, no box per exchange).
+struct Exchange {
+    st: ExchangeState,
+    phase: Phase,
+    /// The exchange's time limit, if any.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The session generation it was sent in.
+    generation: u64,
     max: usize,
-) -> impl futures_util::Stream<Item = Event> + Send + 'static {
-    let st = ExchangeState {
-        meta,
-        deadline,
-        phase: Phase::Send(sent),
-        queue: VecDeque::new(),
-        answered_array: false,
-        error_code: None,
-    };
-    futures_util::stream::unfold(st, move |mut st| async move {
+}
+
+impl Exchange {
+    /// Ends the exchange in a transport failure, after what the body held so far.
+    fn fail(&mut self, error: TransportError) {
+        let st = &mut self.st;
+        if let Phase::Body { reader, status, .. } = std::mem::replace(&mut self.phase, Phase::Done)
+        {
+            let mut reader = reader;
+            reader.finish(Instant::now(), false, &mut |p| st.piece(p, status));
+        }
+        st.queue.push_back(Event::Failed {
+            exchange: Some(st.meta.exchange),
+            ids: std::mem::take(&mut st.meta.ids),
+            error,
+        });
+    }
+
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         loop {
-            if let Some(ev) = st.queue.pop_front() {
-                return Some((ev, st));
+            if let Some(ev) = self.st.queue.pop_front() {
+                return Poll::Ready(Some(ev));
             }
-            match std::mem::replace(&mut st.phase, Phase::Done) {
-                Phase::Done => return None,
-                Phase::Send(sent) => match within(st.deadline, sent)
-                    .await
-                    .and_then(|r| r.map_err(|e| client_error(&e)))
-                {
-                    Err(error) => st.queue.push_back(Event::Failed {
-                        exchange: Some(st.meta.exchange),
-                        ids: std::mem::take(&mut st.meta.ids),
-                        error,
-                    }),
+            if !matches!(self.phase, Phase::Done)
+                && let Some(timer) = &mut self.timer
+                && timer.as_mut().poll(cx).is_ready()
+            {
+                self.fail(too_slow());
+                continue;
+            }
+            let Exchange { st, phase, max, .. } = self;
+            match phase {
+                Phase::Done => return Poll::Ready(None),
+                Phase::Send(sent) => match std::task::ready!(Pin::new(sent).poll(cx)) {
+                    Err(e) => self.fail(client_error(&e)),
                     Ok(resp) => {
                         let status = resp.status().as_u16();
                         let retry_after_s =
                             resp.headers().get(RETRY_AFTER).and_then(parse_retry_after);
-                        let reader = BodyReader::new(resp.headers().get(CONTENT_TYPE), max);
-                        st.phase = Phase::Body {
+                        let reader = BodyReader::new(resp.headers().get(CONTENT_TYPE), *max);
+                        *phase = Phase::Body {
                             body: resp.into_body(),
                             status,
                             retry_after_s,
@@ -607,41 +641,68 @@ fn exchange_stream(
                     }
                 },
                 Phase::Body {
-                    mut body,
+                    body,
                     status,
                     retry_after_s,
-                    mut reader,
-                } => match next_chunk(&mut body, st.deadline).await {
-                    Ok(Some(chunk)) => {
-                        let at = Instant::now();
-                        let more = reader.feed(&chunk, at, &mut |p| st.piece(p, status));
-                        if more {
-                            st.phase = Phase::Body {
-                                body,
-                                status,
-                                retry_after_s,
-                                reader,
+                    reader,
+                } => {
+                    let (status, retry_after_s) = (*status, *retry_after_s);
+                    match std::task::ready!(Pin::new(body).poll_frame(cx)) {
+                        Some(Ok(frame)) => {
+                            let Ok(chunk) = frame.into_data() else {
+                                continue; // trailers
                             };
-                        } else {
-                            st.finish(status, retry_after_s, reader.kind());
+                            let at = Instant::now();
+                            if !reader.feed(&chunk, at, &mut |p| st.piece(p, status)) {
+                                let kind = reader.kind();
+                                *phase = Phase::Done;
+                                st.finish(status, retry_after_s, kind);
+                            }
                         }
+                        None => {
+                            reader
+                                .finish(Instant::now(), status < 400, &mut |p| st.piece(p, status));
+                            let kind = reader.kind();
+                            *phase = Phase::Done;
+                            st.finish(status, retry_after_s, kind);
+                        }
+                        Some(Err(e)) => self.fail(body_error(&e)),
                     }
-                    Ok(None) => {
-                        reader.finish(Instant::now(), status < 400, &mut |p| st.piece(p, status));
-                        st.finish(status, retry_after_s, reader.kind());
-                    }
-                    Err(error) => {
-                        reader.finish(Instant::now(), false, &mut |p| st.piece(p, status));
-                        st.queue.push_back(Event::Failed {
-                            exchange: Some(st.meta.exchange),
-                            ids: std::mem::take(&mut st.meta.ids),
-                            error,
-                        });
-                    }
-                },
+                }
             }
         }
-    })
+    }
+}
+
+impl futures_util::Stream for Exchange {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let this = self.get_mut();
+        let generation = this.generation;
+        this.poll_event(cx)
+            .map(|ev| ev.map(|event| Item::Event { event, generation }))
+    }
+}
+
+/// Anything in flight on the transport: an exchange (abortable when its stream may be
+/// closed to cancel), or a rare side task (a quiet POST, a session restart).
+enum Flow {
+    Plain(Exchange),
+    Abortable(Abortable<Exchange>),
+    Other(BoxStream<'static, Item>),
+}
+
+impl futures_util::Stream for Flow {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        match self.get_mut() {
+            Flow::Plain(s) => s.poll_next_unpin(cx),
+            Flow::Abortable(s) => s.poll_next_unpin(cx),
+            Flow::Other(s) => s.poll_next_unpin(cx),
+        }
+    }
 }
 
 impl ExchangeState {
@@ -822,12 +883,9 @@ impl BodyReader {
 }
 
 /// The next data chunk of a body (trailers skipped); `None` at its end.
-async fn next_chunk(
-    body: &mut Incoming,
-    deadline: Option<tokio::time::Instant>,
-) -> Result<Option<Bytes>, TransportError> {
+async fn next_chunk(body: &mut Incoming) -> Result<Option<Bytes>, TransportError> {
     loop {
-        match within(deadline, body.frame()).await? {
+        match body.frame().await {
             None => return Ok(None),
             Some(Err(e)) => return Err(body_error(&e)),
             Some(Ok(frame)) => {
@@ -860,7 +918,7 @@ async fn read_reply(sent: ResponseFuture, max: usize) -> Result<Reply, Transport
     };
     let mut broken = None;
     loop {
-        match next_chunk(&mut body, None).await {
+        match next_chunk(&mut body).await {
             Ok(Some(chunk)) => {
                 if !reader.feed(&chunk, Instant::now(), &mut sink) {
                     break;
@@ -893,6 +951,7 @@ async fn read_reply(sent: ResponseFuture, max: usize) -> Result<Reply, Transport
 async fn reinitialize(
     client: HttpClient,
     url: Uri,
+    host: Option<HeaderValue>,
     version: Option<HeaderValue>,
     init: &LegacyInit,
     max: usize,
@@ -903,6 +962,7 @@ async fn reinitialize(
             &url,
             body.clone(),
             [
+                (HOST, host.as_ref()),
                 (VERSION_HEADER, version.as_ref()),
                 (SESSION_HEADER, session),
                 (METHOD_HEADER, None),
