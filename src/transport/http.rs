@@ -1073,6 +1073,48 @@ mod tests {
         assert_eq!(parse_retry_after(&HeaderValue::from_static("soon")), None);
     }
 
+    #[tokio::test]
+    async fn an_exchange_past_its_time_limit_fails_as_a_timeout() {
+        // A real server that reads the request and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            while tokio::io::AsyncReadExt::read(&mut sock, &mut buf)
+                .await
+                .unwrap_or(0)
+                > 0
+            {}
+        });
+        let opts = HttpOptions {
+            exchange_timeout: Some(Duration::from_millis(200)),
+            ..HttpOptions::default()
+        };
+        let url: Uri = format!("http://{addr}/mcp").parse().unwrap();
+        let mut t = HttpTransport::new(build_client(&opts).unwrap(), url, &opts);
+        let id = Id::Num(1);
+        let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        let ex = t.send(Outgoing::single(
+            body,
+            Some(id.clone()),
+            McpHeaders::default(),
+        ));
+        let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+            .await
+            .expect("the time limit ends the exchange");
+        match ev {
+            Event::Failed {
+                exchange,
+                ids,
+                error: TransportError::Timeout(_),
+            } => assert_eq!((exchange, ids), (Some(ex), vec![id])),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.open_exchanges(), 0);
+        server.abort();
+    }
+
     #[test]
     fn a_refused_batch_is_recognised_by_its_single_error() {
         assert!(starts_array(b" [1]"));
