@@ -8,11 +8,29 @@ mod harness;
 
 use harness::*;
 use mcpload::mcp::{ConnectOptions, Connector, Era, ProtocolChoice, Revision, Target};
-use mcpload::transport::{AnyTransport, HttpOptions, Transport, build_client};
+use mcpload::transport::{AnyTransport, Transport};
 use serde_json::json;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Sends one request for a legacy session with a plain hyper client (not mcpload's):
+/// its HTTP status.
+async fn session_request(method: &str, url: &str, session: &str, body: &'static str) -> u16 {
+    use http_body_util::Full;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<bytes::Bytes>>();
+    let req = http::Request::builder()
+        .method(method)
+        .uri(url)
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(Full::new(bytes::Bytes::from_static(body.as_bytes())))
+        .unwrap();
+    client.request(req).await.unwrap().status().as_u16()
+}
 
 fn http(url: &str, protocol: ProtocolChoice) -> Connector {
     let opts = ConnectOptions {
@@ -135,16 +153,8 @@ async fn python_http_legacy_session_is_restarted_after_404() {
         panic!("an HTTP transport")
     };
     let session = h.session().unwrap().to_str().unwrap().to_owned();
-    let client = build_client(&HttpOptions::default()).unwrap();
-    let status = client
-        .delete(&server.url)
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert!(status.is_success(), "{status}");
+    let status = session_request("DELETE", &server.url, &session, "").await;
+    assert!((200..300).contains(&status), "{status}");
     let out = drive(&mut conn.transport, 200, 16, TIMEOUT, |id| op.request(id)).await;
     let c = &out.counters;
     assert_identity(c);
@@ -159,17 +169,8 @@ async fn python_http_legacy_session_is_restarted_after_404() {
     // At the end the session is deleted: the server no longer knows it.
     let session = h.session().unwrap().to_str().unwrap().to_owned();
     conn.transport.close().await;
-    let status = client
-        .post(&server.url)
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
-        .send()
-        .await
-        .unwrap()
-        .status();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let status = session_request("POST", &server.url, &session, body).await;
     assert_eq!(status, 404);
 }
 

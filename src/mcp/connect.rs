@@ -9,11 +9,11 @@ use super::{
 };
 use crate::jsonrpc::Id;
 use crate::transport::{
-    AnyTransport, CancelStyle, Event, HttpOptions, HttpTransport, LegacyInit, McpHeaders, Outgoing,
-    StdioTransport, Transport, build_client,
+    AnyTransport, CancelStyle, Event, HttpClient, HttpOptions, HttpTransport, LegacyInit,
+    McpHeaders, Outgoing, StdioTransport, Transport, build_client,
 };
 use bytes::Bytes;
-use reqwest::header::{HeaderName, HeaderValue};
+use http::{HeaderName, HeaderValue, Uri};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,8 +43,8 @@ pub struct Connector {
 
 #[derive(Debug)]
 struct HttpSetup {
-    client: reqwest::Client,
-    url: reqwest::Url,
+    client: HttpClient,
+    url: Uri,
     opts: HttpOptions,
 }
 
@@ -53,13 +53,17 @@ impl Connector {
     pub fn new(target: Target, opts: ConnectOptions) -> Result<Self, McpError> {
         let http = match &target {
             Target::Http { url, headers } => {
-                let url = reqwest::Url::parse(url)
+                let url = url
+                    .parse::<Uri>()
                     .map_err(|e| McpError::Target(format!("url {url:?}: {e}")))?;
-                if !matches!(url.scheme(), "http" | "https") {
+                if !matches!(url.scheme_str(), Some("http" | "https")) {
                     return Err(McpError::Target(format!(
                         "url scheme {:?}: use http or https",
-                        url.scheme()
+                        url.scheme_str().unwrap_or("")
                     )));
+                }
+                if url.host().is_none_or(str::is_empty) {
+                    return Err(McpError::Target(format!("url {url}: no host")));
                 }
                 let mut parsed = Vec::with_capacity(headers.len());
                 for line in headers {

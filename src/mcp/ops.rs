@@ -7,7 +7,7 @@ use crate::jsonrpc::{Id, RequestTemplate};
 use crate::transport::{McpHeaders, Outgoing};
 use base64::Engine;
 use bytes::Bytes;
-use reqwest::header::HeaderValue;
+use http::HeaderValue;
 use serde_json::{Map, Value, json};
 
 /// The name and version mcpload gives as `clientInfo`.

@@ -13,17 +13,25 @@ use crate::metrics::Counters;
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
 use futures_util::{FutureExt, StreamExt};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{ACCEPT, CONTENT_TYPE, HOST, RETRY_AFTER};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body as _, Incoming};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::{Client, ResponseFuture};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
-const METHOD_HEADER: &str = "mcp-method";
-const NAME_HEADER: &str = "mcp-name";
+const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
+const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 
 /// How the HTTP client is built.
 #[derive(Clone, Debug)]
@@ -53,42 +61,147 @@ impl Default for HttpOptions {
     }
 }
 
-/// Builds the shared HTTP client: rustls (ring) with the platform's roots, HTTP/1.1 and h2
-/// by ALPN, no proxy (a proxy would be measured too), Nagle off.
-pub fn build_client(opts: &HttpOptions) -> Result<reqwest::Client, TransportError> {
+/// The shared HTTP client: one hyper connection pool and the headers every request carries.
+/// Cloning shares the pool.
+#[derive(Clone)]
+pub struct HttpClient {
+    pool: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// `Accept`, `Content-Type` and the custom headers (values marked sensitive).
+    base: Arc<HeaderMap>,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Custom headers may hold secrets: only their number is shown.
+        f.debug_struct("HttpClient")
+            .field("headers", &self.base.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpClient {
+    /// A request to `uri` with the base headers and each `extra` header that is set. Built
+    /// from parts already parsed: no URL parsing, no header map cloned.
+    fn request(
+        &self,
+        method: Method,
+        uri: &Uri,
+        body: Bytes,
+        extra: [(HeaderName, Option<&HeaderValue>); 5],
+    ) -> Request<Full<Bytes>> {
+        let mut req = Request::new(Full::new(body));
+        *req.method_mut() = method;
+        *req.uri_mut() = uri.clone();
+        let headers = req.headers_mut();
+        headers.reserve(self.base.len() + extra.len());
+        for (k, v) in self.base.iter() {
+            headers.append(k.clone(), v.clone());
+        }
+        for (k, v) in extra {
+            if let Some(v) = v {
+                headers.insert(k, v.clone());
+            }
+        }
+        req
+    }
+
+    fn send(&self, req: Request<Full<Bytes>>) -> ResponseFuture {
+        self.pool.request(req)
+    }
+}
+
+/// Builds the shared HTTP client: hyper's pooled client, rustls (ring) with the platform's
+/// roots, HTTP/1.1 and h2 by ALPN, no proxy (a proxy would be measured too), Nagle off.
+pub fn build_client(opts: &HttpOptions) -> Result<HttpClient, TransportError> {
     use rustls_platform_verifier::BuilderVerifierExt;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| TransportError::Invalid(format!("TLS setup: {e}")))?
         .with_platform_verifier()
         .map_err(|e| TransportError::Invalid(format!("TLS roots: {e}")))?
         .with_no_client_auth();
-    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        reqwest::header::ACCEPT,
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    tcp.set_connect_timeout(Some(opts.connect_timeout));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(tcp);
+    let pool = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(opts.pool_size.max(1))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_timer(TokioTimer::new())
+        .build(connector);
+    let mut base = HeaderMap::new();
+    base.insert(
+        ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
-    headers.insert(
-        reqwest::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    base.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     for (k, v) in &opts.headers {
         let mut v = v.clone();
         v.set_sensitive(true);
-        headers.insert(k.clone(), v);
+        base.insert(k.clone(), v);
     }
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(opts.pool_size.max(1))
-        .pool_idle_timeout(Duration::from_secs(90))
-        .connect_timeout(opts.connect_timeout)
-        .default_headers(headers)
-        .build()
-        .map_err(|e| TransportError::Invalid(format!("HTTP client: {e}")))
+    Ok(HttpClient {
+        pool,
+        base: Arc::new(base),
+    })
+}
+
+/// A transport failure from the client (before the answer's head) or from the body.
+fn transport_error(e: &(dyn std::error::Error + 'static), connect: bool) -> TransportError {
+    // The chain carries the useful part (refused, reset, certificate); the outer message
+    // alone often says only "client error".
+    let mut msg = e.to_string();
+    let mut timed_out = false;
+    let mut src = Some(e);
+    while let Some(s) = src {
+        if !std::ptr::addr_eq(s, e) {
+            msg.push_str(": ");
+            msg.push_str(&s.to_string());
+        }
+        timed_out |= s
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            || s.downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_timeout);
+        src = s.source();
+    }
+    if timed_out {
+        TransportError::Timeout(msg)
+    } else if connect {
+        TransportError::Connect(msg)
+    } else {
+        TransportError::Request(msg)
+    }
+}
+
+fn client_error(e: &hyper_util::client::legacy::Error) -> TransportError {
+    transport_error(e, e.is_connect())
+}
+
+fn body_error(e: &hyper::Error) -> TransportError {
+    transport_error(e, false)
+}
+
+fn too_slow() -> TransportError {
+    TransportError::Timeout("the exchange outlasted its time limit".into())
+}
+
+/// Awaits `f`, bounded by `deadline` when there is one.
+async fn within<F: Future>(
+    deadline: Option<tokio::time::Instant>,
+    f: F,
+) -> Result<F::Output, TransportError> {
+    match deadline {
+        None => Ok(f.await),
+        Some(d) => tokio::time::timeout_at(d, f).await.map_err(|_| too_slow()),
+    }
 }
 
 /// The two POSTs that (re)open a legacy session.
@@ -115,8 +228,10 @@ pub struct Reply {
 
 /// The Streamable HTTP transport. See [`super::Transport`].
 pub struct HttpTransport {
-    client: reqwest::Client,
-    url: reqwest::Url,
+    client: HttpClient,
+    url: Uri,
+    /// `Host`, built once (hyper would format it on every request).
+    host: Option<HeaderValue>,
     max_message_bytes: usize,
     exchange_timeout: Option<Duration>,
     protocol_version: Option<HeaderValue>,
@@ -129,7 +244,7 @@ pub struct HttpTransport {
     cancel_style: CancelStyle,
     /// Abort handles of single-request exchanges, by request id (`CloseStream` only).
     streams: FxHashMap<Id, (ExchangeId, AbortHandle)>,
-    exchanges: SelectAll<BoxStream<'static, Item>>,
+    exchanges: SelectAll<Flow>,
     open: usize,
     next_exchange: u64,
     ready: VecDeque<Event>,
@@ -140,7 +255,7 @@ impl std::fmt::Debug for HttpTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Headers may hold secrets: only the shape is shown.
         f.debug_struct("HttpTransport")
-            .field("url", &self.url.as_str())
+            .field("url", &self.url)
             .field("session", &self.session.is_some())
             .field("open", &self.open)
             .finish_non_exhaustive()
@@ -154,10 +269,18 @@ enum Item {
 }
 
 impl HttpTransport {
-    pub fn new(client: reqwest::Client, url: reqwest::Url, opts: &HttpOptions) -> Self {
+    pub fn new(client: HttpClient, url: Uri, opts: &HttpOptions) -> Self {
+        let host = url.host().and_then(|h| {
+            HeaderValue::from_str(&match url.port_u16() {
+                Some(port) => format!("{h}:{port}"),
+                None => h.to_owned(),
+            })
+            .ok()
+        });
         HttpTransport {
             client,
             url,
+            host,
             max_message_bytes: opts.max_message_bytes,
             exchange_timeout: opts.exchange_timeout,
             protocol_version: None,
@@ -176,7 +299,7 @@ impl HttpTransport {
         }
     }
 
-    pub fn url(&self) -> &reqwest::Url {
+    pub fn url(&self) -> &Uri {
         &self.url
     }
 
@@ -204,55 +327,62 @@ impl HttpTransport {
         self.cancel_style = style;
     }
 
-    fn request(&self, body: Bytes, headers: &McpHeaders) -> reqwest::RequestBuilder {
-        let mut rb = self.client.post(self.url.clone()).body(body);
-        if let Some(v) = &self.protocol_version {
-            rb = rb.header(VERSION_HEADER, v.clone());
-        }
-        if let Some(s) = &self.session {
-            rb = rb.header(SESSION_HEADER, s.clone());
-        }
-        if let Some(m) = &headers.method {
-            rb = rb.header(METHOD_HEADER, m.clone());
-        }
-        if let Some(n) = &headers.name {
-            rb = rb.header(NAME_HEADER, n.clone());
-        }
-        if let Some(t) = self.exchange_timeout {
-            rb = rb.timeout(t);
-        }
-        rb
+    /// A POST with the session, version and era headers.
+    fn request(&self, body: Bytes, headers: &McpHeaders) -> Request<Full<Bytes>> {
+        self.client.request(
+            Method::POST,
+            &self.url,
+            body,
+            [
+                (HOST, self.host.as_ref()),
+                (VERSION_HEADER, self.protocol_version.as_ref()),
+                (SESSION_HEADER, self.session.as_ref()),
+                (METHOD_HEADER, headers.method.as_ref()),
+                (NAME_HEADER, headers.name.as_ref()),
+            ],
+        )
     }
 
     fn launch(&mut self, exchange: ExchangeId, out: Outgoing) {
-        let rb = self.request(out.body, &out.headers);
-        let meta = Meta {
-            exchange,
-            ids: out.ids,
-            batch: out.batch,
+        let sent = self.client.send(self.request(out.body, &out.headers));
+        let single = (!out.batch && out.ids.len() == 1).then(|| out.ids[0].clone());
+        let ex = Exchange {
+            st: ExchangeState {
+                meta: Meta {
+                    exchange,
+                    ids: out.ids,
+                    batch: out.batch,
+                },
+                queue: VecDeque::new(),
+                answered_array: false,
+                error_code: None,
+            },
+            phase: Phase::Send(sent),
+            timer: self
+                .exchange_timeout
+                .map(|t| Box::pin(tokio::time::sleep(t))),
+            generation: self.generation,
+            max: self.max_message_bytes,
         };
-        let generation = self.generation;
-        let single = (!meta.batch && meta.ids.len() == 1).then(|| meta.ids[0].clone());
-        let stream = exchange_stream(rb, meta, self.max_message_bytes)
-            .map(move |event| Item::Event { event, generation });
         match (&self.cancel_style, single) {
             (CancelStyle::CloseStream, Some(id)) => {
                 let (handle, reg) = AbortHandle::new_pair();
                 self.streams.insert(id, (exchange, handle));
-                self.exchanges.push(Abortable::new(stream, reg).boxed());
+                self.exchanges
+                    .push(Flow::Abortable(Abortable::new(ex, reg)));
             }
-            _ => self.exchanges.push(stream.boxed()),
+            _ => self.exchanges.push(Flow::Plain(ex)),
         }
     }
 
     /// Posts a message nobody waits for (a cancel notification); its answer is dropped.
     fn post_quietly(&mut self, body: Bytes) {
-        let fut = self.request(body, &McpHeaders::default()).send();
-        self.exchanges.push(
+        let fut = self.client.send(self.request(body, &McpHeaders::default()));
+        self.exchanges.push(Flow::Other(
             futures_util::stream::once(fut)
                 .filter_map(|_| std::future::ready(None::<Item>))
                 .boxed(),
-        );
+        ));
     }
 
     /// Sends one POST outside the event machinery and reads its whole answer: for
@@ -263,8 +393,12 @@ impl HttpTransport {
         headers: &McpHeaders,
         timeout: Duration,
     ) -> Result<Reply, TransportError> {
-        let rb = self.request(body, headers).timeout(timeout);
-        read_reply(rb, self.max_message_bytes).await
+        let sent = self.client.send(self.request(body, headers));
+        within(
+            Some(tokio::time::Instant::now() + timeout),
+            read_reply(sent, self.max_message_bytes),
+        )
+        .await?
     }
 
     fn start_restart(&mut self) {
@@ -274,11 +408,13 @@ impl HttpTransport {
         self.restarting = true;
         let client = self.client.clone();
         let url = self.url.clone();
+        let host = self.host.clone();
         let version = self.protocol_version.clone();
         let max = self.max_message_bytes;
-        let fut = async move { reinitialize(client, url, version, &init, max).await };
-        self.exchanges
-            .push(fut.into_stream().map(Item::SessionReady).boxed());
+        let fut = async move { reinitialize(client, url, host, version, &init, max).await };
+        self.exchanges.push(Flow::Other(
+            fut.into_stream().map(Item::SessionReady).boxed(),
+        ));
     }
 
     fn on_session_ready(&mut self, result: Result<HeaderValue, TransportError>) {
@@ -397,16 +533,20 @@ impl Transport for HttpTransport {
             return;
         }
         if let Some(session) = self.session.take() {
-            let mut rb = self
-                .client
-                .delete(self.url.clone())
-                .header(SESSION_HEADER, session)
-                .timeout(Duration::from_secs(5));
-            if let Some(v) = &self.protocol_version {
-                rb = rb.header(VERSION_HEADER, v.clone());
-            }
+            let req = self.client.request(
+                Method::DELETE,
+                &self.url,
+                Bytes::new(),
+                [
+                    (HOST, self.host.as_ref()),
+                    (SESSION_HEADER, Some(&session)),
+                    (VERSION_HEADER, self.protocol_version.as_ref()),
+                    (METHOD_HEADER, None),
+                    (NAME_HEADER, None),
+                ],
+            );
             // 200, 204 or 405 (the server does not let clients end sessions): all fine.
-            let _ = rb.send().await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), self.client.send(req)).await;
         }
     }
 }
@@ -418,10 +558,13 @@ struct Meta {
     batch: bool,
 }
 
+// An exchange lives in one allocation (its task in the `SelectAll`) whatever its phase;
+// boxing the reader would add one per exchange.
+#[allow(clippy::large_enum_variant)]
 enum Phase {
-    Send(reqwest::RequestBuilder),
+    Send(ResponseFuture),
     Body {
-        resp: reqwest::Response,
+        body: Incoming,
         status: u16,
         retry_after_s: Option<u64>,
         reader: BodyReader,
@@ -429,9 +572,9 @@ enum Phase {
     Done,
 }
 
+/// What an exchange has to report, and how.
 struct ExchangeState {
     meta: Meta,
-    phase: Phase,
     queue: VecDeque<Event>,
     /// A batch's answer held a JSON array (so it was answered, not refused as a whole).
     answered_array: bool,
@@ -439,42 +582,58 @@ struct ExchangeState {
     error_code: Option<i64>,
 }
 
-/// One POST and its answer as a stream of events, the terminal one last.
-fn exchange_stream(
-    rb: reqwest::RequestBuilder,
-    meta: Meta,
+/// One POST and its answer as a stream of events, the terminal one last. Polled in place
+/// (no state moved per event, no box per exchange).
+struct Exchange {
+    st: ExchangeState,
+    phase: Phase,
+    /// The exchange's time limit, if any.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The session generation it was sent in.
+    generation: u64,
     max: usize,
-) -> impl futures_util::Stream<Item = Event> + Send + 'static {
-    let st = ExchangeState {
-        meta,
-        phase: Phase::Send(rb),
-        queue: VecDeque::new(),
-        answered_array: false,
-        error_code: None,
-    };
-    futures_util::stream::unfold(st, move |mut st| async move {
+}
+
+impl Exchange {
+    /// Ends the exchange in a transport failure, after what the body held so far.
+    fn fail(&mut self, error: TransportError) {
+        let st = &mut self.st;
+        if let Phase::Body { reader, status, .. } = std::mem::replace(&mut self.phase, Phase::Done)
+        {
+            let mut reader = reader;
+            reader.finish(Instant::now(), false, &mut |p| st.piece(p, status));
+        }
+        st.queue.push_back(Event::Failed {
+            exchange: Some(st.meta.exchange),
+            ids: std::mem::take(&mut st.meta.ids),
+            error,
+        });
+    }
+
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         loop {
-            if let Some(ev) = st.queue.pop_front() {
-                return Some((ev, st));
+            if let Some(ev) = self.st.queue.pop_front() {
+                return Poll::Ready(Some(ev));
             }
-            match std::mem::replace(&mut st.phase, Phase::Done) {
-                Phase::Done => return None,
-                Phase::Send(rb) => match rb.send().await {
-                    Err(e) => st.queue.push_back(Event::Failed {
-                        exchange: Some(st.meta.exchange),
-                        ids: std::mem::take(&mut st.meta.ids),
-                        error: TransportError::from_reqwest(&e),
-                    }),
+            if !matches!(self.phase, Phase::Done)
+                && let Some(timer) = &mut self.timer
+                && timer.as_mut().poll(cx).is_ready()
+            {
+                self.fail(too_slow());
+                continue;
+            }
+            let Exchange { st, phase, max, .. } = self;
+            match phase {
+                Phase::Done => return Poll::Ready(None),
+                Phase::Send(sent) => match std::task::ready!(Pin::new(sent).poll(cx)) {
+                    Err(e) => self.fail(client_error(&e)),
                     Ok(resp) => {
                         let status = resp.status().as_u16();
-                        let retry_after_s = resp
-                            .headers()
-                            .get(reqwest::header::RETRY_AFTER)
-                            .and_then(parse_retry_after);
-                        let reader =
-                            BodyReader::new(resp.headers().get(reqwest::header::CONTENT_TYPE), max);
-                        st.phase = Phase::Body {
-                            resp,
+                        let retry_after_s =
+                            resp.headers().get(RETRY_AFTER).and_then(parse_retry_after);
+                        let reader = BodyReader::new(resp.headers().get(CONTENT_TYPE), *max);
+                        *phase = Phase::Body {
+                            body: resp.into_body(),
                             status,
                             retry_after_s,
                             reader,
@@ -482,41 +641,68 @@ fn exchange_stream(
                     }
                 },
                 Phase::Body {
-                    mut resp,
+                    body,
                     status,
                     retry_after_s,
-                    mut reader,
-                } => match resp.chunk().await {
-                    Ok(Some(chunk)) => {
-                        let at = Instant::now();
-                        let more = reader.feed(&chunk, at, &mut |p| st.piece(p, status));
-                        if more {
-                            st.phase = Phase::Body {
-                                resp,
-                                status,
-                                retry_after_s,
-                                reader,
+                    reader,
+                } => {
+                    let (status, retry_after_s) = (*status, *retry_after_s);
+                    match std::task::ready!(Pin::new(body).poll_frame(cx)) {
+                        Some(Ok(frame)) => {
+                            let Ok(chunk) = frame.into_data() else {
+                                continue; // trailers
                             };
-                        } else {
-                            st.finish(status, retry_after_s, reader.kind());
+                            let at = Instant::now();
+                            if !reader.feed(&chunk, at, &mut |p| st.piece(p, status)) {
+                                let kind = reader.kind();
+                                *phase = Phase::Done;
+                                st.finish(status, retry_after_s, kind);
+                            }
                         }
+                        None => {
+                            reader
+                                .finish(Instant::now(), status < 400, &mut |p| st.piece(p, status));
+                            let kind = reader.kind();
+                            *phase = Phase::Done;
+                            st.finish(status, retry_after_s, kind);
+                        }
+                        Some(Err(e)) => self.fail(body_error(&e)),
                     }
-                    Ok(None) => {
-                        reader.finish(Instant::now(), status < 400, &mut |p| st.piece(p, status));
-                        st.finish(status, retry_after_s, reader.kind());
-                    }
-                    Err(e) => {
-                        reader.finish(Instant::now(), false, &mut |p| st.piece(p, status));
-                        st.queue.push_back(Event::Failed {
-                            exchange: Some(st.meta.exchange),
-                            ids: std::mem::take(&mut st.meta.ids),
-                            error: TransportError::from_reqwest(&e),
-                        });
-                    }
-                },
+                }
             }
         }
-    })
+    }
+}
+
+impl futures_util::Stream for Exchange {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let this = self.get_mut();
+        let generation = this.generation;
+        this.poll_event(cx)
+            .map(|ev| ev.map(|event| Item::Event { event, generation }))
+    }
+}
+
+/// Anything in flight on the transport: an exchange (abortable when its stream may be
+/// closed to cancel), or a rare side task (a quiet POST, a session restart).
+enum Flow {
+    Plain(Exchange),
+    Abortable(Abortable<Exchange>),
+    Other(BoxStream<'static, Item>),
+}
+
+impl futures_util::Stream for Flow {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        match self.get_mut() {
+            Flow::Plain(s) => s.poll_next_unpin(cx),
+            Flow::Abortable(s) => s.poll_next_unpin(cx),
+            Flow::Other(s) => s.poll_next_unpin(cx),
+        }
+    }
 }
 
 impl ExchangeState {
@@ -696,23 +882,34 @@ impl BodyReader {
     }
 }
 
-/// Sends a request and reads the whole answer.
-async fn read_reply(rb: reqwest::RequestBuilder, max: usize) -> Result<Reply, TransportError> {
-    let mut resp = rb
-        .send()
-        .await
-        .map_err(|e| TransportError::from_reqwest(&e))?;
+/// The next data chunk of a body (trailers skipped); `None` at its end.
+async fn next_chunk(body: &mut Incoming) -> Result<Option<Bytes>, TransportError> {
+    loop {
+        match body.frame().await {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(body_error(&e)),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// Awaits a sent request and reads the whole answer.
+async fn read_reply(sent: ResponseFuture, max: usize) -> Result<Reply, TransportError> {
+    let resp = sent.await.map_err(|e| client_error(&e))?;
     let status = resp.status().as_u16();
     let headers = resp.headers();
     let content_type = headers
-        .get(reqwest::header::CONTENT_TYPE)
+        .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let session_id = headers.get(SESSION_HEADER).cloned();
-    let retry_after_s = headers
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(parse_retry_after);
-    let mut reader = BodyReader::new(headers.get(reqwest::header::CONTENT_TYPE), max);
+    let retry_after_s = headers.get(RETRY_AFTER).and_then(parse_retry_after);
+    let mut reader = BodyReader::new(headers.get(CONTENT_TYPE), max);
+    let mut body = resp.into_body();
     let mut messages = Vec::new();
     let mut unreadable = Vec::new();
     let mut sink = |p: Piece| match p {
@@ -721,7 +918,7 @@ async fn read_reply(rb: reqwest::RequestBuilder, max: usize) -> Result<Reply, Tr
     };
     let mut broken = None;
     loop {
-        match resp.chunk().await {
+        match next_chunk(&mut body).await {
             Ok(Some(chunk)) => {
                 if !reader.feed(&chunk, Instant::now(), &mut sink) {
                     break;
@@ -733,7 +930,7 @@ async fn read_reply(rb: reqwest::RequestBuilder, max: usize) -> Result<Reply, Tr
             }
             Err(e) => {
                 reader.finish(Instant::now(), false, &mut sink);
-                broken = Some(TransportError::from_reqwest(&e));
+                broken = Some(e);
                 break;
             }
         }
@@ -752,21 +949,30 @@ async fn read_reply(rb: reqwest::RequestBuilder, max: usize) -> Result<Reply, Tr
 
 /// Opens a new legacy session: `initialize`, then `notifications/initialized`.
 async fn reinitialize(
-    client: reqwest::Client,
-    url: reqwest::Url,
+    client: HttpClient,
+    url: Uri,
+    host: Option<HeaderValue>,
     version: Option<HeaderValue>,
     init: &LegacyInit,
     max: usize,
 ) -> Result<HeaderValue, TransportError> {
-    let timeout = Duration::from_secs(30);
-    let mut rb = client
-        .post(url.clone())
-        .body(init.initialize.clone())
-        .timeout(timeout);
-    if let Some(v) = &version {
-        rb = rb.header(VERSION_HEADER, v.clone());
-    }
-    let reply = read_reply(rb, max).await?;
+    let post = |body: &Bytes, session: Option<&HeaderValue>| {
+        let req = client.request(
+            Method::POST,
+            &url,
+            body.clone(),
+            [
+                (HOST, host.as_ref()),
+                (VERSION_HEADER, version.as_ref()),
+                (SESSION_HEADER, session),
+                (METHOD_HEADER, None),
+                (NAME_HEADER, None),
+            ],
+        );
+        client.send(req)
+    };
+    let deadline = Some(tokio::time::Instant::now() + Duration::from_secs(30));
+    let reply = within(deadline, read_reply(post(&init.initialize, None), max)).await??;
     if reply.status >= 400 {
         return Err(TransportError::Session(format!(
             "initialize answered HTTP {}",
@@ -776,18 +982,10 @@ async fn reinitialize(
     let session = reply
         .session_id
         .ok_or_else(|| TransportError::Session("initialize gave no session id".into()))?;
-    let mut rb = client
-        .post(url)
-        .body(init.initialized.clone())
-        .header(SESSION_HEADER, session.clone())
-        .timeout(timeout);
-    if let Some(v) = &version {
-        rb = rb.header(VERSION_HEADER, v.clone());
-    }
-    let status = rb
-        .send()
-        .await
-        .map_err(|e| TransportError::from_reqwest(&e))?
+    let deadline = Some(tokio::time::Instant::now() + Duration::from_secs(30));
+    let status = within(deadline, post(&init.initialized, Some(&session)))
+        .await?
+        .map_err(|e| client_error(&e))?
         .status();
     if !status.is_success() {
         return Err(TransportError::Session(format!(
@@ -873,6 +1071,48 @@ mod tests {
         let s = parse_retry_after(&HeaderValue::from_str(&later).unwrap()).unwrap();
         assert!((100..=120).contains(&s), "{s}");
         assert_eq!(parse_retry_after(&HeaderValue::from_static("soon")), None);
+    }
+
+    #[tokio::test]
+    async fn an_exchange_past_its_time_limit_fails_as_a_timeout() {
+        // A real server that reads the request and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            while tokio::io::AsyncReadExt::read(&mut sock, &mut buf)
+                .await
+                .unwrap_or(0)
+                > 0
+            {}
+        });
+        let opts = HttpOptions {
+            exchange_timeout: Some(Duration::from_millis(200)),
+            ..HttpOptions::default()
+        };
+        let url: Uri = format!("http://{addr}/mcp").parse().unwrap();
+        let mut t = HttpTransport::new(build_client(&opts).unwrap(), url, &opts);
+        let id = Id::Num(1);
+        let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        let ex = t.send(Outgoing::single(
+            body,
+            Some(id.clone()),
+            McpHeaders::default(),
+        ));
+        let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+            .await
+            .expect("the time limit ends the exchange");
+        match ev {
+            Event::Failed {
+                exchange,
+                ids,
+                error: TransportError::Timeout(_),
+            } => assert_eq!((exchange, ids), (Some(ex), vec![id])),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.open_exchanges(), 0);
+        server.abort();
     }
 
     #[test]

@@ -28,14 +28,14 @@ mod http;
 pub mod sse;
 mod stdio;
 
-pub use http::{HttpOptions, HttpTransport, LegacyInit, Reply, build_client};
+pub use http::{HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply, build_client};
 pub use stdio::{StdioOptions, StdioTransport};
 
 use crate::correlator::{Correlator, End};
 use crate::jsonrpc::{DecodeError, Id};
 use crate::metrics::Counters;
+use ::http::HeaderValue;
 use bytes::Bytes;
-use reqwest::header::HeaderValue;
 use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::task::{Context, Poll};
@@ -140,27 +140,6 @@ pub enum TransportError {
     Session(String),
     #[error("invalid request for this transport: {0}")]
     Invalid(String),
-}
-
-impl TransportError {
-    pub(crate) fn from_reqwest(e: &reqwest::Error) -> Self {
-        // The chain carries the useful part (refused, reset, certificate); reqwest's own
-        // message alone says only "error sending request".
-        let mut msg = e.to_string();
-        let mut src = std::error::Error::source(e);
-        while let Some(s) = src {
-            msg.push_str(": ");
-            msg.push_str(&s.to_string());
-            src = s.source();
-        }
-        if e.is_timeout() {
-            TransportError::Timeout(msg)
-        } else if e.is_connect() {
-            TransportError::Connect(msg)
-        } else {
-            TransportError::Request(msg)
-        }
-    }
 }
 
 /// What a transport reports. Terminal events (`Closed`, `Refused`, `Failed`) come exactly once
