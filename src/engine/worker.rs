@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 const HOUSEKEEPING: Duration = Duration::from_millis(5);
 /// Below this distance to the next arrival the worker yields instead of sleeping: tokio's
 /// timer has a 1 ms grain, which would bunch arrivals and show as schedule lag.
-const SPIN_BELOW: Duration = Duration::from_micros(1500);
+const SPIN_BELOW: Duration = Duration::from_micros(1200);
 /// How long an interrupted step waits for the answers already asked for.
 const INTERRUPT_DRAIN: Duration = Duration::from_secs(2);
 
@@ -128,6 +128,12 @@ impl Worker {
             let spin = work.model == Model::Open
                 && next_send
                     .is_some_and(|t| t.saturating_duration_since(Instant::now()) < SPIN_BELOW);
+            // Open loop: the timer wakes a little early (it has a 1 ms grain) and the last
+            // stretch is spun, so that sends leave on time; a closed loop just sleeps.
+            let wake = match work.model {
+                Model::Open => next_send.map(|t| t.checked_sub(SPIN_BELOW).unwrap_or(t)),
+                Model::Closed => next_send,
+            };
             let before = st.outstanding(s.corr);
             tokio::select! {
                 biased;
@@ -148,7 +154,7 @@ impl Worker {
                     _ => st.interrupted_at = Some(Instant::now()),
                 },
                 _ = tokio::task::yield_now(), if spin => {}
-                _ = sleep_until_opt(next_send), if !spin && next_send.is_some() => {}
+                _ = sleep_until_opt(wake), if !spin && wake.is_some() => {}
                 _ = housekeeping.tick() => {}
             }
             let now = Instant::now();
