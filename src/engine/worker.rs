@@ -116,6 +116,11 @@ impl Worker {
             order,
         };
         self.start_sending(&mut st, now);
+        // Made once per step: polling a fresh `cancelled()` each turn would take the token's
+        // lock on every event.
+        let cancel = self.cancel.clone();
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -137,7 +142,7 @@ impl Worker {
             let before = st.outstanding(s.corr);
             tokio::select! {
                 biased;
-                _ = self.cancel.cancelled(), if st.interrupted_at.is_none() => {
+                _ = &mut cancelled, if st.interrupted_at.is_none() => {
                     let now = Instant::now();
                     st.interrupted_at = Some(now);
                     if st.phase != Phase::Drain {
