@@ -11,15 +11,17 @@ use super::{
 use crate::jsonrpc::Id;
 use crate::metrics::Counters;
 use bytes::{Bytes, BytesMut};
+use futures_util::future::BoxFuture;
 use futures_util::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
 use futures_util::{FutureExt, StreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, HOST, RETRY_AFTER};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body as _, Incoming};
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{Client, ResponseFuture};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -27,6 +29,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
+
+/// An own HTTP/1.1 connection's request handle (its I/O runs in a spawned task).
+type Conn = SendRequest<Full<Bytes>>;
 
 const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -245,6 +250,8 @@ pub struct HttpTransport {
     /// Abort handles of single-request exchanges, by request id (`CloseStream` only).
     streams: FxHashMap<Id, (ExchangeId, AbortHandle)>,
     exchanges: SelectAll<Flow>,
+    /// The transport's own HTTP/1.1 connections (`http://` targets); `None`: the pool.
+    direct: Option<Conns>,
     open: usize,
     next_exchange: u64,
     ready: VecDeque<Event>,
@@ -262,10 +269,130 @@ impl std::fmt::Debug for HttpTransport {
     }
 }
 
+/// The HTTP/1.1 connections a transport owns for an `http://` target, so a request skips
+/// the shared pool (its lookups, locks and per-connection channel): a request takes an idle
+/// connection or opens one, up to `cap`, else waits in `waiting`.
+struct Conns {
+    dial: Dial,
+    /// The request target in origin form (`/path?query`).
+    path: Uri,
+    cap: usize,
+    /// Connections open or opening, idle or not.
+    live: usize,
+    idle: Vec<Conn>,
+    waiting: VecDeque<(ExchangeId, Outgoing, tokio::time::Instant)>,
+}
+
+impl Conns {
+    fn for_url(url: &Uri, opts: &HttpOptions) -> Option<Self> {
+        if url.scheme_str() != Some("http") {
+            return None;
+        }
+        let host = url.host()?;
+        // An IPv6 literal comes bracketed in the URL.
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let path = url.path_and_query().map_or("/", |p| p.as_str());
+        Some(Conns {
+            dial: Dial {
+                host: host.into(),
+                port: url.port_u16().unwrap_or(80),
+                timeout: opts.connect_timeout,
+            },
+            path: path.parse().ok()?,
+            cap: opts.pool_size.max(1),
+            live: 0,
+            idle: Vec::new(),
+            waiting: VecDeque::new(),
+        })
+    }
+
+    /// A connection for the next request: `Some(Some(_))` an idle one, `Some(None)` one to
+    /// open, `None` none free.
+    fn take(&mut self) -> Option<Option<Conn>> {
+        while let Some(conn) = self.idle.pop() {
+            if !conn.is_closed() {
+                return Some(Some(conn));
+            }
+            self.live -= 1;
+        }
+        (self.live < self.cap).then(|| {
+            self.live += 1;
+            None
+        })
+    }
+
+    fn reset(&mut self) {
+        self.live = 0;
+        self.idle.clear();
+        self.waiting.clear();
+    }
+}
+
+/// Where and how to open a connection.
+#[derive(Clone)]
+struct Dial {
+    host: Arc<str>,
+    port: u16,
+    timeout: Duration,
+}
+
+impl Dial {
+    /// Connects (Nagle off) and spawns the connection's task.
+    async fn open(self) -> Result<Conn, TransportError> {
+        let connect = tokio::net::TcpStream::connect((&*self.host, self.port));
+        let tcp = match tokio::time::timeout(self.timeout, connect).await {
+            Ok(Ok(tcp)) => tcp,
+            Ok(Err(e)) => return Err(transport_error(&e, true)),
+            Err(_) => {
+                return Err(TransportError::Timeout(format!(
+                    "connecting to {}:{} took over {:?}",
+                    self.host, self.port, self.timeout
+                )));
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let (conn, task) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+            .await
+            .map_err(|e| transport_error(&e, true))?;
+        tokio::spawn(task);
+        Ok(conn)
+    }
+}
+
+/// Sends `req` on `conn`, or on a new connection when there is none or `conn` closed before
+/// taking it (a server may drop an idle connection at any time).
+async fn send_direct(
+    conn: Option<Conn>,
+    dial: Dial,
+    req: Request<Full<Bytes>>,
+) -> Result<(Conn, Response<Incoming>), TransportError> {
+    let req = match conn {
+        Some(mut conn) => match conn.try_send_request(req).await {
+            Ok(resp) => return Ok((conn, resp)),
+            Err(mut e) => match e.take_message() {
+                Some(req) => req,
+                None => return Err(transport_error(e.error(), false)),
+            },
+        },
+        None => req,
+    };
+    let mut conn = dial.open().await?;
+    let resp = conn
+        .send_request(req)
+        .await
+        .map_err(|e| transport_error(&e, false))?;
+    Ok((conn, resp))
+}
+
 /// What an exchange stream yields to the transport.
 enum Item {
-    Event { event: Event, generation: u64 },
+    Event {
+        event: Event,
+        generation: u64,
+    },
     SessionReady(Result<HeaderValue, TransportError>),
+    /// An own connection is free again: ready for the next request, or gone (`None`).
+    Conn(Option<Conn>),
 }
 
 impl HttpTransport {
@@ -277,6 +404,7 @@ impl HttpTransport {
             })
             .ok()
         });
+        let direct = Conns::for_url(&url, opts);
         HttpTransport {
             client,
             url,
@@ -292,6 +420,7 @@ impl HttpTransport {
             cancel_style: CancelStyle::Notify,
             streams: FxHashMap::default(),
             exchanges: SelectAll::new(),
+            direct,
             open: 0,
             next_exchange: 0,
             ready: VecDeque::new(),
@@ -327,11 +456,11 @@ impl HttpTransport {
         self.cancel_style = style;
     }
 
-    /// A POST with the session, version and era headers.
-    fn request(&self, body: Bytes, headers: &McpHeaders) -> Request<Full<Bytes>> {
+    /// A POST to `uri` with the session, version and era headers.
+    fn request(&self, uri: &Uri, body: Bytes, headers: &McpHeaders) -> Request<Full<Bytes>> {
         self.client.request(
             Method::POST,
-            &self.url,
+            uri,
             body,
             [
                 (HOST, self.host.as_ref()),
@@ -343,8 +472,29 @@ impl HttpTransport {
         )
     }
 
-    fn launch(&mut self, exchange: ExchangeId, out: Outgoing) {
-        let sent = self.client.send(self.request(out.body, &out.headers));
+    /// Sends a POST, on the pool or on a connection of the transport's own; with every own
+    /// connection busy it waits its turn. Its time limit runs from `since`.
+    fn launch(&mut self, exchange: ExchangeId, out: Outgoing, since: tokio::time::Instant) {
+        let conn = match &mut self.direct {
+            None => None,
+            Some(conns) => match conns.take() {
+                Some(conn) => Some(conn),
+                None => {
+                    conns.waiting.push_back((exchange, out, since));
+                    return;
+                }
+            },
+        };
+        let sent = match (conn, &self.direct) {
+            (Some(conn), Some(conns)) => {
+                let req = self.request(&conns.path, out.body, &out.headers);
+                Sending::Direct(Box::pin(send_direct(conn, conns.dial.clone(), req)))
+            }
+            _ => Sending::Pooled(
+                self.client
+                    .send(self.request(&self.url, out.body, &out.headers)),
+            ),
+        };
         let single = (!out.batch && out.ids.len() == 1).then(|| out.ids[0].clone());
         let ex = Exchange {
             st: ExchangeState {
@@ -360,7 +510,11 @@ impl HttpTransport {
             phase: Phase::Send(sent),
             timer: self
                 .exchange_timeout
-                .map(|t| Box::pin(tokio::time::sleep(t))),
+                .map(|t| Box::pin(tokio::time::sleep_until(since + t))),
+            conn: match self.direct {
+                Some(_) => Slot::Held(None),
+                None => Slot::Pooled,
+            },
             generation: self.generation,
             max: self.max_message_bytes,
         };
@@ -377,7 +531,9 @@ impl HttpTransport {
 
     /// Posts a message nobody waits for (a cancel notification); its answer is dropped.
     fn post_quietly(&mut self, body: Bytes) {
-        let fut = self.client.send(self.request(body, &McpHeaders::default()));
+        let fut = self
+            .client
+            .send(self.request(&self.url, body, &McpHeaders::default()));
         self.exchanges.push(Flow::Other(
             futures_util::stream::once(fut)
                 .filter_map(|_| std::future::ready(None::<Item>))
@@ -393,7 +549,7 @@ impl HttpTransport {
         headers: &McpHeaders,
         timeout: Duration,
     ) -> Result<Reply, TransportError> {
-        let sent = self.client.send(self.request(body, headers));
+        let sent = self.client.send(self.request(&self.url, body, headers));
         within(
             Some(tokio::time::Instant::now() + timeout),
             read_reply(sent, self.max_message_bytes),
@@ -423,8 +579,9 @@ impl HttpTransport {
             Ok(session) => {
                 self.set_session(Some(session));
                 self.counters.session_restarts += 1;
+                let now = tokio::time::Instant::now();
                 for (ex, out) in std::mem::take(&mut self.held) {
-                    self.launch(ex, out);
+                    self.launch(ex, out, now);
                 }
             }
             Err(error) => {
@@ -437,6 +594,20 @@ impl HttpTransport {
                     });
                 }
             }
+        }
+    }
+
+    /// An own connection came back (or closed): it serves the longest-waiting request.
+    fn on_conn(&mut self, back: Option<Conn>) {
+        let Some(conns) = &mut self.direct else {
+            return;
+        };
+        match back {
+            Some(conn) => conns.idle.push(conn),
+            None => conns.live -= 1,
+        }
+        if let Some((ex, out, since)) = conns.waiting.pop_front() {
+            self.launch(ex, out, since);
         }
     }
 
@@ -483,7 +654,7 @@ impl Transport for HttpTransport {
         if self.restarting {
             self.held.push((ex, out));
         } else {
-            self.launch(ex, out);
+            self.launch(ex, out, tokio::time::Instant::now());
         }
         ex
     }
@@ -493,6 +664,15 @@ impl Transport for HttpTransport {
             CancelStyle::CloseStream => {
                 if let Some((_, handle)) = self.streams.remove(id) {
                     handle.abort();
+                    self.open -= 1;
+                    // Its connection goes with it (an answer left half read).
+                    self.on_conn(None);
+                } else if let Some(conns) = &mut self.direct
+                    && let Some(at) = conns.waiting.iter().position(|(_, out, _)| {
+                        !out.batch && out.ids.len() == 1 && out.ids[0] == *id
+                    })
+                {
+                    conns.waiting.remove(at);
                     self.open -= 1;
                 }
             }
@@ -511,6 +691,7 @@ impl Transport for HttpTransport {
                     return Poll::Ready(event);
                 }
                 Poll::Ready(Some(Item::SessionReady(r))) => self.on_session_ready(r),
+                Poll::Ready(Some(Item::Conn(back))) => self.on_conn(back),
                 // Nothing in flight: new sends are polled on the next call.
                 Poll::Ready(None) | Poll::Pending => return Poll::Pending,
             }
@@ -527,6 +708,9 @@ impl Transport for HttpTransport {
 
     async fn close(&mut self) {
         self.exchanges = SelectAll::new();
+        if let Some(conns) = &mut self.direct {
+            conns.reset();
+        }
         self.streams.clear();
         self.open = 0;
         if self.legacy_init.is_none() {
@@ -562,7 +746,7 @@ struct Meta {
 // boxing the reader would add one per exchange.
 #[allow(clippy::large_enum_variant)]
 enum Phase {
-    Send(ResponseFuture),
+    Send(Sending),
     Body {
         body: Incoming,
         status: u16,
@@ -592,6 +776,41 @@ struct Exchange {
     /// The session generation it was sent in.
     generation: u64,
     max: usize,
+    conn: Slot,
+}
+
+/// A request on its way: through the pool, or on an own connection (which comes back with
+/// the answer's head).
+enum Sending {
+    Pooled(ResponseFuture),
+    Direct(BoxFuture<'static, Result<(Conn, Response<Incoming>), TransportError>>),
+}
+
+impl Sending {
+    fn poll_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        slot: &mut Slot,
+    ) -> Poll<Result<Response<Incoming>, TransportError>> {
+        match self {
+            Sending::Pooled(f) => Pin::new(f).poll(cx).map_err(|e| client_error(&e)),
+            Sending::Direct(f) => f.as_mut().poll(cx).map_ok(|(conn, resp)| {
+                *slot = Slot::Held(Some(conn));
+                resp
+            }),
+        }
+    }
+}
+
+/// The own connection an exchange uses, from its request until it is handed back.
+enum Slot {
+    /// The exchange went through the pool.
+    Pooled,
+    /// In use (`None` while the request is on its way); closed if the exchange ends here.
+    Held(Option<Conn>),
+    /// The answer was read to its end: the connection may serve again once ready.
+    Reusable(Conn),
+    Returned,
 }
 
 impl Exchange {
@@ -622,11 +841,17 @@ impl Exchange {
                 self.fail(too_slow());
                 continue;
             }
-            let Exchange { st, phase, max, .. } = self;
+            let Exchange {
+                st,
+                phase,
+                max,
+                conn,
+                ..
+            } = self;
             match phase {
                 Phase::Done => return Poll::Ready(None),
-                Phase::Send(sent) => match std::task::ready!(Pin::new(sent).poll(cx)) {
-                    Err(e) => self.fail(client_error(&e)),
+                Phase::Send(sent) => match std::task::ready!(sent.poll_head(cx, conn)) {
+                    Err(e) => self.fail(e),
                     Ok(resp) => {
                         let status = resp.status().as_u16();
                         let retry_after_s =
@@ -660,6 +885,9 @@ impl Exchange {
                             }
                         }
                         None => {
+                            if let Slot::Held(Some(c)) = std::mem::replace(conn, Slot::Returned) {
+                                *conn = Slot::Reusable(c);
+                            }
                             reader
                                 .finish(Instant::now(), status < 400, &mut |p| st.piece(p, status));
                             let kind = reader.kind();
@@ -679,9 +907,24 @@ impl futures_util::Stream for Exchange {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
         let this = self.get_mut();
-        let generation = this.generation;
-        this.poll_event(cx)
-            .map(|ev| ev.map(|event| Item::Event { event, generation }))
+        if let Some(event) = std::task::ready!(this.poll_event(cx)) {
+            let generation = this.generation;
+            return Poll::Ready(Some(Item::Event { event, generation }));
+        }
+        // Over: an own connection goes back, reusable only if its answer was read whole.
+        let back = match std::mem::replace(&mut this.conn, Slot::Returned) {
+            Slot::Pooled | Slot::Returned => return Poll::Ready(None),
+            Slot::Held(_) => None,
+            Slot::Reusable(mut conn) => match conn.poll_ready(cx) {
+                Poll::Pending => {
+                    this.conn = Slot::Reusable(conn);
+                    return Poll::Pending;
+                }
+                Poll::Ready(Ok(())) => Some(conn),
+                Poll::Ready(Err(_)) => None,
+            },
+        };
+        Poll::Ready(Some(Item::Conn(back)))
     }
 }
 
