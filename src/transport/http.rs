@@ -902,29 +902,52 @@ impl Exchange {
     }
 }
 
-impl futures_util::Stream for Exchange {
-    type Item = Item;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
-        let this = self.get_mut();
-        if let Some(event) = std::task::ready!(this.poll_event(cx)) {
-            let generation = this.generation;
-            return Poll::Ready(Some(Item::Event { event, generation }));
-        }
-        // Over: an own connection goes back, reusable only if its answer was read whole.
-        let back = match std::mem::replace(&mut this.conn, Slot::Returned) {
-            Slot::Pooled | Slot::Returned => return Poll::Ready(None),
+impl Exchange {
+    /// Hands back an own connection once the exchange is over: `Ready(Some(_))` with the
+    /// connection if its answer was read whole and it is ready again, else closed (`None`);
+    /// `Ready(None)` when there is nothing to hand back.
+    fn release(&mut self, cx: &mut Context<'_>) -> Poll<Option<Option<Conn>>> {
+        let back = match std::mem::replace(&mut self.conn, Slot::Returned) {
+            Slot::Pooled => {
+                self.conn = Slot::Pooled;
+                return Poll::Ready(None);
+            }
+            Slot::Returned => return Poll::Ready(None),
             Slot::Held(_) => None,
             Slot::Reusable(mut conn) => match conn.poll_ready(cx) {
                 Poll::Pending => {
-                    this.conn = Slot::Reusable(conn);
+                    self.conn = Slot::Reusable(conn);
                     return Poll::Pending;
                 }
                 Poll::Ready(Ok(())) => Some(conn),
                 Poll::Ready(Err(_)) => None,
             },
         };
-        Poll::Ready(Some(Item::Conn(back)))
+        Poll::Ready(Some(back))
+    }
+}
+
+impl futures_util::Stream for Exchange {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let this = self.get_mut();
+        match std::task::ready!(this.poll_event(cx)) {
+            Some(event) => {
+                // The connection goes back before the last event, so the request the worker
+                // sends in answer finds it idle instead of opening another.
+                if matches!(this.phase, Phase::Done)
+                    && this.st.queue.is_empty()
+                    && let Poll::Ready(Some(back)) = this.release(cx)
+                {
+                    this.st.queue.push_front(event);
+                    return Poll::Ready(Some(Item::Conn(back)));
+                }
+                let generation = this.generation;
+                Poll::Ready(Some(Item::Event { event, generation }))
+            }
+            None => this.release(cx).map(|back| back.map(Item::Conn)),
+        }
     }
 }
 
@@ -1314,6 +1337,125 @@ mod tests {
         let s = parse_retry_after(&HeaderValue::from_str(&later).unwrap()).unwrap();
         assert!((100..=120).contains(&s), "{s}");
         assert_eq!(parse_retry_after(&HeaderValue::from_static("soon")), None);
+    }
+
+    /// A keep-alive server that counts its connections; a request whose body says `stall`
+    /// gets the head and part of a body, then nothing more.
+    async fn counting_server() -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        // One request: its head, then a body of content-length bytes.
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map_or(0, |v| v.trim().parse().unwrap());
+                        while buf.len() < end + 4 + len {
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let body: Vec<u8> = buf.drain(..end + 4 + len).skip(end + 4).collect();
+                        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+                        let stall = body.windows(5).any(|w| w == b"stall");
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            if stall { 1000 } else { answer.len() }
+                        );
+                        let _ = sock.write_all(head.as_bytes()).await;
+                        let _ = sock
+                            .write_all(if stall { &answer[..10] } else { answer })
+                            .await;
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    /// Sends one request and returns its terminal event.
+    async fn exchange(t: &mut HttpTransport, body: &'static [u8]) -> Event {
+        t.send(Outgoing::single(
+            Bytes::from_static(body),
+            Some(Id::Num(1)),
+            McpHeaders::default(),
+        ));
+        loop {
+            let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+                .await
+                .expect("an answer or a time-out");
+            if matches!(ev, Event::Closed { .. } | Event::Failed { .. }) {
+                return ev;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn own_connections_are_reused_unless_an_answer_was_abandoned() {
+        let (url, accepted) = counting_server().await;
+        let opts = HttpOptions {
+            exchange_timeout: Some(Duration::from_millis(300)),
+            ..HttpOptions::default()
+        };
+        let mut t = HttpTransport::new(build_client(&opts).unwrap(), url, &opts);
+        assert!(
+            t.direct.is_some(),
+            "http:// targets use the transport's connections"
+        );
+        let ping: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        for _ in 0..5 {
+            assert!(matches!(
+                exchange(&mut t, ping).await,
+                Event::Closed { status: 200, .. }
+            ));
+        }
+        let seq = std::sync::atomic::Ordering::SeqCst;
+        assert_eq!(
+            accepted.load(seq),
+            1,
+            "one keep-alive connection serves them all"
+        );
+        let stall: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"stall"}"#;
+        let ev = exchange(&mut t, stall).await;
+        assert!(
+            matches!(
+                ev,
+                Event::Failed {
+                    error: TransportError::Timeout(_),
+                    ..
+                }
+            ),
+            "{ev:?}"
+        );
+        // The half-read connection is closed; the next request opens a fresh one.
+        for _ in 0..3 {
+            assert!(matches!(
+                exchange(&mut t, ping).await,
+                Event::Closed { status: 200, .. }
+            ));
+        }
+        assert_eq!(accepted.load(seq), 2);
+        assert_eq!(t.open_exchanges(), 0);
     }
 
     #[tokio::test]
