@@ -2,7 +2,7 @@
 # on loopback, stop it on exit.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-mcpload="$root/target/release/mcpload"
+mcpload="${CARGO_TARGET_DIR:-$root/target}/release/mcpload"
 (cd "$root" && cargo build --release --quiet)
 serve_pid=""
 start_serve() {
