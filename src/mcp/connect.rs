@@ -284,25 +284,7 @@ async fn initialize(
     let op = Operation::new(offer, "initialize", Some(&params))?;
     let id = Id::Str("mcpload-initialize".into());
     let answer = call(t, &op, &id, opts.handshake_timeout).await?;
-    let response = answer.response.ok_or(match answer.status {
-        Some(status) if status >= 400 => McpError::Status {
-            step: STEP,
-            status,
-            detail: String::new(),
-        },
-        _ => McpError::NoAnswer {
-            step: STEP,
-            timeout: opts.handshake_timeout,
-        },
-    })?;
-    if let Some((code, message)) = rpc_error(&response) {
-        return Err(McpError::Rpc {
-            step: STEP,
-            code,
-            message,
-        });
-    }
-    let result = response.get("result").cloned().unwrap_or(Value::Null);
+    let result = handshake_result(answer.response, answer.status, STEP, opts.handshake_timeout)?;
     let chosen = result
         .get("protocolVersion")
         .and_then(Value::as_str)
@@ -378,18 +360,8 @@ async fn list_tools(
         let op = Operation::new(revision, STEP, params.as_ref())?;
         let id = Id::Str(format!("mcpload-tools-{page}").into());
         let answer = call(t, &op, &id, opts.handshake_timeout).await?;
-        let response = answer.response.ok_or(McpError::NoAnswer {
-            step: STEP,
-            timeout: opts.handshake_timeout,
-        })?;
-        if let Some((code, message)) = rpc_error(&response) {
-            return Err(McpError::Rpc {
-                step: STEP,
-                code,
-                message,
-            });
-        }
-        let result = response.get("result").cloned().unwrap_or(Value::Null);
+        let result =
+            handshake_result(answer.response, answer.status, STEP, opts.handshake_timeout)?;
         for tool in result
             .get("tools")
             .and_then(Value::as_array)
@@ -425,6 +397,32 @@ async fn list_tools(
         }
     }
     Ok(tools)
+}
+
+/// The `result` of a handshake call: no answer, an HTTP error status without one, or a
+/// JSON-RPC error becomes an [`McpError`] naming `step`.
+fn handshake_result(
+    response: Option<Value>,
+    status: Option<u16>,
+    step: &'static str,
+    timeout: Duration,
+) -> Result<Value, McpError> {
+    let response = response.ok_or(match status {
+        Some(status) if status >= 400 => McpError::Status {
+            step,
+            status,
+            detail: String::new(),
+        },
+        _ => McpError::NoAnswer { step, timeout },
+    })?;
+    if let Some((code, message)) = rpc_error(&response) {
+        return Err(McpError::Rpc {
+            step,
+            code,
+            message,
+        });
+    }
+    Ok(response.get("result").cloned().unwrap_or(Value::Null))
 }
 
 /// One request and its answer, outside the load machinery.
