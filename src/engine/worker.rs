@@ -75,6 +75,7 @@ impl Worker {
         let mut renderer = Renderer::new(self.index, self.work.seed);
         let mut seq = 0u64;
         let mut buf = Vec::with_capacity(512);
+        let mut batch = BatchWriter::default();
         while let Some(order) = orders.recv().await {
             let Order::Step(order) = order else { continue };
             let mut ctx = Sending {
@@ -82,6 +83,7 @@ impl Worker {
                 renderer: &mut renderer,
                 seq: &mut seq,
                 buf: &mut buf,
+                batch: &mut batch,
             };
             self.step(order, &mut ctx, &mut ledger, &mut orders).await;
         }
@@ -331,7 +333,7 @@ impl Worker {
         s.buf.clear();
         match &w.batch {
             None => {
-                let (id, seq) = s.next_id(self.index, self.workers);
+                let (id, seq) = next_id(s.seq, self.index, self.workers);
                 let op = w.mix.pick(&mut s.renderer.rng);
                 let headers = op.render(s.buf, &id, seq, s.renderer);
                 if s.corr.register(id.clone(), sent).is_ok() {
@@ -342,10 +344,11 @@ impl Worker {
                 None
             }
             Some(b) => {
-                let mut batch = BatchWriter::default();
+                let batch = &mut *s.batch;
+                batch.clear();
                 let mut ids = Vec::with_capacity(b.size);
                 for _ in 0..b.size {
-                    let (id, seq) = s.next_id(self.index, self.workers);
+                    let (id, seq) = next_id(s.seq, self.index, self.workers);
                     let op = w.mix.pick(&mut s.renderer.rng);
                     op.render(batch.member(), &id, seq, s.renderer);
                     if s.corr.register(id.clone(), sent).is_ok() {
@@ -357,8 +360,10 @@ impl Worker {
                 }
                 s.corr.batch_sent(b.size);
                 let body = Bytes::copy_from_slice(batch.finish());
-                self.transport.send(Outgoing::batch(body, ids.clone()));
-                Some(ids)
+                // A closed-loop client waits on its batch's ids; an open loop needs no copy.
+                let waiting = (w.model == Model::Closed).then(|| ids.clone());
+                self.transport.send(Outgoing::batch(body, ids));
+                waiting
             }
         }
     }
@@ -370,17 +375,17 @@ struct Sending<'a> {
     renderer: &'a mut Renderer,
     seq: &'a mut u64,
     buf: &'a mut Vec<u8>,
+    /// Reused for every batch a worker sends.
+    batch: &'a mut BatchWriter,
 }
 
-impl Sending<'_> {
-    /// A fresh id (unique in the run: the worker's index sits in the high bits) and the
-    /// request's run-wide sequence number for `{{seq}}`.
-    fn next_id(&mut self, worker: u32, workers: u32) -> (Id, u64) {
-        let local = *self.seq;
-        *self.seq += 1;
-        let id = Id::Num(((worker as i64) << 40) | local as i64);
-        (id, local * workers as u64 + worker as u64)
-    }
+/// A fresh id (unique in the run: the worker's index sits in the high bits) and the
+/// request's run-wide sequence number for `{{seq}}`.
+fn next_id(seq: &mut u64, worker: u32, workers: u32) -> (Id, u64) {
+    let local = *seq;
+    *seq += 1;
+    let id = Id::Num(((worker as i64) << 40) | local as i64);
+    (id, local * workers as u64 + worker as u64)
 }
 
 impl StepState {

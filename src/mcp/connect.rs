@@ -206,16 +206,7 @@ async fn discover(t: &mut AnyTransport, opts: &ConnectOptions) -> Result<Discove
     };
     let answer = call(t, &op, &id, wait).await?;
     let result = answer.response.as_ref().and_then(|r| r.get("result"));
-    let supported: Vec<String> = result
-        .and_then(|r| r.get("supportedVersions"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let supported = strings(result.and_then(|r| r.get("supportedVersions")));
     if let Some(r) = result
         && supported
             .iter()
@@ -372,16 +363,7 @@ async fn list_tools(
                 continue;
             };
             let input_schema = tool.get("inputSchema").cloned().unwrap_or(json!({}));
-            let required = input_schema
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let required = strings(input_schema.get("required"));
             tools.push(ToolInfo {
                 name: name.to_owned(),
                 input_schema,
@@ -397,6 +379,16 @@ async fn list_tools(
         }
     }
     Ok(tools)
+}
+
+/// The strings of a JSON array (none when it is absent or not an array).
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The `result` of a handshake call: no answer, an HTTP error status without one, or a
