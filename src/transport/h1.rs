@@ -1,0 +1,600 @@
+//! A bare HTTP/1.1 client connection for `http://` load, polled inline by the exchange using
+//! it (no task, no channel, no header map per request): the request is written from one
+//! buffer, the answer's head parsed with httparse, its body framed by Content-Length, chunked
+//! coding or the connection's end. One request at a time; nothing is ever retried.
+
+use super::{BodyKind, TransportError};
+use bytes::{Buf, BytesMut};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, SystemTime};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+
+/// Largest answer head (or trailer section) accepted.
+const MAX_HEAD: usize = 64 << 10;
+/// Most headers an answer head may have.
+const MAX_HEADERS: usize = 64;
+/// Room a read offers the socket at least.
+const READ_CHUNK: usize = 8 << 10;
+/// Longest chunk-size line accepted (extensions included).
+const MAX_CHUNK_LINE: usize = 1024;
+
+/// What the exchange needs of an answer's head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub status: u16,
+    /// What `Content-Type` announces.
+    pub kind: BodyKind,
+    pub retry_after_s: Option<u64>,
+}
+
+/// The body kind a `Content-Type` value announces (`Other` when absent).
+pub fn content_kind(content_type: Option<&[u8]>) -> BodyKind {
+    let Some(ct) = content_type else {
+        return BodyKind::Other;
+    };
+    let ct = ct.trim_ascii();
+    let starts = |p: &[u8]| ct.len() >= p.len() && ct[..p.len()].eq_ignore_ascii_case(p);
+    if starts(b"text/event-stream") {
+        BodyKind::Sse
+    } else if starts(b"application/json") || ct.windows(5).any(|w| w.eq_ignore_ascii_case(b"+json"))
+    {
+        BodyKind::Json
+    } else {
+        BodyKind::Other
+    }
+}
+
+/// `Retry-After`: delay-seconds or an HTTP date (seconds from now, 0 if past).
+pub fn retry_after_seconds(value: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(value).ok()?.trim();
+    if let Ok(n) = s.parse::<u64>() {
+        return Some(n);
+    }
+    let at = httpdate::parse_http_date(s).ok()?;
+    Some(
+        at.duration_since(SystemTime::now())
+            .map_or(0, |d| d.as_secs()),
+    )
+}
+
+/// How the body's end is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    Length(u64),
+    Chunked(Chunk),
+    UntilClose,
+    Empty,
+}
+
+/// Where a chunked body is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Chunk {
+    /// Before a chunk-size line.
+    Size,
+    /// Inside a chunk's data, so many bytes left.
+    Data(u64),
+    /// After a chunk's data, before its CRLF.
+    DataEnd,
+    /// After the last chunk: trailer lines up to an empty one.
+    Trailers,
+}
+
+/// What the buffer yields next of a body.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// The first `n` bytes of the buffer are body data.
+    Data(usize),
+    NeedMore,
+    End,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Idle,
+    Writing,
+    ReadingHead,
+    Body(Framing),
+}
+
+/// One HTTP/1.1 connection and its buffers, reused request after request.
+#[derive(Debug)]
+pub struct H1Conn {
+    tcp: TcpStream,
+    state: State,
+    /// The request being written; `written` bytes of it are out.
+    wbuf: Vec<u8>,
+    written: usize,
+    rbuf: BytesMut,
+    /// The answer (or its framing) ends the connection after this exchange.
+    closing: bool,
+}
+
+fn malformed(what: &str) -> TransportError {
+    TransportError::Request(format!("malformed HTTP answer: {what}"))
+}
+
+fn io_error(e: std::io::Error) -> TransportError {
+    if e.kind() == std::io::ErrorKind::TimedOut {
+        TransportError::Timeout(e.to_string())
+    } else {
+        TransportError::Request(e.to_string())
+    }
+}
+
+fn closed_early() -> TransportError {
+    TransportError::Request("the connection closed before the answer's end".into())
+}
+
+impl H1Conn {
+    /// Connects (Nagle off) within `timeout`.
+    pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<Self, TransportError> {
+        let tcp = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
+            Ok(Ok(tcp)) => tcp,
+            Ok(Err(e)) => return Err(TransportError::Connect(format!("{host}:{port}: {e}"))),
+            Err(_) => {
+                return Err(TransportError::Timeout(format!(
+                    "connecting to {host}:{port} took over {timeout:?}"
+                )));
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        Ok(H1Conn {
+            tcp,
+            state: State::Idle,
+            wbuf: Vec::with_capacity(1024),
+            written: 0,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            closing: false,
+        })
+    }
+
+    /// Whether an idle connection can take a request: its last answer was read whole, and
+    /// the server has neither closed it nor sent anything unasked since. Costs no system call
+    /// unless the socket has news.
+    pub fn reusable(&mut self) -> bool {
+        if self.state != State::Idle || self.closing || !self.rbuf.is_empty() {
+            return false;
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self.tcp.poll_read_ready(&mut cx) {
+            Poll::Pending => true,
+            Poll::Ready(Err(_)) => false,
+            // Readiness may be left over from the last answer's read: look once.
+            Poll::Ready(Ok(())) => matches!(
+                self.tcp.try_read(&mut [0u8; 1]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+            ),
+        }
+    }
+
+    /// Starts a request on an idle connection: `encode` fills the emptied request buffer
+    /// with the whole request, head and body.
+    pub fn start(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
+        debug_assert_eq!(self.state, State::Idle);
+        self.wbuf.clear();
+        encode(&mut self.wbuf);
+        self.written = 0;
+        self.state = State::Writing;
+    }
+
+    /// Writes the request, then reads the answer's head (informational heads skipped).
+    pub fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Head, TransportError>> {
+        while self.state == State::Writing {
+            let n = ready!(Pin::new(&mut self.tcp).poll_write(cx, &self.wbuf[self.written..]))
+                .map_err(io_error)?;
+            if n == 0 {
+                return Poll::Ready(Err(closed_early()));
+            }
+            self.written += n;
+            if self.written == self.wbuf.len() {
+                self.state = State::ReadingHead;
+            }
+        }
+        loop {
+            if let Some(head) = self.parse_head()? {
+                return Poll::Ready(Ok(head));
+            }
+            if self.rbuf.len() > MAX_HEAD {
+                return Poll::Ready(Err(malformed("head over 64 KiB")));
+            }
+            if ready!(self.poll_fill(cx))? == 0 {
+                return Poll::Ready(Err(closed_early()));
+            }
+        }
+    }
+
+    /// Takes a complete final head off the read buffer, if there is one, and sets the
+    /// body's framing.
+    fn parse_head(&mut self) -> Result<Option<Head>, TransportError> {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut resp = httparse::Response::new(&mut headers);
+            let len = match resp.parse(&self.rbuf) {
+                Ok(httparse::Status::Complete(len)) => len,
+                Ok(httparse::Status::Partial) => return Ok(None),
+                Err(e) => return Err(malformed(&e.to_string())),
+            };
+            let status = resp.code.unwrap_or(0);
+            if (100..200).contains(&status) && status != 101 {
+                // 100 Continue and the like: the real head follows.
+                self.rbuf.advance(len);
+                continue;
+            }
+            let mut head = Head {
+                status,
+                kind: content_kind(None),
+                retry_after_s: None,
+            };
+            let mut length = None;
+            let mut chunked = false;
+            let mut closing = resp.version == Some(0) || status == 101;
+            for h in resp.headers.iter() {
+                let name = h.name;
+                if name.eq_ignore_ascii_case("content-type") {
+                    head.kind = content_kind(Some(h.value));
+                } else if name.eq_ignore_ascii_case("retry-after") {
+                    head.retry_after_s = retry_after_seconds(h.value);
+                } else if name.eq_ignore_ascii_case("content-length") {
+                    let n = std::str::from_utf8(h.value)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .ok_or_else(|| malformed("bad Content-Length"))?;
+                    if length.is_some_and(|l| l != n) {
+                        return Err(malformed("conflicting Content-Length"));
+                    }
+                    length = Some(n);
+                } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = h
+                        .value
+                        .rsplit(|&b| b == b',')
+                        .next()
+                        .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+                } else if name.eq_ignore_ascii_case("connection") {
+                    for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                        if token.eq_ignore_ascii_case(b"close") {
+                            closing = true;
+                        } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                            closing = false;
+                        }
+                    }
+                }
+            }
+            self.rbuf.advance(len);
+            let framing = if status == 204 || status == 304 {
+                Framing::Empty
+            } else if chunked {
+                Framing::Chunked(Chunk::Size)
+            } else if let Some(n) = length {
+                Framing::Length(n)
+            } else {
+                closing = true;
+                Framing::UntilClose
+            };
+            self.closing = closing;
+            self.state = State::Body(framing);
+            return Ok(Some(head));
+        }
+    }
+
+    /// Reads more of the answer into the buffer; `Ready(Ok(0))` at the connection's end.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, TransportError>> {
+        self.rbuf.reserve(READ_CHUNK);
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.tcp), cx, &mut self.rbuf).map_err(io_error)
+    }
+
+    /// Hands the next piece of the body to `take`: `Ready(Ok(true))` after a piece,
+    /// `Ready(Ok(false))` once the body is over (the connection is then idle).
+    pub fn poll_body(
+        &mut self,
+        cx: &mut Context<'_>,
+        take: &mut impl FnMut(&[u8]),
+    ) -> Poll<Result<bool, TransportError>> {
+        loop {
+            let State::Body(framing) = &mut self.state else {
+                return Poll::Ready(Ok(false));
+            };
+            match next_piece(framing, &mut self.rbuf)? {
+                Step::Data(n) => {
+                    take(&self.rbuf[..n]);
+                    self.rbuf.advance(n);
+                    return Poll::Ready(Ok(true));
+                }
+                Step::End => {
+                    self.state = State::Idle;
+                    return Poll::Ready(Ok(false));
+                }
+                Step::NeedMore => {
+                    let until_close = *framing == Framing::UntilClose;
+                    if ready!(self.poll_fill(cx))? == 0 {
+                        if until_close {
+                            self.state = State::Idle;
+                            return Poll::Ready(Ok(false));
+                        }
+                        return Poll::Ready(Err(closed_early()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the connection may serve another request: the answer was read to its end and
+    /// neither side means to close.
+    pub fn keeps_alive(&self) -> bool {
+        self.state == State::Idle && !self.closing
+    }
+}
+
+/// Moves a body along on what the buffer holds.
+fn next_piece(framing: &mut Framing, buf: &mut BytesMut) -> Result<Step, TransportError> {
+    let chunk = match framing {
+        Framing::Empty | Framing::Length(0) => return Ok(Step::End),
+        _ if buf.is_empty() => return Ok(Step::NeedMore),
+        Framing::UntilClose => return Ok(Step::Data(buf.len())),
+        Framing::Length(left) => {
+            let n = (*left).min(buf.len() as u64);
+            *left -= n;
+            return Ok(Step::Data(n as usize));
+        }
+        Framing::Chunked(chunk) => chunk,
+    };
+    loop {
+        match chunk {
+            Chunk::Size => match httparse::parse_chunk_size(buf) {
+                Ok(httparse::Status::Complete((len, size))) => {
+                    buf.advance(len);
+                    *chunk = if size == 0 {
+                        Chunk::Trailers
+                    } else {
+                        Chunk::Data(size)
+                    };
+                }
+                Ok(httparse::Status::Partial) if buf.len() > MAX_CHUNK_LINE => {
+                    return Err(malformed("chunk-size line over 1 KiB"));
+                }
+                Ok(httparse::Status::Partial) => return Ok(Step::NeedMore),
+                Err(_) => return Err(malformed("bad chunk size")),
+            },
+            Chunk::Data(left) => {
+                if buf.is_empty() {
+                    return Ok(Step::NeedMore);
+                }
+                let n = (*left).min(buf.len() as u64);
+                *left -= n;
+                if *left == 0 {
+                    *chunk = Chunk::DataEnd;
+                }
+                return Ok(Step::Data(n as usize));
+            }
+            Chunk::DataEnd => {
+                if buf.len() < 2 {
+                    return Ok(Step::NeedMore);
+                }
+                if &buf[..2] != b"\r\n" {
+                    return Err(malformed("chunk data not followed by CRLF"));
+                }
+                buf.advance(2);
+                *chunk = Chunk::Size;
+            }
+            Chunk::Trailers => match memchr::memmem::find(buf, b"\r\n") {
+                Some(0) => {
+                    buf.advance(2);
+                    *framing = Framing::Empty;
+                    return Ok(Step::End);
+                }
+                Some(at) => buf.advance(at + 2),
+                None if buf.len() > MAX_HEAD => return Err(malformed("trailers over 64 KiB")),
+                None => return Ok(Step::NeedMore),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `wire` to a body framed as `framing`, cut into pieces of `cut` bytes, and
+    /// collects the data; `Err` names the first failure.
+    fn decode(framing: Framing, wire: &[u8], cut: usize) -> Result<Vec<u8>, TransportError> {
+        let mut framing = framing;
+        let mut buf = BytesMut::new();
+        let mut data = Vec::new();
+        let mut pieces = wire.chunks(cut);
+        loop {
+            match next_piece(&mut framing, &mut buf)? {
+                Step::Data(n) => {
+                    data.extend_from_slice(&buf[..n]);
+                    buf.advance(n);
+                }
+                Step::End => return Ok(data),
+                Step::NeedMore => match pieces.next() {
+                    Some(p) => buf.extend_from_slice(p),
+                    None => return Err(closed_early()),
+                },
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_bodies_decode_whatever_the_cuts() {
+        let wire = b"5\r\nhello\r\n1;ext=1\r\n \r\n6\r\nworld!\r\n0\r\nx-trailer: 1\r\n\r\n";
+        for cut in 1..wire.len() {
+            let got = decode(Framing::Chunked(Chunk::Size), wire, cut).unwrap();
+            assert_eq!(got, b"hello world!", "cut {cut}");
+        }
+        let plain = b"0\r\n\r\n";
+        assert_eq!(
+            decode(Framing::Chunked(Chunk::Size), plain, 2).unwrap(),
+            b""
+        );
+    }
+
+    #[test]
+    fn broken_chunked_bodies_are_errors_not_hangs() {
+        let cases: [&[u8]; 4] = [
+            b"zz\r\nhello\r\n0\r\n\r\n",
+            b"5\r\nhelloXX0\r\n\r\n",
+            b"5\r\nhel",
+            b"5\r\nhello\r\n",
+        ];
+        for wire in cases {
+            assert!(
+                decode(Framing::Chunked(Chunk::Size), wire, 3).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+        let endless_size = vec![b'1'; 2 * MAX_CHUNK_LINE];
+        assert!(decode(Framing::Chunked(Chunk::Size), &endless_size, 64).is_err());
+    }
+
+    #[test]
+    fn length_and_close_framing_stop_where_they_should() {
+        assert_eq!(decode(Framing::Length(5), b"hello", 2).unwrap(), b"hello");
+        assert!(decode(Framing::Length(6), b"hello", 2).is_err());
+        assert_eq!(decode(Framing::Empty, b"", 1).unwrap(), b"");
+        // A body read to the connection's end: the end shows as the pieces running out.
+        assert!(decode(Framing::UntilClose, b"abc", 1).is_err());
+    }
+
+    #[test]
+    fn content_types_name_the_body_kind() {
+        let kind = |ct: &str| content_kind(Some(ct.as_bytes()));
+        assert_eq!(kind("application/json"), BodyKind::Json);
+        assert_eq!(kind(" Application/JSON; charset=utf-8"), BodyKind::Json);
+        assert_eq!(kind("application/vnd.api+json"), BodyKind::Json);
+        assert_eq!(kind("text/event-stream"), BodyKind::Sse);
+        assert_eq!(kind("text/plain"), BodyKind::Other);
+        assert_eq!(content_kind(None), BodyKind::Other);
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        assert_eq!(retry_after_seconds(b"7"), Some(7));
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
+        let s = retry_after_seconds(later.as_bytes()).unwrap();
+        assert!((100..=120).contains(&s), "{s}");
+        assert_eq!(retry_after_seconds(b"soon"), None);
+    }
+
+    /// A server on loopback that takes one connection and answers each request it reads
+    /// with the next of `answers`, then closes.
+    async fn raw_server(answers: Vec<&'static [u8]>) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            for answer in answers {
+                // A request is whole once its head and its Content-Length body are in.
+                loop {
+                    if let Some(end) = memchr::memmem::find(&seen, b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .map_or(0, |n| n.trim().parse().unwrap());
+                        if seen.len() >= end + 4 + len {
+                            seen.drain(..end + 4 + len);
+                            break;
+                        }
+                    }
+                    let mut b = [0u8; 4096];
+                    let n = tcp.read(&mut b).await.unwrap();
+                    assert!(n > 0, "the client hung up mid-request");
+                    seen.extend_from_slice(&b[..n]);
+                }
+                let _ = tcp.write_all(answer).await;
+            }
+        });
+        port
+    }
+
+    /// Sends one request on `conn` and reads the whole answer: its head and its body.
+    async fn exchange(conn: &mut H1Conn) -> Result<(Head, Vec<u8>), TransportError> {
+        conn.start(|w| {
+            w.extend_from_slice(b"POST /mcp HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}");
+        });
+        let head = std::future::poll_fn(|cx| conn.poll_head(cx)).await?;
+        let mut body = Vec::new();
+        while std::future::poll_fn(|cx| conn.poll_body(cx, &mut |b| body.extend_from_slice(b)))
+            .await?
+        {}
+        Ok((head, body))
+    }
+
+    async fn connect(port: u16) -> H1Conn {
+        H1Conn::connect("127.0.0.1", port, Duration::from_secs(5))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_kept_alive_connection_serves_answer_after_answer() {
+        let port = raw_server(vec![
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+            b"HTTP/1.1 429 Too Many\r\nRetry-After: 3\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nno\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\ndata: 1\n\n",
+        ])
+        .await;
+        let mut conn = connect(port).await;
+        let (head, body) = exchange(&mut conn).await.unwrap();
+        assert_eq!(
+            (head.status, head.kind, &body[..]),
+            (200, BodyKind::Json, &b"{}"[..])
+        );
+        assert!(conn.keeps_alive() && conn.reusable());
+        let (head, body) = exchange(&mut conn).await.unwrap();
+        assert_eq!(
+            (head.status, head.retry_after_s, &body[..]),
+            (429, Some(3), &b"no"[..])
+        );
+        assert!(conn.keeps_alive() && conn.reusable());
+        // No length, no chunks: the body runs to the connection's end, which ends its use.
+        let (head, body) = exchange(&mut conn).await.unwrap();
+        assert_eq!((head.kind, &body[..]), (BodyKind::Sse, &b"data: 1\n\n"[..]));
+        assert!(!conn.keeps_alive() && !conn.reusable());
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closed_is_not_reused() {
+        let port = raw_server(vec![b"HTTP/1.1 204 No Content\r\n\r\n"]).await;
+        let mut conn = connect(port).await;
+        let (head, body) = exchange(&mut conn).await.unwrap();
+        assert_eq!((head.status, body.len()), (204, 0));
+        assert!(conn.keeps_alive());
+        // The server's FIN arrives on its own time: look until it shows, within a bound.
+        let seen = async {
+            while conn.reusable() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), seen)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn garbage_and_endless_heads_are_errors() {
+        let port = raw_server(vec![b"SSH-2.0-OpenSSH\r\n\r\n"]).await;
+        let err = exchange(&mut connect(port).await).await.unwrap_err();
+        assert!(err.to_string().contains("malformed"), "{err}");
+        let endless: &'static [u8] = Box::leak(
+            [
+                &b"HTTP/1.1 200 OK\r\n"[..],
+                &b"x-pad: 0123456789\r\n".repeat(5000),
+            ]
+            .concat()
+            .into_boxed_slice(),
+        );
+        let port = raw_server(vec![endless]).await;
+        let err = exchange(&mut connect(port).await).await.unwrap_err();
+        assert!(err.to_string().contains("malformed"), "{err}");
+        let port = raw_server(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"]).await;
+        let err = exchange(&mut connect(port).await).await.unwrap_err();
+        assert!(err.to_string().contains("closed before"), "{err}");
+    }
+}
