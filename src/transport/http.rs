@@ -515,7 +515,7 @@ impl HttpTransport {
             },
         };
         let single = (!out.batch && out.ids.len() == 1).then(|| out.ids[0].clone());
-        let ex = Exchange {
+        let ex = Box::new(Exchange {
             st: ExchangeState {
                 meta: Meta {
                     exchange,
@@ -533,7 +533,7 @@ impl HttpTransport {
             owed,
             generation: self.generation,
             max: self.max_message_bytes,
-        };
+        });
         match (&self.cancel_style, single) {
             (CancelStyle::CloseStream, Some(id)) => {
                 let (handle, reg) = AbortHandle::new_pair();
@@ -758,8 +758,8 @@ struct Meta {
     batch: bool,
 }
 
-// An exchange lives in one allocation (its task in the `SelectAll`) whatever its phase;
-// boxing the reader would add one per exchange.
+// An exchange lives in one allocation (its box) whatever its phase; boxing the reader would
+// add one per exchange.
 #[allow(clippy::large_enum_variant)]
 enum Phase {
     /// A request through the shared pool, on its way.
@@ -805,8 +805,8 @@ struct ExchangeState {
     error_code: Option<i64>,
 }
 
-/// One POST and its answer as a stream of events, the terminal one last. Polled in place
-/// (no state moved per event, no box per exchange).
+/// One POST and its answer as a stream of events, the terminal one last. Lives in one box
+/// from its request to its end, so no state is copied per event.
 struct Exchange {
     st: ExchangeState,
     phase: Phase,
@@ -996,10 +996,11 @@ impl futures_util::Stream for Exchange {
 }
 
 /// Anything in flight on the transport: an exchange (abortable when its stream may be
-/// closed to cancel), or a rare side task (a quiet POST, a session restart).
+/// closed to cancel), or a rare side task (a quiet POST, a session restart). Exchanges are
+/// boxed: `SelectAll` moves a stream into a new task after each item it yields.
 enum Flow {
-    Plain(Exchange),
-    Abortable(Abortable<Exchange>),
+    Plain(Box<Exchange>),
+    Abortable(Abortable<Box<Exchange>>),
     Other(BoxStream<'static, Item>),
 }
 
