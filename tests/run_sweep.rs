@@ -124,6 +124,35 @@ fn an_open_loop_sees_a_stall_that_a_closed_loop_hides() {
     );
 }
 
+/// A closed loop of N clients holds at most N connections of its own: a client whose answer
+/// came sends its next request on the connection that carried it. The target refuses any
+/// connection past its limit, so one opened too many shows as a transport error.
+#[test]
+fn a_closed_loop_holds_no_more_connections_than_clients() {
+    // 64 clients and the handshake's connection.
+    let target = serve(&["--max-connections", "65"]);
+    let dir = scratch("connections");
+    let out = run(&[
+        "--url",
+        &target.url,
+        "-c",
+        "64",
+        "--workers",
+        "2",
+        "-d",
+        "2s",
+        "--warmup",
+        "0s",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let row = &steps(&dir)[0];
+    assert!(num(row, "requests") > 1000.0, "{row:?}");
+    assert_eq!(num(row, "transport_errors"), 0.0, "{row:?}");
+    assert_eq!(target_stats(&target.url)["connections_refused"], 0);
+}
+
 #[test]
 fn arrivals_past_max_in_flight_are_dropped_and_counted() {
     let row = stall_run("stall-capped", "rate = [200]\nmax_in_flight = 10");

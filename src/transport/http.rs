@@ -978,10 +978,10 @@ impl futures_util::Stream for Exchange {
         let this = self.get_mut();
         match std::task::ready!(this.poll_event(cx)) {
             Some(event) => {
-                // The connection goes back before the last event, so the request the worker
-                // sends in answer finds it idle instead of opening another.
+                // The connection goes back as soon as the answer is read, before any of its
+                // events: the response pairs its request, and the request the worker sends in
+                // its place must find the connection idle rather than open another.
                 if matches!(this.phase, Phase::Done)
-                    && this.st.queue.is_empty()
                     && let Some(back) = this.release()
                 {
                     this.st.queue.push_front(event);
