@@ -3,6 +3,7 @@
 //! formats or prints; the progress display reads what the coordinator hands it.
 
 mod progress;
+mod timer;
 mod worker;
 
 pub use progress::Progress;

@@ -1,6 +1,7 @@
 //! One worker: the hot loop. It owns one transport, one correlator, one ledger and its share
 //! of the load; it writes only its own state and reports to the coordinator once a second.
 
+use super::timer::SendTimer;
 use super::{Order, Report, StepOrder, Workload};
 use crate::correlator::{Correlator, Sent};
 use crate::jsonrpc::{BatchWriter, Id, encode_notification};
@@ -18,9 +19,6 @@ use tokio_util::sync::CancellationToken;
 
 /// How often timeouts are checked and the clock looked at between events.
 const HOUSEKEEPING: Duration = Duration::from_millis(5);
-/// Below this distance to the next arrival the worker yields instead of sleeping: tokio's
-/// timer has a 1 ms grain, which would bunch arrivals and show as schedule lag.
-const SPIN_BELOW: Duration = Duration::from_micros(1200);
 /// How long an interrupted step waits for the answers already asked for.
 const INTERRUPT_DRAIN: Duration = Duration::from_secs(2);
 
@@ -125,6 +123,7 @@ impl Worker {
         tokio::pin!(cancelled);
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut timer = SendTimer::new();
         loop {
             let sending = matches!(st.phase, Phase::Warmup | Phase::Measure);
             let next_send = match work.model {
@@ -132,15 +131,6 @@ impl Worker {
                 Model::Closed => st.ready.front().copied(),
             }
             .filter(|_| sending);
-            let spin = work.model == Model::Open
-                && next_send
-                    .is_some_and(|t| t.saturating_duration_since(Instant::now()) < SPIN_BELOW);
-            // Open loop: the timer wakes a little early (it has a 1 ms grain) and the last
-            // stretch is spun, so that sends leave on time; a closed loop just sleeps.
-            let wake = match work.model {
-                Model::Open => next_send.map(|t| t.checked_sub(SPIN_BELOW).unwrap_or(t)),
-                Model::Closed => next_send,
-            };
             let before = st.outstanding(s.corr);
             tokio::select! {
                 biased;
@@ -160,8 +150,7 @@ impl Worker {
                     // The coordinator is gone: end the step.
                     _ => st.interrupted_at = Some(Instant::now()),
                 },
-                _ = tokio::task::yield_now(), if spin => {}
-                _ = sleep_until_opt(wake), if !spin && wake.is_some() => {}
+                _ = timer.wait(next_send), if next_send.is_some() => {}
                 _ = housekeeping.tick() => {}
             }
             let now = Instant::now();
@@ -405,12 +394,6 @@ impl StepState {
 pub(super) fn share(level: f64, i: u32, n: u32) -> u64 {
     let total = level.round() as u64;
     total / n as u64 + u64::from((i as u64) < total % n as u64)
-}
-
-async fn sleep_until_opt(t: Option<Instant>) {
-    if let Some(t) = t {
-        tokio::time::sleep_until(t.into()).await;
-    }
 }
 
 /// The params of the filler notifications mixed into batches.
