@@ -13,8 +13,8 @@ use tokio::net::TcpStream;
 
 /// Largest answer head (or trailer section) accepted.
 const MAX_HEAD: usize = 64 << 10;
-/// Most headers an answer head may have.
-const MAX_HEADERS: usize = 64;
+/// Most headers an answer head may have (as many as hyper allows).
+const MAX_HEADERS: usize = 100;
 /// Room a read offers the socket at least.
 const READ_CHUNK: usize = 8 << 10;
 /// Longest chunk-size line accepted (extensions included).
@@ -228,7 +228,8 @@ impl H1Conn {
                 retry_after_s: None,
             };
             let mut length = None;
-            let mut chunked = false;
+            // `Transfer-Encoding`, if any: whether chunked is its last coding.
+            let mut coded: Option<bool> = None;
             let mut closing = resp.version == Some(0) || status == 101;
             for h in resp.headers.iter() {
                 let name = h.name;
@@ -246,11 +247,10 @@ impl H1Conn {
                     }
                     length = Some(n);
                 } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                    chunked = h
-                        .value
-                        .rsplit(|&b| b == b',')
-                        .next()
-                        .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+                    coded =
+                        Some(h.value.rsplit(|&b| b == b',').next().is_some_and(|last| {
+                            last.trim_ascii().eq_ignore_ascii_case(b"chunked")
+                        }));
                 } else if name.eq_ignore_ascii_case("connection") {
                     for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                         if token.eq_ignore_ascii_case(b"close") {
@@ -262,15 +262,16 @@ impl H1Conn {
                 }
             }
             self.rbuf.advance(len);
-            let framing = if status == 204 || status == 304 {
-                Framing::Empty
-            } else if chunked {
-                Framing::Chunked(Chunk::Size)
-            } else if let Some(n) = length {
-                Framing::Length(n)
-            } else {
-                closing = true;
-                Framing::UntilClose
+            // RFC 9112 6.3: chunked last, chunked; another coding, to the end, whatever the
+            // length says; else the length; else to the end.
+            let framing = match (coded, length) {
+                _ if status == 204 || status == 304 => Framing::Empty,
+                (Some(true), _) => Framing::Chunked(Chunk::Size),
+                (None, Some(n)) => Framing::Length(n),
+                _ => {
+                    closing = true;
+                    Framing::UntilClose
+                }
             };
             self.closing = closing;
             self.state = State::Body(framing);
@@ -575,6 +576,18 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), seen)
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_coded_body_runs_to_the_end_whatever_its_length_says() {
+        let port = raw_server(vec![
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\nabcdef",
+        ])
+        .await;
+        let mut conn = connect(port).await;
+        let (_, body) = exchange(&mut conn).await.unwrap();
+        assert_eq!(body, b"abcdef");
+        assert!(!conn.keeps_alive());
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use futures_util::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
 use futures_util::{FutureExt, StreamExt};
-use http::header::{ACCEPT, CONTENT_TYPE, HOST, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body as _, Incoming};
@@ -34,6 +34,8 @@ const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
 const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
+/// Headers an own connection writes per request, never from the custom headers' prefix.
+const SET_PER_REQUEST: [HeaderName; 3] = [CONTENT_LENGTH, METHOD_HEADER, NAME_HEADER];
 
 /// How the HTTP client is built.
 #[derive(Clone, Debug)]
@@ -276,6 +278,9 @@ struct Conns {
     /// Every request's head up to the per-request headers: the request line, `Host`, the
     /// base headers, the protocol version and the session. Re-encoded when those change.
     prefix: Vec<u8>,
+    /// Custom `Mcp-Method` / `Mcp-Name` headers, sent when a request carries none of its own.
+    custom_method: Option<HeaderValue>,
+    custom_name: Option<HeaderValue>,
     cap: usize,
     /// Connections open or opening, idle or not.
     live: usize,
@@ -300,6 +305,8 @@ impl Conns {
             },
             path: path.into(),
             prefix: Vec::new(),
+            custom_method: None,
+            custom_name: None,
             cap: opts.pool_size.max(1),
             live: 0,
             idle: Vec::new(),
@@ -325,10 +332,17 @@ impl Conns {
     /// Writes a whole request: the prefix, the per-request headers, the body.
     fn encode(&self, headers: &McpHeaders, body: &[u8], w: &mut Vec<u8>) {
         w.extend_from_slice(&self.prefix);
-        for (name, value) in [
-            (&METHOD_HEADER, &headers.method),
-            (&NAME_HEADER, &headers.name),
-        ] {
+        let per_request = [
+            (
+                &METHOD_HEADER,
+                headers.method.as_ref().or(self.custom_method.as_ref()),
+            ),
+            (
+                &NAME_HEADER,
+                headers.name.as_ref().or(self.custom_name.as_ref()),
+            ),
+        ];
+        for (name, value) in per_request {
             if let Some(v) = value {
                 push_header(w, name.as_str(), v.as_bytes());
             }
@@ -380,8 +394,12 @@ enum Item {
         generation: u64,
     },
     SessionReady(Result<HeaderValue, TransportError>),
-    /// An own connection is free again: ready for the next request, or gone (`None`).
-    Conn(Option<H1Conn>),
+    /// An own connection is free again: ready for the next request, or gone (`None`). Its
+    /// exchange's answer has been read, so the exchange can no longer be closed to cancel.
+    Conn {
+        back: Option<H1Conn>,
+        closable: Option<(Id, ExchangeId)>,
+    },
 }
 
 impl HttpTransport {
@@ -429,16 +447,25 @@ impl HttpTransport {
         w.extend_from_slice(b"POST ");
         w.extend_from_slice(conns.path.as_bytes());
         w.extend_from_slice(b" HTTP/1.1\r\n");
-        let session = [
+        // The headers mcpload sets win over custom headers of the same name, as on the pool.
+        let custom: &HeaderMap = &self.client.base;
+        let ours = [
+            (&HOST, self.host.as_ref()),
             (&VERSION_HEADER, self.protocol_version.as_ref()),
             (&SESSION_HEADER, self.session.as_ref()),
         ];
-        let headers = self.host.iter().map(|h| (&HOST, h));
-        let headers = headers.chain(self.client.base.iter());
-        let headers = headers.chain(session.into_iter().filter_map(|(k, v)| Some((k, v?))));
-        for (name, value) in headers {
-            push_header(w, name.as_str(), value.as_bytes());
+        for (name, value) in ours {
+            if let Some(v) = value.or_else(|| custom.get(name)) {
+                push_header(w, name.as_str(), v.as_bytes());
+            }
         }
+        for (name, value) in custom {
+            if !SET_PER_REQUEST.contains(name) && !ours.iter().any(|(n, _)| *n == name) {
+                push_header(w, name.as_str(), value.as_bytes());
+            }
+        }
+        conns.custom_method = custom.get(METHOD_HEADER).cloned();
+        conns.custom_name = custom.get(NAME_HEADER).cloned();
     }
 
     pub fn url(&self) -> &Uri {
@@ -514,7 +541,11 @@ impl HttpTransport {
                 }
             },
         };
-        let single = (!out.batch && out.ids.len() == 1).then(|| out.ids[0].clone());
+        // A single request's stream is closed to cancel it (2026-07-28).
+        let closable = (matches!(self.cancel_style, CancelStyle::CloseStream)
+            && !out.batch
+            && out.ids.len() == 1)
+            .then(|| out.ids[0].clone());
         let ex = Box::new(Exchange {
             st: ExchangeState {
                 meta: Meta {
@@ -531,17 +562,18 @@ impl HttpTransport {
                 .exchange_timeout
                 .map(|t| Box::pin(tokio::time::sleep_until(since + t))),
             owed,
+            closable: closable.clone(),
             generation: self.generation,
             max: self.max_message_bytes,
         });
-        match (&self.cancel_style, single) {
-            (CancelStyle::CloseStream, Some(id)) => {
+        match closable {
+            Some(id) => {
                 let (handle, reg) = AbortHandle::new_pair();
                 self.streams.insert(id, (exchange, handle));
                 self.exchanges
                     .push(Flow::Abortable(Abortable::new(ex, reg)));
             }
-            _ => self.exchanges.push(Flow::Plain(ex)),
+            None => self.exchanges.push(Flow::Plain(ex)),
         }
     }
 
@@ -613,6 +645,14 @@ impl HttpTransport {
         }
     }
 
+    /// Drops `exchange`'s entry among the streams that can be closed to cancel (the id may
+    /// already belong to a newer exchange, once answered).
+    fn forget_stream(&mut self, id: &Id, exchange: ExchangeId) {
+        if self.streams.get(id).is_some_and(|(ex, _)| *ex == exchange) {
+            self.streams.remove(id);
+        }
+    }
+
     /// An own connection came back (or closed): it serves the longest-waiting request.
     fn on_conn(&mut self, back: Option<H1Conn>) {
         let Some(conns) = &mut self.direct else {
@@ -641,14 +681,9 @@ impl HttpTransport {
             _ => return,
         };
         self.open -= 1;
-        for id in ids {
-            // The id may already belong to a newer exchange (reused once answered).
-            if self
-                .streams
-                .get(id)
-                .is_some_and(|(ex, _)| Some(*ex) == exchange)
-            {
-                self.streams.remove(id);
+        if let Some(exchange) = exchange {
+            for id in ids {
+                self.forget_stream(id, exchange);
             }
         }
         if status == Some(404)
@@ -707,7 +742,12 @@ impl Transport for HttpTransport {
                     return Poll::Ready(event);
                 }
                 Poll::Ready(Some(Item::SessionReady(r))) => self.on_session_ready(r),
-                Poll::Ready(Some(Item::Conn(back))) => self.on_conn(back),
+                Poll::Ready(Some(Item::Conn { back, closable })) => {
+                    if let Some((id, exchange)) = closable {
+                        self.forget_stream(&id, exchange);
+                    }
+                    self.on_conn(back);
+                }
                 // Nothing in flight: new sends are polled on the next call.
                 Poll::Ready(None) | Poll::Pending => return Poll::Pending,
             }
@@ -816,6 +856,8 @@ struct Exchange {
     generation: u64,
     max: usize,
     owed: Owed,
+    /// The id its stream is closed under to cancel it, if it is.
+    closable: Option<Id>,
 }
 
 impl Exchange {
@@ -955,19 +997,21 @@ impl Exchange {
         }
     }
 
-    /// Hands back an own connection once the exchange is over: `Some(Some(_))` with the
-    /// connection if its answer was read whole, `Some(None)` if it closed, `None` when there
-    /// is nothing to hand back.
-    fn release(&mut self) -> Option<Option<H1Conn>> {
-        match std::mem::replace(&mut self.owed, Owed::Returned) {
+    /// Hands back an own connection once the exchange is over: with the connection if its
+    /// answer was read whole, without if it closed; `None` when there is nothing to hand back.
+    fn release(&mut self) -> Option<Item> {
+        let back = match std::mem::replace(&mut self.owed, Owed::Returned) {
             Owed::Nothing => {
                 self.owed = Owed::Nothing;
-                None
+                return None;
             }
-            Owed::Returned => None,
-            Owed::Lost => Some(None),
-            Owed::Kept(conn) => Some(Some(conn)),
-        }
+            Owed::Returned => return None,
+            Owed::Lost => None,
+            Owed::Kept(conn) => Some(conn),
+        };
+        let exchange = self.st.meta.exchange;
+        let closable = self.closable.take().map(|id| (id, exchange));
+        Some(Item::Conn { back, closable })
     }
 }
 
@@ -982,15 +1026,15 @@ impl futures_util::Stream for Exchange {
                 // events: the response pairs its request, and the request the worker sends in
                 // its place must find the connection idle rather than open another.
                 if matches!(this.phase, Phase::Done)
-                    && let Some(back) = this.release()
+                    && let Some(conn) = this.release()
                 {
                     this.st.queue.push_front(event);
-                    return Poll::Ready(Some(Item::Conn(back)));
+                    return Poll::Ready(Some(conn));
                 }
                 let generation = this.generation;
                 Poll::Ready(Some(Item::Event { event, generation }))
             }
-            None => Poll::Ready(this.release().map(Item::Conn)),
+            None => Poll::Ready(this.release()),
         }
     }
 }
@@ -1426,6 +1470,103 @@ mod tests {
                 return ev;
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_cancel_after_the_answer_was_read_closes_nothing() {
+        let (url, accepted) = counting_server().await;
+        let opts = HttpOptions::default();
+        let mut t = HttpTransport::new(build_client(&opts).unwrap(), url, &opts);
+        t.set_cancel_style(CancelStyle::CloseStream);
+        let ping: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let id = Id::Num(1);
+        t.send(Outgoing::single(
+            Bytes::from_static(ping),
+            Some(id.clone()),
+            McpHeaders::default(),
+        ));
+        // The answer is read and its connection back; its events are still to come. A cancel
+        // now (its deadline passed before the worker saw the response) has no stream left to
+        // close: the connection stays counted once and the exchange ends once.
+        let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+            .await
+            .unwrap();
+        assert!(matches!(ev, Event::Message { .. }), "{ev:?}");
+        t.cancel(&id);
+        let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+            .await
+            .unwrap();
+        assert!(matches!(ev, Event::Closed { status: 200, .. }), "{ev:?}");
+        assert_eq!(t.open_exchanges(), 0);
+        let conns = t.direct.as_ref().unwrap();
+        assert_eq!((conns.live, conns.idle.len()), (1, 1));
+        assert!(matches!(
+            exchange(&mut t, ping).await,
+            Event::Closed { status: 200, .. }
+        ));
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn own_requests_carry_each_header_once_with_mcploads_first() {
+        use http::header::AUTHORIZATION;
+        let value = HeaderValue::from_static;
+        let opts = HttpOptions {
+            headers: vec![
+                (HOST, value("example.com")),
+                (METHOD_HEADER, value("custom/method")),
+                (AUTHORIZATION, value("Bearer x")),
+                (CONTENT_LENGTH, value("999")),
+            ],
+            ..HttpOptions::default()
+        };
+        let url: Uri = "http://127.0.0.1:9/mcp".parse().unwrap();
+        let mut t = HttpTransport::new(build_client(&opts).unwrap(), url, &opts);
+        t.set_protocol_version(Some("2026-07-28"));
+        t.set_session(Some(value("s-1")));
+        let encoded = |t: &HttpTransport, method: Option<HeaderValue>| {
+            let mut w = Vec::new();
+            let headers = McpHeaders { method, name: None };
+            t.direct.as_ref().unwrap().encode(&headers, b"{}", &mut w);
+            let mut parsed = [httparse::EMPTY_HEADER; 16];
+            let mut req = httparse::Request::new(&mut parsed);
+            let head = match req.parse(&w).unwrap() {
+                httparse::Status::Complete(n) => n,
+                httparse::Status::Partial => panic!("incomplete head"),
+            };
+            assert_eq!(&w[head..], b"{}");
+            req.headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_ascii_lowercase(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let sent = encoded(&t, Some(value("tools/call")));
+        let once = |name: &str| {
+            let v: Vec<_> = sent
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            assert_eq!(v.len(), 1, "{name}: {sent:?}");
+            v[0].to_owned()
+        };
+        assert_eq!(once("host"), "127.0.0.1:9");
+        assert_eq!(once("mcp-method"), "tools/call");
+        assert_eq!(once("content-length"), "2");
+        assert_eq!(once("mcp-protocol-version"), "2026-07-28");
+        assert_eq!(once("mcp-session-id"), "s-1");
+        assert_eq!(once("authorization"), "Bearer x");
+        // A request with no method of its own carries the custom one.
+        let sent = encoded(&t, None);
+        assert!(
+            sent.contains(&("mcp-method".into(), "custom/method".into())),
+            "{sent:?}"
+        );
     }
 
     #[tokio::test]
