@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Throughput of mcpload against oha on the same target and body: the built-in target
 # (`mcpload serve`, echo, JSON answers, HTTP/1.1 keep-alive), 64 concurrent, 2026-07-28
-# headers. Three alternating rounds of 10 s; prints the medians and their ratio.
+# headers. ROUNDS rounds (default 5) of SECS seconds (default 10), the order alternating;
+# prints each round, the medians, their ratio and the median of the rounds' ratios.
 # Needs oha (installed into benches/.tools on first use: `cargo install oha`).
 source "$(dirname "$0")/common.sh"
 oha="$(command -v oha || true)"
@@ -12,20 +13,29 @@ fi
 secs="${SECS:-10}"
 start_serve
 body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"oha","version":"1"}}}}'
-ours=(); theirs=()
-for round in 1 2 3; do
-    t="$("$oha" -z "${secs}s" -c 64 --no-tui -m POST -d "$body" \
+rounds="${ROUNDS:-5}"
+run_oha() {
+    "$oha" -z "${secs}s" -c 64 --no-tui -m POST -d "$body" \
         -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
         -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' \
-        "$url" | awk '/Requests\/sec/ {print $2}')"
+        "$url" | awk '/Requests\/sec/ {print $2}'
+}
+run_ours() {
+    local out
     out="$(mktemp -d)"
     "$mcpload" run -q --url "$url" --protocol 2026-07-28 -c 64 -d "${secs}s" --warmup 1s \
         --tool echo --args '{"message":"hi"}' --out "$out/run" >/dev/null
-    o="$(python3 -c "import csv,sys; r=list(csv.DictReader(open('$out/run/steps.csv'))); print(r[0]['throughput_rps'])")"
+    python3 -c "import csv; print(next(csv.DictReader(open('$out/run/steps.csv')))['throughput_rps'])"
     rm -rf "$out"
-    echo "round $round: oha $t req/s, mcpload $o req/s"
-    theirs+=("$t"); ours+=("$o")
+}
+ours=(); theirs=(); ratios=()
+for round in $(seq "$rounds"); do
+    # The order alternates, so a drift in the machine's background load hits both alike.
+    if (( round % 2 )); then t="$(run_oha)"; o="$(run_ours)"; else o="$(run_ours)"; t="$(run_oha)"; fi
+    r="$(python3 -c "print(round($o/$t, 3))")"
+    echo "round $round: oha $t req/s, mcpload $o req/s, ratio $r"
+    theirs+=("$t"); ours+=("$o"); ratios+=("$r")
 done
 m_oha="$(printf '%s\n' "${theirs[@]}" | median)"
 m_ours="$(printf '%s\n' "${ours[@]}" | median)"
-echo "median: oha $m_oha req/s, mcpload $m_ours req/s, ratio mcpload/oha $(python3 -c "print(round($m_ours/$m_oha, 3))")"
+echo "median: oha $m_oha req/s, mcpload $m_ours req/s, ratio of medians $(python3 -c "print(round($m_ours/$m_oha, 3))"), median of round ratios $(printf '%s\n' "${ratios[@]}" | median)"
