@@ -179,30 +179,51 @@ impl H1Conn {
         self.state = State::Writing;
     }
 
-    /// Writes the request, then reads the answer's head (informational heads skipped).
+    /// Writes the request, then reads the answer's head (informational heads skipped). A
+    /// server may answer (413, 429) before it has read the whole request: while the write
+    /// is held up, the answer is looked for too, and the connection ends with the exchange.
     pub fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Head, TransportError>> {
         while self.state == State::Writing {
-            let n = ready!(Pin::new(&mut self.tcp).poll_write(cx, &self.wbuf[self.written..]))
-                .map_err(io_error)?;
-            if n == 0 {
-                return Poll::Ready(Err(closed_early()));
-            }
-            self.written += n;
-            if self.written == self.wbuf.len() {
-                self.state = State::ReadingHead;
+            match Pin::new(&mut self.tcp).poll_write(cx, &self.wbuf[self.written..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(closed_early())),
+                Poll::Ready(Ok(n)) => {
+                    self.written += n;
+                    if self.written == self.wbuf.len() {
+                        self.state = State::ReadingHead;
+                    }
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(io_error(e))),
+                Poll::Pending => {
+                    if let Some(head) = ready!(self.poll_read_head(cx))? {
+                        self.closing = true;
+                        return Poll::Ready(Ok(head));
+                    }
+                }
             }
         }
         loop {
-            if let Some(head) = self.parse_head()? {
+            if let Some(head) = ready!(self.poll_read_head(cx))? {
                 return Poll::Ready(Ok(head));
             }
-            if self.rbuf.len() > MAX_HEAD {
-                return Poll::Ready(Err(malformed("head over 64 KiB")));
-            }
-            if ready!(self.poll_fill(cx))? == 0 {
-                return Poll::Ready(Err(closed_early()));
-            }
         }
+    }
+
+    /// Reads once more toward the answer's head: `Ready(Ok(Some(_)))` once it is whole,
+    /// `Ready(Ok(None))` after a read that did not complete it.
+    fn poll_read_head(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Head>, TransportError>> {
+        if let Some(head) = self.parse_head()? {
+            return Poll::Ready(Ok(Some(head)));
+        }
+        if self.rbuf.len() > MAX_HEAD {
+            return Poll::Ready(Err(malformed("head over 64 KiB")));
+        }
+        if ready!(self.poll_fill(cx))? == 0 {
+            return Poll::Ready(Err(closed_early()));
+        }
+        Poll::Ready(self.parse_head())
     }
 
     /// Takes a complete final head off the read buffer, if there is one, and sets the
@@ -588,6 +609,43 @@ mod tests {
         let (_, body) = exchange(&mut conn).await.unwrap();
         assert_eq!(body, b"abcdef");
         assert!(!conn.keeps_alive());
+    }
+
+    #[tokio::test]
+    async fn an_answer_before_the_request_was_read_is_taken_while_writing() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            // Read a little, refuse, then stop reading and hold the connection open.
+            let _ = tcp.read(&mut [0u8; 1024]).await;
+            let refusal = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n";
+            let _ = tcp.write_all(refusal).await;
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        });
+        let mut conn = connect(port).await;
+        let body = vec![b' '; 32 << 20];
+        conn.start(|w| {
+            w.extend_from_slice(b"POST /mcp HTTP/1.1\r\ncontent-length: 33554432\r\n\r\n");
+            w.extend_from_slice(&body);
+        });
+        let head = tokio::time::timeout(
+            Duration::from_secs(5),
+            std::future::poll_fn(|cx| conn.poll_head(cx)),
+        )
+        .await
+        .expect("the answer is seen while the write is held up")
+        .unwrap();
+        assert_eq!(head.status, 413);
+        while std::future::poll_fn(|cx| conn.poll_body(cx, &mut |_| {}))
+            .await
+            .unwrap()
+        {}
+        assert!(
+            !conn.keeps_alive(),
+            "half a request went out: the connection ends"
+        );
     }
 
     #[tokio::test]
