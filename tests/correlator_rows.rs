@@ -306,3 +306,32 @@ fn more_requests_in_flight_than_the_window_all_pair() {
     assert_eq!(k.in_flight_max, n as u64 + 1);
     assert_eq!(c.in_flight(), 0);
 }
+
+#[test]
+fn a_straggler_outlasting_a_turn_of_the_ring_stays_known() {
+    let mut c = Correlator::new(4);
+    let t0 = Instant::now();
+    // 0 and 1 stay pending while 98 newer ids go round the 4-slot ring many times.
+    c.register(Id::Num(0), sent(t0)).unwrap();
+    c.register(Id::Num(1), sent(t0)).unwrap();
+    for i in 2..100 {
+        c.register(Id::Num(i), sent(t0)).unwrap();
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{i},"result":{{}}}}"#);
+        c.ingest(body.as_bytes(), t0);
+    }
+    assert_eq!(c.in_flight(), 2);
+    assert!(
+        c.register(Id::Num(0), sent(t0)).is_err(),
+        "0 is still pending"
+    );
+    c.ingest(br#"{"jsonrpc":"2.0","id":0,"result":{}}"#, t0);
+    c.ingest(br#"{"jsonrpc":"2.0","id":0,"result":{}}"#, t0);
+    assert!(c.end(&Id::Num(1), End::Missing));
+    c.ingest(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, t0);
+    let k = &c.stats().counters;
+    assert_eq!(
+        (k.ok, k.duplicate_id, k.missing, k.late, k.unknown_id),
+        (99, 1, 1, 1, 0)
+    );
+    assert_eq!(c.in_flight(), 0);
+}

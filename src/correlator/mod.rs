@@ -122,7 +122,9 @@ const EMPTY: Record = Record {
 
 /// Integer ids, direct-mapped by `id & mask`: the run issues them in sequence, so a slot is
 /// reused only after `len` newer ids, which makes the ring its own window of ended ids. A
-/// slot still pending when its index comes round again makes the ring grow.
+/// slot still pending when its index comes round again (a straggler) gives its record up to
+/// the correlator's `stragglers`, so one slow request does not double the ring; the ring
+/// grows only when half its slots are pending at once.
 #[derive(Debug)]
 struct Ring {
     ids: Vec<i64>,
@@ -147,29 +149,30 @@ impl Ring {
         (self.ids[i] == id && self.records[i].state != State::Empty).then_some(i)
     }
 
-    /// Places a record, growing while its slot holds another pending id.
-    fn insert(&mut self, id: i64, rec: Record) {
-        loop {
-            let i = id as usize & self.mask;
-            if self.records[i].state != State::Pending {
-                self.ids[i] = id;
-                self.records[i] = rec;
-                return;
-            }
-            self.grow();
-        }
+    /// Places a record; returns the pending one it displaces, if any.
+    #[inline]
+    fn insert(&mut self, id: i64, rec: Record) -> Option<(i64, Record)> {
+        let i = id as usize & self.mask;
+        let displaced =
+            (self.records[i].state == State::Pending).then(|| (self.ids[i], self.records[i]));
+        self.ids[i] = id;
+        self.records[i] = rec;
+        displaced
     }
 
+    fn len(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Doubles the ring, keeping every record that still has a slot (pending ones first:
+    /// distinct slots before, distinct slots after).
     fn grow(&mut self) {
-        let old = std::mem::replace(self, Ring::new((self.mask + 1) * 2));
-        // Pending records first, so that an ended one never takes a pending one's slot.
+        let old = std::mem::replace(self, Ring::new(self.len() * 2));
         for pass in [true, false] {
             for (id, rec) in old.ids.iter().zip(&old.records) {
                 if (rec.state == State::Pending) == pass && rec.state != State::Empty {
                     let i = *id as usize & self.mask;
-                    if pass {
-                        self.insert(*id, *rec);
-                    } else if self.records[i].state == State::Empty {
+                    if self.records[i].state == State::Empty {
                         self.ids[i] = *id;
                         self.records[i] = *rec;
                     }
@@ -179,11 +182,44 @@ impl Ring {
     }
 }
 
-/// String ids (rare: probes and servers that echo strings) with their own window.
-#[derive(Debug, Default)]
-struct Named {
-    records: FxHashMap<Box<str>, Record>,
-    ended: VecDeque<Box<str>>,
+/// Ids kept in a map, each kind with its own window of ended ids: string ids (rare: probes
+/// and servers that echo strings) and the ring's stragglers.
+#[derive(Debug)]
+struct Kept<K> {
+    records: FxHashMap<K, Record>,
+    ended: VecDeque<K>,
+}
+
+impl<K> Default for Kept<K> {
+    fn default() -> Self {
+        Kept {
+            records: FxHashMap::default(),
+            ended: VecDeque::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Kept<K> {
+    /// Remembers `key` as ended, forgetting the oldest ended one past `window`.
+    fn remember_ended(&mut self, key: &K, window: usize) {
+        if self.ended.len() >= window
+            && let Some(old) = self.ended.pop_front()
+            && self
+                .records
+                .get(&old)
+                .is_some_and(|r| r.state != State::Pending)
+        {
+            self.records.remove(&old);
+        }
+        self.ended.push_back(key.clone());
+    }
+
+    fn pending(&self) -> impl Iterator<Item = &K> {
+        self.records
+            .iter()
+            .filter(|(_, r)| r.state == State::Pending)
+            .map(|(k, _)| k)
+    }
 }
 
 /// One worker's correlator. Not shared: each worker owns one and merges its [`Stats`].
@@ -191,7 +227,9 @@ struct Named {
 pub struct Correlator {
     epoch: Instant,
     ring: Ring,
-    named: Named,
+    named: Kept<Box<str>>,
+    /// Integer ids still pending when their ring slot came round again.
+    stragglers: Kept<i64>,
     ended_window: usize,
     pending: usize,
     /// Deadlines in registration order; nearly always nondecreasing, so a FIFO suffices...
@@ -214,7 +252,8 @@ impl Correlator {
         Correlator {
             epoch: Instant::now(),
             ring: Ring::new(ended_window),
-            named: Named::default(),
+            named: Kept::default(),
+            stragglers: Kept::default(),
             ended_window,
             pending: 0,
             deadlines: VecDeque::new(),
@@ -231,7 +270,10 @@ impl Correlator {
     #[inline]
     fn record(&self, id: &Id) -> Option<&Record> {
         match id {
-            Id::Num(n) => self.ring.slot(*n).map(|i| &self.ring.records[i]),
+            Id::Num(n) => match self.ring.slot(*n) {
+                Some(i) => Some(&self.ring.records[i]),
+                None => self.stragglers.records.get(n),
+            },
             Id::Str(s) => self.named.records.get(s),
         }
     }
@@ -239,7 +281,10 @@ impl Correlator {
     #[inline]
     fn record_mut(&mut self, id: &Id) -> Option<&mut Record> {
         match id {
-            Id::Num(n) => self.ring.slot(*n).map(|i| &mut self.ring.records[i]),
+            Id::Num(n) => match self.ring.slot(*n) {
+                Some(i) => Some(&mut self.ring.records[i]),
+                None => self.stragglers.records.get_mut(n),
+            },
             Id::Str(s) => self.named.records.get_mut(s),
         }
     }
@@ -257,7 +302,14 @@ impl Correlator {
             state: State::Pending,
         };
         match &id {
-            Id::Num(n) => self.ring.insert(*n, rec),
+            Id::Num(n) => {
+                if self.pending >= self.ring.len() / 2 {
+                    self.ring.grow();
+                }
+                if let Some((straggler, rec)) = self.ring.insert(*n, rec) {
+                    self.stragglers.records.insert(straggler, rec);
+                }
+            }
             Id::Str(s) => {
                 self.named.records.insert(s.clone(), rec);
             }
@@ -414,13 +466,8 @@ impl Correlator {
         let ids: Vec<Id> = numbered
             .filter(|(_, r)| r.state == State::Pending)
             .map(|(id, _)| Id::Num(*id))
-            .chain(
-                self.named
-                    .records
-                    .iter()
-                    .filter(|(_, r)| r.state == State::Pending)
-                    .map(|(s, _)| Id::Str(s.clone())),
-            )
+            .chain(self.stragglers.pending().map(|n| Id::Num(*n)))
+            .chain(self.named.pending().map(|s| Id::Str(s.clone())))
             .collect();
         ids.iter().filter(|id| self.end(id, end)).count()
     }
@@ -520,20 +567,20 @@ impl Correlator {
         std::mem::replace(&mut self.stats, fresh)
     }
 
-    /// String ids keep their own window; integer ids are remembered by the ring.
+    /// Integer ids are remembered by the ring, stragglers and string ids by their own window.
+    #[inline]
     fn remember_ended(&mut self, id: &Id) {
-        let Id::Str(s) = id else { return };
-        let named = &mut self.named;
-        if named.ended.len() >= self.ended_window
-            && let Some(old) = named.ended.pop_front()
-            && named
-                .records
-                .get(&old)
-                .is_some_and(|r| r.state != State::Pending)
-        {
-            named.records.remove(&old);
+        match id {
+            Id::Num(n) => {
+                if !self.stragglers.records.is_empty()
+                    && self.ring.slot(*n).is_none()
+                    && self.stragglers.records.contains_key(n)
+                {
+                    self.stragglers.remember_ended(n, self.ended_window);
+                }
+            }
+            Id::Str(s) => self.named.remember_ended(s, self.ended_window),
         }
-        named.ended.push_back(s.clone());
     }
 }
 
