@@ -94,6 +94,21 @@ fn progress(v: &Value) -> Vec<u64> {
         .collect()
 }
 
+/// `GET /stats` of the target served at `url` (`http://127.0.0.1:PORT/mcp`).
+async fn served_stats(url: &str) -> Value {
+    let port = url
+        .trim_end_matches("/mcp")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<u16>()
+        .unwrap();
+    Conn::open(([127, 0, 0, 1], port).into())
+        .await
+        .stats()
+        .await
+}
+
 #[tokio::test]
 async fn python_sdk_over_http_in_both_eras() {
     setup();
@@ -107,17 +122,7 @@ async fn python_sdk_over_http_in_both_eras() {
     assert_session_worked(&modern, "python");
     assert_eq!(progress(&modern), [1, 2, 3]);
     // The target saw it all, answered everything, and counted the two failures.
-    let port = url
-        .trim_end_matches("/mcp")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse::<u16>()
-        .unwrap();
-    let stats = Conn::open(([127, 0, 0, 1], port).into())
-        .await
-        .stats()
-        .await;
+    let stats = served_stats(&url).await;
     assert_identity(&stats);
     assert_eq!(stats["errors_sent"], 2, "{stats}");
     assert_eq!(stats["sessions_opened"], 1, "{stats}");
@@ -146,17 +151,7 @@ async fn typescript_sdk_over_http_and_stdio() {
     assert_eq!(http["session"], true);
     assert_session_worked(&http, "node");
     assert_eq!(progress(&http), [1, 2, 3]);
-    let port = url
-        .trim_end_matches("/mcp")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse::<u16>()
-        .unwrap();
-    let stats = Conn::open(([127, 0, 0, 1], port).into())
-        .await
-        .stats()
-        .await;
+    let stats = served_stats(&url).await;
     assert_identity(&stats);
     // The client ended its session with DELETE.
     assert_eq!(stats["sessions_opened"], 1);

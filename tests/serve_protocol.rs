@@ -133,11 +133,7 @@ async fn legacy_handshake_session_and_methods() {
     assert_eq!((unknown.status, error_code(&unknown)), (200, -32601));
     // An unknown client version is answered with the newest legacy one.
     let mut c2 = Conn::open(_t.addr()).await;
-    let init = request(
-        json!(1),
-        "initialize",
-        json!({"protocolVersion": "2099-01-01", "capabilities": {}}),
-    );
+    let init = initialize_request(json!(1), "2099-01-01");
     let r = c2.post(&base_headers(), &init).await.json();
     assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
     assert_eq!(r["result"]["serverInfo"]["name"], "mcpload-serve");
@@ -446,11 +442,7 @@ async fn era_and_version_restrictions() {
         ..ServeConfig::default()
     })
     .await;
-    let init = request(
-        json!(1),
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
-    );
+    let init = initialize_request(json!(1), "2025-11-25");
     let r = c.post(&base_headers(), &init).await;
     assert_eq!((r.status, error_code(&r)), (400, -32022));
     // One version: initialize asking for another gets that one.
@@ -459,11 +451,7 @@ async fn era_and_version_restrictions() {
         ..ServeConfig::default()
     })
     .await;
-    let init = request(
-        json!(1),
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
-    );
+    let init = initialize_request(json!(1), "2025-11-25");
     let r = c.post(&base_headers(), &init).await.json();
     assert_eq!(r["result"]["protocolVersion"], "2025-06-18");
 }
@@ -627,11 +615,7 @@ async fn stdio_batches_eras_cancel_and_hostile_lines() {
         .unwrap();
     let batch = next().await;
     assert_eq!(batch.as_array().map(Vec::len), Some(2), "{batch}");
-    let init = request(
-        json!(3),
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
-    );
+    let init = initialize_request(json!(3), "2025-11-25");
     w.write_all(&line(&init)).await.unwrap();
     assert_eq!(next().await["result"]["protocolVersion"], "2025-11-25");
     // Under 2025-11-25 a batch is refused with one error line.

@@ -5,6 +5,7 @@
 
 use super::{BodyKind, TransportError};
 use bytes::{Buf, BytesMut};
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, SystemTime};
@@ -230,9 +231,15 @@ impl H1Conn {
     /// body's framing.
     fn parse_head(&mut self) -> Result<Option<Head>, TransportError> {
         loop {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut resp = httparse::Response::new(&mut headers);
-            let len = match resp.parse(&self.rbuf) {
+            // Left uninitialised: zeroing 100 headers per answer would cost more than parsing.
+            let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+            let mut resp = httparse::Response::new(&mut []);
+            let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+                &mut resp,
+                &self.rbuf,
+                &mut headers,
+            );
+            let len = match parsed {
                 Ok(httparse::Status::Complete(len)) => len,
                 Ok(httparse::Status::Partial) => return Ok(None),
                 Err(e) => return Err(malformed(&e.to_string())),
@@ -504,31 +511,15 @@ mod tests {
     /// A server on loopback that takes one connection and answers each request it reads
     /// with the next of `answers`, then closes.
     async fn raw_server(answers: Vec<&'static [u8]>) -> u16 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(async move {
             let (mut tcp, _) = listener.accept().await.unwrap();
             let mut seen = Vec::new();
             for answer in answers {
-                // A request is whole once its head and its Content-Length body are in.
-                loop {
-                    if let Some(end) = memchr::memmem::find(&seen, b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length: "))
-                            .map_or(0, |n| n.trim().parse().unwrap());
-                        if seen.len() >= end + 4 + len {
-                            seen.drain(..end + 4 + len);
-                            break;
-                        }
-                    }
-                    let mut b = [0u8; 4096];
-                    let n = tcp.read(&mut b).await.unwrap();
-                    assert!(n > 0, "the client hung up mid-request");
-                    seen.extend_from_slice(&b[..n]);
-                }
+                let request = crate::transport::wire_for_tests::read_request(&mut tcp, &mut seen);
+                assert!(request.await.is_some(), "the client hung up mid-request");
                 let _ = tcp.write_all(answer).await;
             }
         });

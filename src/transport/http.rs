@@ -1404,7 +1404,8 @@ mod tests {
     /// A keep-alive server that counts its connections; a request whose body says `stall`
     /// gets the head and part of a body, then nothing more.
     async fn counting_server() -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use crate::transport::wire_for_tests::read_request;
+        use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap())
             .parse()
@@ -1416,28 +1417,7 @@ mod tests {
                 count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    loop {
-                        // One request: its head, then a body of content-length bytes.
-                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            match sock.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                            continue;
-                        };
-                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map_or(0, |v| v.trim().parse().unwrap());
-                        while buf.len() < end + 4 + len {
-                            match sock.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        let body: Vec<u8> = buf.drain(..end + 4 + len).skip(end + 4).collect();
+                    while let Some(body) = read_request(&mut sock, &mut buf).await {
                         let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
                         let stall = body.windows(5).any(|w| w == b"stall");
                         let head = format!(

@@ -419,6 +419,36 @@ impl Ledger {
     }
 }
 
+/// Test servers' side of HTTP/1.1: reading one request off a socket.
+#[cfg(test)]
+mod wire_for_tests {
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpStream;
+
+    /// Reads the next whole request (its head, then a body of `Content-Length` bytes) and
+    /// returns its body; `None` when the client hangs up first. `buf` keeps what is read
+    /// past it.
+    pub async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+        loop {
+            if let Some(end) = memchr::memmem::find(buf, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |n| n.trim().parse().unwrap());
+                if buf.len() >= end + 4 + len {
+                    return Some(buf.drain(..end + 4 + len).skip(end + 4).collect());
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            match sock.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

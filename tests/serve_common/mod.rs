@@ -204,13 +204,18 @@ pub fn echo(id: u64) -> Value {
     )
 }
 
-/// `initialize` + `notifications/initialized`; returns the session id, if one was given.
-pub async fn initialize(conn: &mut Conn, version: &str) -> Option<String> {
-    let init = request(
-        json!(0),
+/// An `initialize` request asking for `version`.
+pub fn initialize_request(id: Value, version: &str) -> Value {
+    request(
+        id,
         "initialize",
         json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-    );
+    )
+}
+
+/// `initialize` + `notifications/initialized`; returns the session id, if one was given.
+pub async fn initialize(conn: &mut Conn, version: &str) -> Option<String> {
+    let init = initialize_request(json!(0), version);
     let r = conn.post(&base_headers(), &init).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["result"]["protocolVersion"], version);
