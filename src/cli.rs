@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use mcpload::target::{
+use mcpload::server::{
     self, AnswerMode, BatchPolicy, Era, FaultEvery, FaultOdds, RejectStatus, ServeConfig,
     ServiceTime, Stall, StatsSnapshot,
 };
@@ -152,7 +152,7 @@ impl ServeArgs {
     pub async fn run(self) -> anyhow::Result<()> {
         let cfg = self.config();
         let snapshot = if self.stdio {
-            target::serve_stdio(cfg, tokio::io::stdin(), tokio::io::stdout()).await?
+            server::serve_stdio(cfg, tokio::io::stdin(), tokio::io::stdout()).await?
         } else {
             if cfg.binds_beyond_loopback() {
                 eprintln!(
@@ -160,7 +160,7 @@ impl ServeArgs {
                     cfg.bind
                 );
             }
-            let running = target::start_http(cfg).await?;
+            let running = server::start_http(cfg).await?;
             let mut out = std::io::stdout().lock();
             writeln!(out, "listening on {}", running.url())?;
             out.flush()?;
@@ -310,7 +310,7 @@ pub struct ProbeArgs {
     pub headers: Vec<String>,
     /// auto (server/discover, falling back to initialize) or a protocol revision to pin.
     #[arg(long, default_value = "auto", value_name = "auto|REVISION")]
-    pub protocol: mcpload::mcp::ProtocolChoice,
+    pub protocol: mcpload::client::ProtocolChoice,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -335,12 +335,12 @@ pub struct ProbeArgs {
 
 impl ProbeArgs {
     pub async fn run(self) -> anyhow::Result<()> {
-        use mcpload::mcp::{ConnectOptions, Connector, Target};
+        use mcpload::client::{ConnectOptions, Connector, Endpoint};
         let target = match (self.url, self.stdio) {
-            (Some(url), _) => Target::http(url, self.headers),
+            (Some(url), _) => Endpoint::http(url, self.headers),
             (None, Some(cmd)) => {
-                let mut t = Target::stdio(&cmd)?;
-                if let Target::Stdio(o) = &mut t {
+                let mut t = Endpoint::stdio(&cmd)?;
+                if let Endpoint::Stdio(o) = &mut t {
                     o.stderr = self.stderr;
                 }
                 t
@@ -399,7 +399,7 @@ pub struct RunArgs {
     pub headers: Vec<String>,
     /// auto (detect the era) or a revision: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28.
     #[arg(long, value_name = "REVISION")]
-    pub protocol: Option<mcpload::mcp::ProtocolChoice>,
+    pub protocol: Option<mcpload::client::ProtocolChoice>,
     /// Replace the mix with tools/call of this tool.
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,

@@ -5,15 +5,16 @@
 //! (counters and HDR histograms, merged per step).
 
 pub mod analysis;
+pub mod client;
 pub mod correlator;
 pub mod engine;
 pub mod jsonrpc;
 pub mod load;
-pub mod mcp;
 pub mod metrics;
 pub mod probe;
 pub mod profile;
+pub mod protocol;
 pub mod report;
 pub mod run;
-pub mod target;
+pub mod server;
 pub mod transport;

@@ -28,10 +28,10 @@ fn main() -> ExitCode {
             eprintln!("mcpload: {e:#}");
             // 2: the configuration or the command line could not be used.
             let usage = matches!(
-                e.downcast_ref::<mcpload::target::ServeError>(),
+                e.downcast_ref::<mcpload::server::ServeError>(),
                 Some(
-                    mcpload::target::ServeError::Config(_)
-                        | mcpload::target::ServeError::Bind { .. }
+                    mcpload::server::ServeError::Config(_)
+                        | mcpload::server::ServeError::Bind { .. }
                 )
             ) || e.downcast_ref::<cli::UsageError>().is_some();
             let interrupted = e.downcast_ref::<cli::Interrupted>().is_some();

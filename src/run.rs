@@ -3,15 +3,15 @@
 //! ends with the terminal report, the knee and the gates.
 
 use crate::analysis::{StopCriteria, Thresholds};
+use crate::client::{ConnectOptions, Connector, Endpoint, ProtocolChoice, Revision};
 use crate::engine::{self, BatchShape, Progress, SweepEnd, Workload};
 use crate::load::mix::Mix;
-use crate::mcp::{ConnectOptions, Connector, ProtocolChoice, Revision, Target as McpTarget};
 use crate::metrics::Model;
 use crate::profile::{
-    Levels, LoadModel, Method, Op, Profile, ProfileError, Source, Spacing, Target,
+    Levels, LoadModel, Method, Op, Profile, ProfileError, Source, Spacing, TargetSpec,
 };
 use crate::report::{self, ProfileCopy, RunEnd, RunFolder, RunSpec};
-use crate::target::{self, ServeConfig};
+use crate::server::{self, ServeConfig};
 use crate::transport::StdioOptions;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -85,7 +85,7 @@ pub struct Plan {
     source: Option<Source>,
     /// The profile's folder, for relative paths (CSV files, stdio `cwd`).
     base: PathBuf,
-    target: Target,
+    target: TargetSpec,
     /// The `[target.builtin]` table as written, for the settings record.
     builtin_raw: Value,
     mix: Vec<Op>,
@@ -303,7 +303,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
 }
 
 /// A run name from the target alone: `builtin`, the URL's `host-port`, or the program's name.
-fn target_name(t: &Target) -> String {
+fn target_name(t: &TargetSpec) -> String {
     if let Some(url) = &t.url {
         let host = url
             .split("://")
@@ -328,7 +328,7 @@ fn flags_only_profile() -> Profile {
     Profile {
         name: None,
         description: None,
-        target: toml::Spanned::new(0..0, Target::default()),
+        target: toml::Spanned::new(0..0, TargetSpec::default()),
         load: crate::profile::Load::default(),
         mix: Vec::new(),
         batch: None,
@@ -438,18 +438,18 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     let mut builtin = None;
     let t = &plan.target;
     let mcp_target = if let Some(cfg) = &t.builtin {
-        let running = target::start_http(cfg.clone()).await.map_err(|e| match e {
-            target::ServeError::Config(_) => {
+        let running = server::start_http(cfg.clone()).await.map_err(|e| match e {
+            server::ServeError::Config(_) => {
                 PlanError::Usage(format!("field `target.builtin`: {e}")).into()
             }
             other => RunError::Failed(format!("starting the built-in target: {other}")),
         })?;
         let url = running.url();
         builtin = Some(running);
-        McpTarget::http(url, Vec::new())
+        Endpoint::http(url, Vec::new())
     } else if let Some(url) = &t.url {
         let headers = t.headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        McpTarget::http(url.clone(), headers)
+        Endpoint::http(url.clone(), headers)
     } else {
         let cmd = t.stdio.as_deref().unwrap_or_default();
         let mut o = StdioOptions::from_command_line(cmd)
@@ -457,7 +457,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         o.env = t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         o.cwd = t.cwd.as_ref().map(|c| plan.base.join(c));
         o.stderr = Some(plan.dir.join(report::TARGET_STDERR));
-        McpTarget::Stdio(o)
+        Endpoint::Stdio(o)
     };
     let max_level = plan.levels.iter().cloned().fold(1.0, f64::max);
     let batch_size = plan.batch.as_ref().map_or(1, |b| b.size);

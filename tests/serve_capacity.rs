@@ -4,7 +4,7 @@
 
 mod serve_common;
 
-use mcpload::target::{RejectStatus, ServeConfig, start_http};
+use mcpload::server::{RejectStatus, ServeConfig, start_http};
 use serde_json::{Value, json};
 use serve_common::*;
 use std::net::SocketAddr;

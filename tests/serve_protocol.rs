@@ -5,11 +5,11 @@
 
 mod serve_common;
 
-use mcpload::target::{AnswerMode, Era, ServeConfig, start_http};
+use mcpload::server::{AnswerMode, Era, ServeConfig, start_http};
 use serde_json::{Value, json};
 use serve_common::*;
 
-async fn target(cfg: ServeConfig) -> (mcpload::target::RunningTarget, Conn) {
+async fn target(cfg: ServeConfig) -> (mcpload::server::RunningTarget, Conn) {
     let t = start_http(cfg).await.unwrap();
     let c = Conn::open(t.addr()).await;
     (t, c)
@@ -596,7 +596,7 @@ async fn stdio_batches_eras_cancel_and_hostile_lines() {
         max_line_bytes: 4096,
         ..ServeConfig::default()
     };
-    let served = tokio::spawn(mcpload::target::serve_stdio(cfg, server_r, server_w));
+    let served = tokio::spawn(mcpload::server::serve_stdio(cfg, server_r, server_w));
     let (client_r, mut w) = tokio::io::split(client);
     let mut lines = tokio::io::BufReader::new(client_r).lines();
     let mut next = async || -> Value {

@@ -6,14 +6,14 @@
 mod harness;
 
 use harness::*;
-use mcpload::mcp::{ConnectOptions, Connector, Era, Revision, Target};
+use mcpload::client::{ConnectOptions, Connector, Endpoint, Era, Revision};
 use mcpload::transport::{AnyTransport, Transport};
 use serde_json::json;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-async fn load_echo(connector: &Connector) -> (Outcome, mcpload::mcp::Connected) {
+async fn load_echo(connector: &Connector) -> (Outcome, mcpload::client::Connected) {
     let mut conn = connector.connect().await.expect("connect");
     let s = &conn.server;
     assert_eq!(s.era, Era::Legacy);
@@ -39,8 +39,11 @@ async fn load_echo(connector: &Connector) -> (Outcome, mcpload::mcp::Connected) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_over_http_pairs_1000_calls_with_a_session() {
     let server = start_http(&everything_cmd("streamableHttp"));
-    let connector =
-        Connector::new(Target::http(&server.url, vec![]), ConnectOptions::default()).unwrap();
+    let connector = Connector::new(
+        Endpoint::http(&server.url, vec![]),
+        ConnectOptions::default(),
+    )
+    .unwrap();
     let (out, mut conn) = load_echo(&connector).await;
     assert!(
         conn.server.session,
@@ -108,8 +111,8 @@ async fn everything_over_http_pairs_1000_calls_with_a_session() {
 async fn everything_over_stdio_pairs_1000_calls() {
     let cmd = everything_cmd("stdio");
     let dir = tempdir();
-    let mut target = Target::stdio(&line(&cmd)).unwrap();
-    if let Target::Stdio(o) = &mut target {
+    let mut target = Endpoint::stdio(&line(&cmd)).unwrap();
+    if let Endpoint::Stdio(o) = &mut target {
         o.stderr = Some(dir.join("stderr.txt"));
     }
     let connector = Connector::new(target, ConnectOptions::default()).unwrap();

@@ -7,7 +7,7 @@
 mod harness;
 
 use harness::*;
-use mcpload::mcp::{ConnectOptions, Connector, Era, ProtocolChoice, Revision, Target};
+use mcpload::client::{ConnectOptions, Connector, Endpoint, Era, ProtocolChoice, Revision};
 use mcpload::transport::{AnyTransport, Transport};
 use serde_json::json;
 use std::time::Duration;
@@ -37,7 +37,7 @@ fn http(url: &str, protocol: ProtocolChoice) -> Connector {
         protocol,
         ..ConnectOptions::default()
     };
-    Connector::new(Target::http(url, vec![]), opts).unwrap()
+    Connector::new(Endpoint::http(url, vec![]), opts).unwrap()
 }
 
 fn stdio(protocol: ProtocolChoice) -> Connector {
@@ -45,10 +45,14 @@ fn stdio(protocol: ProtocolChoice) -> Connector {
         protocol,
         ..ConnectOptions::default()
     };
-    Connector::new(Target::stdio(&line(&python_cmd(&["stdio"]))).unwrap(), opts).unwrap()
+    Connector::new(
+        Endpoint::stdio(&line(&python_cmd(&["stdio"]))).unwrap(),
+        opts,
+    )
+    .unwrap()
 }
 
-fn echo(conn: &mcpload::mcp::Connected) -> mcpload::mcp::Operation {
+fn echo(conn: &mcpload::client::Connected) -> mcpload::client::Operation {
     let s = &conn.server;
     assert_eq!(s.tool("echo").unwrap().required, ["message"]);
     assert_eq!(s.tool("add").unwrap().required, ["a", "b"]);

@@ -6,7 +6,9 @@
 mod harness;
 
 use harness::*;
-use mcpload::mcp::{ConnectOptions, Connected, Connector, Era, ProtocolChoice, Revision, Target};
+use mcpload::client::{
+    ConnectOptions, Connected, Connector, Endpoint, Era, ProtocolChoice, Revision,
+};
 use mcpload::transport::{AnyTransport, Transport};
 use serde_json::json;
 use std::time::Duration;
@@ -21,14 +23,14 @@ fn opts(protocol: ProtocolChoice) -> ConnectOptions {
 }
 
 async fn connect_http(url: &str, o: ConnectOptions) -> Connected {
-    Connector::new(Target::http(url, vec![]), o)
+    Connector::new(Endpoint::http(url, vec![]), o)
         .unwrap()
         .connect()
         .await
         .unwrap()
 }
 
-fn call(conn: &Connected, tool: &str, args: serde_json::Value) -> mcpload::mcp::Operation {
+fn call(conn: &Connected, tool: &str, args: serde_json::Value) -> mcpload::client::Operation {
     conn.server
         .operation(
             "tools/call",
@@ -113,7 +115,7 @@ async fn serve_over_stdio_pairs_out_of_order_answers() {
         ProtocolChoice::Pinned(Revision::V2025_11_25),
     ] {
         let connector =
-            Connector::new(Target::stdio(&line(&cmd)).unwrap(), opts(protocol)).unwrap();
+            Connector::new(Endpoint::stdio(&line(&cmd)).unwrap(), opts(protocol)).unwrap();
         let mut conn = connector.connect().await.unwrap();
         let era = if protocol == ProtocolChoice::Auto {
             Era::Modern
@@ -187,7 +189,7 @@ async fn spoiled_answers_are_each_counted_once() {
 async fn a_killed_child_ends_its_requests_as_missing() {
     let cmd = serve_cmd(&["--stdio", "--service-ms", "fixed:20"]);
     let connector = Connector::new(
-        Target::stdio(&line(&cmd)).unwrap(),
+        Endpoint::stdio(&line(&cmd)).unwrap(),
         opts(ProtocolChoice::Auto),
     )
     .unwrap();
@@ -258,7 +260,7 @@ async fn a_10_mb_answer_pairs_within_the_bound_and_is_dropped_beyond_it() {
     }
 
     let cmd = serve_cmd(&["--stdio"]);
-    let connector = Connector::new(Target::stdio(&line(&cmd)).unwrap(), small).unwrap();
+    let connector = Connector::new(Endpoint::stdio(&line(&cmd)).unwrap(), small).unwrap();
     let mut conn = connector.connect().await.unwrap();
     let op = call(&conn, "payload", ten_mb);
     // No exchange ends on stdio: the request that lost its answer times out.
@@ -335,14 +337,15 @@ async fn refused_connections_and_tls_failures_are_transport_errors() {
         format!("https://127.0.0.1:{plain_port}/mcp"),
     ] {
         let connector =
-            Connector::new(Target::http(&url, vec![]), ConnectOptions::default()).unwrap();
+            Connector::new(Endpoint::http(&url, vec![]), ConnectOptions::default()).unwrap();
         let err = connector.connect().await.unwrap_err();
         assert!(
-            matches!(err, mcpload::mcp::McpError::Transport(_)),
+            matches!(err, mcpload::client::McpError::Transport(_)),
             "{url}: {err}"
         );
         let mut t = connector.raw_transport().unwrap();
-        let op = mcpload::mcp::Operation::new(Revision::V2026_07_28, "tools/list", None).unwrap();
+        let op =
+            mcpload::client::Operation::new(Revision::V2026_07_28, "tools/list", None).unwrap();
         let out = bounded(drive(&mut t, 5, 5, TIMEOUT, |id| op.request(id))).await;
         assert_identity(&out.counters);
         assert_eq!(out.counters.transport_errors, 5, "{url}");
@@ -353,7 +356,7 @@ async fn refused_connections_and_tls_failures_are_transport_errors() {
 fn secrets_in_headers_come_from_the_environment_and_stay_out_of_errors() {
     // SAFETY-free: the variable is unique to this test; nothing else reads it.
     let missing = Connector::new(
-        Target::http(
+        Endpoint::http(
             "http://127.0.0.1:9/mcp",
             vec!["Authorization: Bearer ${MCPLOAD_TEST_NEVER_SET_TOKEN}".into()],
         ),
@@ -362,7 +365,7 @@ fn secrets_in_headers_come_from_the_environment_and_stay_out_of_errors() {
     .unwrap_err();
     assert!(missing.to_string().contains("MCPLOAD_TEST_NEVER_SET_TOKEN"));
     let bad = Connector::new(
-        Target::http(
+        Endpoint::http(
             "http://127.0.0.1:9/mcp",
             vec!["X-Key: s3cret\u{1}value".into()],
         ),
@@ -371,7 +374,7 @@ fn secrets_in_headers_come_from_the_environment_and_stay_out_of_errors() {
     .unwrap_err();
     assert!(!bad.to_string().contains("s3cret"), "{bad}");
     let ok = Connector::new(
-        Target::http("http://127.0.0.1:9/mcp", vec!["X-Key: s3cret".into()]),
+        Endpoint::http("http://127.0.0.1:9/mcp", vec!["X-Key: s3cret".into()]),
         ConnectOptions::default(),
     )
     .unwrap();

@@ -2,12 +2,10 @@
 //! the child's exit are counted; a child that does not read its stdin shows as time blocked
 //! writing.
 
-use mcpload::correlator::{Correlator, Sent};
+use mcpload::correlator::{Correlator, Ledger, Sent};
 use mcpload::jsonrpc::Id;
 use mcpload::metrics::Counters;
-use mcpload::transport::{
-    Event, Ledger, McpHeaders, Outgoing, StdioOptions, StdioTransport, Transport,
-};
+use mcpload::transport::{Event, McpHeaders, Outgoing, StdioOptions, StdioTransport, Transport};
 use std::time::{Duration, Instant};
 
 fn sent() -> Sent {

@@ -1,6 +1,10 @@
 //! Pairing by id, never by position: the pending map, the window of ended ids, and the
 //! classification of every incoming message and every unpaired end, as docs/metrics.md defines.
 
+mod ledger;
+
+pub use ledger::{Applied, Ledger};
+
 use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message};
 use crate::metrics::Stats;
 use rustc_hash::FxHashMap;

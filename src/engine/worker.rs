@@ -3,12 +3,12 @@
 
 use super::timer::SendTimer;
 use super::{Order, Report, StepOrder, Workload};
-use crate::correlator::{Correlator, Sent};
+use crate::correlator::{Correlator, Ledger, Sent};
 use crate::jsonrpc::{BatchWriter, Id, encode_notification};
 use crate::load::mix::Renderer;
 use crate::load::schedule::Arrivals;
 use crate::metrics::{Counters, LatencyHistogram, Model};
-use crate::transport::{AnyTransport, Ledger, Outgoing, Transport};
+use crate::transport::{AnyTransport, Outgoing, Transport};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::collections::VecDeque;

@@ -71,17 +71,11 @@ pub struct ErrorObject {
     pub data: Option<serde_json::Value>,
 }
 
-/// Standard JSON-RPC and MCP error codes used across the crate.
+/// JSON-RPC's own error codes (MCP's are in `protocol::codes`).
 pub mod codes {
     pub const PARSE_ERROR: i64 = -32700;
     pub const INVALID_REQUEST: i64 = -32600;
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
-    /// 2026-07-28: an HTTP header disagrees with the body.
-    pub const HEADER_MISMATCH: i64 = -32020;
-    /// 2026-07-28: a client capability the request needs is missing.
-    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
-    /// 2026-07-28: the protocol version is not supported.
-    pub const UNSUPPORTED_VERSION: i64 = -32022;
 }

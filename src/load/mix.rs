@@ -4,8 +4,8 @@
 
 use super::schema_args;
 use super::template::{CsvRow, Ctx, JsonTemplate, Rng, TextTemplate};
+use crate::client::{Revision, ServerInfo, header_value, modern_meta};
 use crate::jsonrpc::{Id, encode_request_with};
-use crate::mcp::{Revision, ServerInfo, header_value, modern_meta};
 use crate::profile::{Method, Op};
 use crate::transport::McpHeaders;
 use serde_json::{Map, Value};

@@ -7,8 +7,8 @@ mod render;
 
 pub use render::render_table;
 
+use crate::client::{Connected, Connector, McpError, Operation, ServerInfo, ToolInfo};
 use crate::jsonrpc::Id;
-use crate::mcp::{Connected, Connector, McpError, Operation, ServerInfo, ToolInfo};
 use crate::transport::{AnyTransport, Event, McpHeaders, Transport, cancel_notification};
 use bytes::Bytes;
 use serde::Serialize;

@@ -5,8 +5,8 @@ mod values;
 
 pub use values::{Levels, Spacing, TemplateText, parse_duration};
 
-use crate::mcp::ProtocolChoice;
-use crate::target::ServeConfig;
+use crate::client::ProtocolChoice;
+use crate::server::ServeConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -39,7 +39,7 @@ pub struct Profile {
     /// Names the run folder (`results/<timestamp>-<name>`); defaults to the file's stem.
     pub name: Option<String>,
     pub description: Option<String>,
-    pub target: Spanned<Target>,
+    pub target: Spanned<TargetSpec>,
     #[serde(default)]
     pub load: Load,
     /// Weighted operations; default: `tools/call` of `echo {"message":"hi"}`.
@@ -57,7 +57,7 @@ pub struct Profile {
 /// Where the load goes: exactly one of `builtin`, `url`, `stdio`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Target {
+pub struct TargetSpec {
     /// The built-in target, started in-process with these `serve` knobs.
     pub builtin: Option<ServeConfig>,
     /// A Streamable HTTP endpoint.

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::jsonrpc::Id;
 use crate::metrics::Counters;
+use crate::protocol::headers;
 use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use futures_util::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
@@ -30,10 +31,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
-const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
-const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
-const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
+const SESSION_HEADER: HeaderName = HeaderName::from_static(headers::SESSION_ID);
+const VERSION_HEADER: HeaderName = HeaderName::from_static(headers::PROTOCOL_VERSION);
+const METHOD_HEADER: HeaderName = HeaderName::from_static(headers::METHOD);
+const NAME_HEADER: HeaderName = HeaderName::from_static(headers::NAME);
 /// Headers an own connection writes per request, never from the custom headers' prefix.
 const SET_PER_REQUEST: [HeaderName; 3] = [CONTENT_LENGTH, METHOD_HEADER, NAME_HEADER];
 

@@ -1,18 +1,18 @@
 //! Moving JSON-RPC bytes to and from a server: one [`Transport`] trait, one module per
 //! transport (Streamable HTTP in `http`, a child process in `stdio`), the incremental SSE
-//! parser in `sse`, and the [`Ledger`] that turns transport [`Event`]s into the counts of
-//! docs/metrics.md through a [`Correlator`].
+//! parser in `sse`. A transport reports transport facts as [`Event`]s; the correlator's
+//! `Ledger` turns them into the counts of docs/metrics.md.
 //!
 //! # How a worker drives a transport
 //!
-//! One worker task owns one transport, one [`Correlator`] and one [`Ledger`]; nothing is
+//! One worker task owns one transport, one `Correlator` and one `Ledger`; nothing is
 //! shared, nothing is locked, no channel carries a request. The worker
 //!
 //! 1. registers a request's id in its correlator, then calls [`Transport::send`] with an
-//!    [`Outgoing`] (the encoded body, usually built by `mcp::Operation::request`). `send`
+//!    [`Outgoing`] (the encoded body, usually built by `client::Operation::request`). `send`
 //!    never blocks and never fails: a refusal or a dead transport comes back as an event;
 //! 2. awaits [`Transport::next_event`] (cancel-safe: use it in `tokio::select!` beside the
-//!    worker's timers) and hands every event to [`Ledger::apply`], which ingests messages
+//!    worker's timers) and hands every event to `Ledger::apply`, which ingests messages
 //!    and ends unanswered requests (`missing`, `http_429`, `http_503`, `http_other`,
 //!    `transport_errors`) exactly as docs/metrics.md defines;
 //! 3. on a timeout (`Correlator::expire`), calls [`Transport::cancel`] for each expired id:
@@ -32,12 +32,10 @@ mod stdio;
 pub use http::{HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply, build_client};
 pub use stdio::{StdioOptions, StdioTransport};
 
-use crate::correlator::{Correlator, End};
-use crate::jsonrpc::{DecodeError, Id};
+use crate::jsonrpc::Id;
 use crate::metrics::Counters;
 use ::http::HeaderValue;
 use bytes::Bytes;
-use rustc_hash::FxHashMap;
 use std::future::Future;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -318,107 +316,6 @@ pub(crate) fn cancel_notification(id: &Id) -> Bytes {
     Bytes::from(out)
 }
 
-/// Applies transport events to a correlator following docs/metrics.md, and counts what the
-/// correlator does not see (`response_count_mismatch` of batches
-/// answered over several SSE events). One per worker, like the correlator.
-#[derive(Debug, Default)]
-pub struct Ledger {
-    /// Non-null-id responses seen so far per open batch exchange.
-    batch_answers: FxHashMap<ExchangeId, usize>,
-}
-
-/// What one event did, for a caller that refills its window of requests in flight.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Applied {
-    /// Requests that the event ended (paired, or ended unpaired).
-    pub ended: usize,
-    /// The transport is gone for good.
-    pub down: bool,
-}
-
-impl Ledger {
-    /// Counts one event. Ingests messages with their wire timestamps; ends the requests of a
-    /// finished exchange that are still pending.
-    pub fn apply(&mut self, c: &mut Correlator, event: Event) -> Applied {
-        let before = c.in_flight();
-        let mut down = false;
-        match event {
-            Event::Message {
-                exchange,
-                batch,
-                at,
-                bytes,
-            } => {
-                let non_null = c.ingest(&bytes, at).non_null_responses;
-                if batch && let Some(ex) = exchange {
-                    *self.batch_answers.entry(ex).or_default() += non_null;
-                }
-            }
-            Event::Unreadable { at, why, .. } => {
-                c.classify(Err(DecodeError::NotJsonRpc(why.as_str())), at);
-            }
-            Event::Closed {
-                exchange,
-                ids,
-                batch,
-                ..
-            } => {
-                if batch {
-                    let got = self.batch_answers.remove(&exchange).unwrap_or(0);
-                    c.batch_answered(ids.len(), got);
-                }
-                c.close_exchange(&ids);
-            }
-            Event::Refused {
-                exchange,
-                ids,
-                batch,
-                status,
-                retry_after_s,
-                batch_rejected,
-                ..
-            } => {
-                if batch {
-                    let got = self.batch_answers.remove(&exchange).unwrap_or(0);
-                    if batch_rejected {
-                        c.batch_rejected();
-                    } else {
-                        c.batch_answered(ids.len(), got);
-                    }
-                }
-                if let Some(s) = retry_after_s {
-                    c.retry_after(s);
-                }
-                let end = match status {
-                    429 => End::Http429,
-                    503 => End::Http503,
-                    _ => End::HttpOther,
-                };
-                for id in &ids {
-                    c.end(id, end);
-                }
-            }
-            Event::Failed { exchange, ids, .. } => {
-                if let Some(ex) = exchange {
-                    self.batch_answers.remove(&ex);
-                }
-                for id in &ids {
-                    c.end(id, End::Transport);
-                }
-            }
-            Event::Down { .. } => {
-                self.batch_answers.clear();
-                c.end_all(End::Missing);
-                down = true;
-            }
-        }
-        Applied {
-            ended: before - c.in_flight(),
-            down,
-        }
-    }
-}
-
 /// Test servers' side of HTTP/1.1: reading one request off a socket.
 #[cfg(test)]
 mod wire_for_tests {
@@ -452,15 +349,6 @@ mod wire_for_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::correlator::Sent;
-
-    fn sent(now: Instant) -> Sent {
-        Sent {
-            due: now,
-            written: now,
-            deadline: now + Duration::from_secs(60),
-        }
-    }
 
     #[test]
     fn cancel_notification_is_valid_json_rpc() {
@@ -469,97 +357,5 @@ mod tests {
         assert_eq!(v["method"], "notifications/cancelled");
         assert_eq!(v["params"]["requestId"], "a\"b");
         assert!(v.get("id").is_none());
-    }
-
-    #[test]
-    fn the_ledger_keeps_the_pairing_identity_over_every_kind_of_end() {
-        let now = Instant::now();
-        let mut c = Correlator::default();
-        let mut l = Ledger::default();
-        for n in 1..=8 {
-            c.register(Id::Num(n), sent(now)).unwrap();
-        }
-        let ex = ExchangeId(1);
-        let msg = |s: &str| Event::Message {
-            exchange: Some(ex),
-            batch: true,
-            at: now,
-            bytes: Bytes::copy_from_slice(s.as_bytes()),
-        };
-        // A batch of 1, 2, 3 answered over two SSE events, 3 missing; a progress notification.
-        l.apply(
-            &mut c,
-            msg(r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#),
-        );
-        l.apply(&mut c, msg(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
-        l.apply(
-            &mut c,
-            msg(r#"[{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":""}}]"#),
-        );
-        let a = l.apply(
-            &mut c,
-            Event::Closed {
-                exchange: ex,
-                ids: vec![Id::Num(1), Id::Num(2), Id::Num(3)],
-                batch: true,
-                status: 200,
-                body: BodyKind::Sse,
-            },
-        );
-        assert_eq!(a.ended, 1);
-        l.apply(
-            &mut c,
-            Event::Refused {
-                exchange: ExchangeId(2),
-                ids: vec![Id::Num(4)],
-                batch: false,
-                status: 429,
-                retry_after_s: Some(7),
-                batch_rejected: false,
-                error_code: None,
-            },
-        );
-        l.apply(
-            &mut c,
-            Event::Refused {
-                exchange: ExchangeId(3),
-                ids: vec![Id::Num(5), Id::Num(6)],
-                batch: true,
-                status: 400,
-                retry_after_s: None,
-                batch_rejected: true,
-                error_code: Some(-32600),
-            },
-        );
-        l.apply(
-            &mut c,
-            Event::Failed {
-                exchange: Some(ExchangeId(4)),
-                ids: vec![Id::Num(7)],
-                error: TransportError::Connect("refused".into()),
-            },
-        );
-        l.apply(
-            &mut c,
-            Event::Unreadable {
-                exchange: None,
-                at: now,
-                why: Unreadable::TooLarge,
-            },
-        );
-        let a = l.apply(
-            &mut c,
-            Event::Down {
-                error: TransportError::NotRunning("exited".into()),
-            },
-        );
-        assert!(a.down && a.ended == 1);
-        let k = c.stats().counters.clone();
-        assert_eq!(k.requests, k.ended());
-        assert_eq!((k.ok, k.errors, k.missing), (1, 1, 2));
-        assert_eq!((k.http_429, k.http_other, k.transport_errors), (1, 2, 1));
-        assert_eq!((k.batch_rejected, k.response_count_mismatch), (1, 1));
-        assert_eq!((k.retry_after_max_s, k.parse_errors), (7, 1));
-        assert_eq!((k.server_messages, k.progress_notifications), (1, 1));
     }
 }

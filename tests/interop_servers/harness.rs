@@ -3,10 +3,10 @@
 //! through a transport, a Correlator and a Ledger, the way an engine worker does.
 #![allow(dead_code)] // each test file uses its own part of the harness
 
-use mcpload::correlator::{Correlator, Sent};
+use mcpload::correlator::{Correlator, Ledger, Sent};
 use mcpload::jsonrpc::{self, Decoded, Id, Message};
 use mcpload::metrics::Counters;
-use mcpload::transport::{Event, Ledger, Outgoing, Transport};
+use mcpload::transport::{Event, Outgoing, Transport};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

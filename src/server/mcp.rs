@@ -5,7 +5,8 @@
 use super::config::{BatchPolicy, ServeConfig};
 use super::methods::{Call, Prepared, invalid_params, prompt_call, tool_call};
 use crate::jsonrpc::{ErrorObject, Id, codes};
-use base64::Engine;
+use crate::protocol::codes as mcp_codes;
+use crate::protocol::headers;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -54,11 +55,6 @@ impl Version {
     pub(crate) fn from_index(i: u8) -> Option<Version> {
         Version::ALL.get(i as usize).copied()
     }
-}
-
-/// Method names that a legacy or modern client uses for its handshake; they are never faulted.
-pub(crate) fn is_handshake(method: &str) -> bool {
-    matches!(method, "initialize" | "server/discover")
 }
 
 /// One incoming JSON value as JSON-RPC sees it.
@@ -274,7 +270,7 @@ impl Protocol {
     /// -32022 naming what is served.
     pub fn unsupported(&self, requested: &str) -> Early {
         let mut e = Early::new(
-            codes::UNSUPPORTED_VERSION,
+            mcp_codes::UNSUPPORTED_VERSION,
             format!("Unsupported protocol version: {requested}"),
             400,
         );
@@ -438,7 +434,7 @@ impl Protocol {
         if let Some(h) = headers {
             let mismatch = |what: &str| {
                 Err(Early::new(
-                    codes::HEADER_MISMATCH,
+                    mcp_codes::HEADER_MISMATCH,
                     format!("Header mismatch: {what} does not match the request body"),
                     400,
                 ))
@@ -456,7 +452,7 @@ impl Protocol {
                 _ => None,
             };
             if let Some(body_name) = body_name
-                && h.name.and_then(decode_header_value).as_deref() != Some(body_name)
+                && h.name.and_then(headers::decode_value).as_deref() != Some(body_name)
             {
                 return mismatch("Mcp-Name");
             }
@@ -472,21 +468,6 @@ impl Protocol {
             Some(v) if v.is_modern() && self.serves(v) => Ok(v),
             _ => Err(self.unsupported(&version)),
         }
-    }
-}
-
-/// Decodes an `Mcp-Name` value: verbatim, or `=?base64?…?=` wrapped (invalid wrapping: `None`).
-pub(crate) fn decode_header_value(v: &str) -> Option<Cow<'_, str>> {
-    match v
-        .strip_prefix("=?base64?")
-        .and_then(|s| s.strip_suffix("?="))
-    {
-        None => Some(Cow::Borrowed(v)),
-        Some(b64) => base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .ok()
-            .and_then(|bytes| String::from_utf8(bytes).ok())
-            .map(Cow::Owned),
     }
 }
 
@@ -520,16 +501,6 @@ mod tests {
     }
 
     #[test]
-    fn header_values_decode() {
-        assert_eq!(decode_header_value("echo").as_deref(), Some("echo"));
-        assert_eq!(
-            decode_header_value("=?base64?w6ljaG8=?=").as_deref(),
-            Some("écho")
-        );
-        assert_eq!(decode_header_value("=?base64?***?="), None);
-    }
-
-    #[test]
     fn routing_rules() {
         let p = Protocol::new(&ServeConfig::default()).unwrap();
         assert_eq!(
@@ -547,7 +518,10 @@ mod tests {
         let e = p
             .route_http(Some("1999-01-01"), None, false, false)
             .unwrap_err();
-        assert_eq!((e.error.code, e.status), (codes::UNSUPPORTED_VERSION, 400));
+        assert_eq!(
+            (e.error.code, e.status),
+            (mcp_codes::UNSUPPORTED_VERSION, 400)
+        );
         let e = p
             .route_http(Some("2025-06-18"), Some(Version::V2025_11_25), false, false)
             .unwrap_err();

@@ -4,7 +4,7 @@
 
 use super::ops::{Operation, client_info};
 use super::{
-    ConnectOptions, Era, McpError, ProtocolChoice, Revision, ServerInfo, Target, ToolInfo,
+    ConnectOptions, Endpoint, Era, McpError, ProtocolChoice, Revision, ServerInfo, ToolInfo,
     parse_header,
 };
 use crate::jsonrpc::Id;
@@ -36,7 +36,7 @@ pub struct Connected {
 /// connection pool for every worker's transport).
 #[derive(Debug)]
 pub struct Connector {
-    target: Target,
+    target: Endpoint,
     opts: ConnectOptions,
     http: Option<HttpSetup>,
 }
@@ -50,9 +50,9 @@ struct HttpSetup {
 
 impl Connector {
     /// Checks the target and builds the HTTP client (`${VAR}` in header values expanded).
-    pub fn new(target: Target, opts: ConnectOptions) -> Result<Self, McpError> {
+    pub fn new(target: Endpoint, opts: ConnectOptions) -> Result<Self, McpError> {
         let http = match &target {
-            Target::Http { url, headers } => {
+            Endpoint::Http { url, headers } => {
                 let url = url
                     .parse::<Uri>()
                     .map_err(|e| McpError::Target(format!("url {url:?}: {e}")))?;
@@ -90,12 +90,12 @@ impl Connector {
                     opts: http_opts,
                 })
             }
-            Target::Stdio(_) => None,
+            Endpoint::Stdio(_) => None,
         };
         Ok(Connector { target, opts, http })
     }
 
-    pub fn target(&self) -> &Target {
+    pub fn target(&self) -> &Endpoint {
         &self.target
     }
 
@@ -111,12 +111,12 @@ impl Connector {
                 h.url.clone(),
                 &h.opts,
             )))),
-            (Target::Stdio(o), None) => {
+            (Endpoint::Stdio(o), None) => {
                 let mut o = o.clone();
                 o.max_line_bytes = self.opts.max_message_bytes;
                 Ok(AnyTransport::Stdio(Box::new(StdioTransport::spawn(&o)?)))
             }
-            (Target::Http { .. }, None) => unreachable!("an HTTP target always has a client"),
+            (Endpoint::Http { .. }, None) => unreachable!("an HTTP target always has a client"),
         }
     }
 
@@ -524,7 +524,7 @@ pub(crate) fn rpc_error(response: &Value) -> Option<(i64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::modern_meta;
+    use crate::client::modern_meta;
 
     #[test]
     fn responses_are_found_by_id_in_messages_and_batches() {

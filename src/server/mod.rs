@@ -3,8 +3,8 @@
 //! fault injection, and ground-truth counters to test a client's numbers against.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), mcpload::target::ServeError> {
-//! use mcpload::target::{ServeConfig, start_http};
+//! # async fn demo() -> Result<(), mcpload::server::ServeError> {
+//! use mcpload::server::{ServeConfig, start_http};
 //! let target = start_http(ServeConfig { capacity: 4, ..ServeConfig::default() }).await?;
 //! println!("{}", target.url());
 //! let seen = target.stats().requests_seen;
@@ -144,7 +144,8 @@ impl Shared {
             _ => self.protocol.prepare(era, req, parsed, headers),
         });
         let (fault, seq) =
-            if work.is_ok() && !mcp::is_handshake(&req.method) && !self.faults.is_off() {
+            if work.is_ok() && !crate::protocol::is_handshake(&req.method) && !self.faults.is_off()
+            {
                 let seq = self.fault_seq.fetch_add(1, Relaxed) + 1;
                 (self.faults.for_seq(seq), seq)
             } else {

@@ -9,6 +9,7 @@ use super::stats::{Stats, View};
 use super::wire::{self, Sink};
 use super::{Done, Job, Shared};
 use crate::jsonrpc::{ErrorObject, codes};
+use crate::protocol::headers;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
@@ -27,10 +28,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
-const METHOD_HEADER: &str = "mcp-method";
-const NAME_HEADER: &str = "mcp-name";
+const SESSION_HEADER: &str = headers::SESSION_ID;
+const VERSION_HEADER: &str = headers::PROTOCOL_VERSION;
+const METHOD_HEADER: &str = headers::METHOD;
+const NAME_HEADER: &str = headers::NAME;
 /// The error code SDK servers use for an unknown session.
 const SESSION_NOT_FOUND: i64 = -32001;
 /// How long connections may take to finish their answers once the target stops.

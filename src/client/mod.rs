@@ -4,10 +4,10 @@
 //!
 //! The engine's way in:
 //! ```no_run
-//! # async fn f() -> Result<(), mcpload::mcp::McpError> {
-//! use mcpload::mcp::{ConnectOptions, Connector, Target};
+//! # async fn f() -> Result<(), mcpload::client::McpError> {
+//! use mcpload::client::{ConnectOptions, Connector, Endpoint};
 //! use mcpload::transport::Transport;
-//! let target = Target::http("http://127.0.0.1:8080/mcp", vec!["Authorization: Bearer ${TOKEN}".into()]);
+//! let target = Endpoint::http("http://127.0.0.1:8080/mcp", vec!["Authorization: Bearer ${TOKEN}".into()]);
 //! let connector = Connector::new(target, ConnectOptions::default())?;
 //! let mut conn = connector.connect().await?;      // era agreed, tools listed
 //! let op = conn.server.operation("tools/call", Some(&serde_json::json!({"name": "echo", "arguments": {"message": "hi"}})))?;
@@ -21,119 +21,16 @@ mod ops;
 pub use connect::{Connected, Connector};
 pub use ops::{Operation, client_info, header_value, modern_meta};
 
+pub use crate::protocol::{Era, ProtocolChoice, Revision};
 use crate::transport::{StdioOptions, TransportError};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
-
-/// A protocol revision mcpload speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Revision {
-    V2024_11_05,
-    V2025_03_26,
-    V2025_06_18,
-    V2025_11_25,
-    V2026_07_28,
-}
-
-impl Revision {
-    pub const ALL: [Revision; 5] = [
-        Revision::V2024_11_05,
-        Revision::V2025_03_26,
-        Revision::V2025_06_18,
-        Revision::V2025_11_25,
-        Revision::V2026_07_28,
-    ];
-    /// The newest revision of the legacy era, offered in `initialize`.
-    pub const LATEST_LEGACY: Revision = Revision::V2025_11_25;
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Revision::V2024_11_05 => "2024-11-05",
-            Revision::V2025_03_26 => "2025-03-26",
-            Revision::V2025_06_18 => "2025-06-18",
-            Revision::V2025_11_25 => "2025-11-25",
-            Revision::V2026_07_28 => "2026-07-28",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Revision> {
-        Revision::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-
-    pub fn era(self) -> Era {
-        if self >= Revision::V2026_07_28 {
-            Era::Modern
-        } else {
-            Era::Legacy
-        }
-    }
-
-    pub fn is_modern(self) -> bool {
-        self.era() == Era::Modern
-    }
-
-    /// The `MCP-Protocol-Version` header is required on every request after `initialize`
-    /// from 2025-06-18 on (and on every request in 2026-07-28).
-    pub fn sends_version_header(self) -> bool {
-        self >= Revision::V2025_06_18
-    }
-}
-
-impl fmt::Display for Revision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for Revision {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-/// The two eras of MCP (MCP-NOTES.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Era {
-    /// 2024-11-05 to 2025-11-25: `initialize`, `notifications/initialized`, sessions.
-    Legacy,
-    /// 2026-07-28: `_meta` on every request, `server/discover`, no session.
-    Modern,
-}
-
-/// `--protocol`: detect the era, or pin one revision.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ProtocolChoice {
-    /// `server/discover` (or its refusal over HTTP), falling back to `initialize`.
-    #[default]
-    Auto,
-    Pinned(Revision),
-}
-
-impl FromStr for ProtocolChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s == "auto" {
-            return Ok(ProtocolChoice::Auto);
-        }
-        Revision::parse(s)
-            .map(ProtocolChoice::Pinned)
-            .ok_or_else(|| {
-                let all: Vec<&str> = Revision::ALL.iter().map(|r| r.as_str()).collect();
-                format!(
-                    "unknown protocol {s:?}: use auto or one of {}",
-                    all.join(", ")
-                )
-            })
-    }
-}
 
 /// What to connect to.
 #[derive(Clone)]
-pub enum Target {
+pub enum Endpoint {
     /// A Streamable HTTP endpoint. `headers` are `Name: value` lines; `${VAR}` in a value is
     /// replaced by the environment variable (secrets stay out of profiles and logs).
     Http { url: String, headers: Vec<String> },
@@ -141,11 +38,11 @@ pub enum Target {
     Stdio(StdioOptions),
 }
 
-impl fmt::Debug for Target {
+impl fmt::Debug for Endpoint {
     /// Header values may be secrets: only their names are shown.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Http { url, headers } => {
+            Endpoint::Http { url, headers } => {
                 let names: Vec<&str> = headers
                     .iter()
                     .map(|h| h.split_once(':').map_or("?", |(n, _)| n.trim()))
@@ -155,14 +52,14 @@ impl fmt::Debug for Target {
                     .field("headers", &names)
                     .finish()
             }
-            Target::Stdio(o) => f.debug_tuple("Stdio").field(o).finish(),
+            Endpoint::Stdio(o) => f.debug_tuple("Stdio").field(o).finish(),
         }
     }
 }
 
-impl Target {
+impl Endpoint {
     pub fn http(url: impl Into<String>, headers: Vec<String>) -> Self {
-        Target::Http {
+        Endpoint::Http {
             url: url.into(),
             headers,
         }
@@ -170,7 +67,7 @@ impl Target {
 
     /// A stdio target from a command line (`"node server.js --flag"`).
     pub fn stdio(command_line: &str) -> Result<Self, McpError> {
-        Ok(Target::Stdio(StdioOptions::from_command_line(
+        Ok(Endpoint::Stdio(StdioOptions::from_command_line(
             command_line,
         )?))
     }
@@ -178,8 +75,8 @@ impl Target {
     /// Where the target is, for reports (no header values).
     pub fn describe(&self) -> String {
         match self {
-            Target::Http { url, .. } => url.clone(),
-            Target::Stdio(o) => {
+            Endpoint::Http { url, .. } => url.clone(),
+            Endpoint::Stdio(o) => {
                 let mut words = vec![o.program.clone()];
                 words.extend(o.args.iter().cloned());
                 shell_words::join(words)
@@ -334,23 +231,6 @@ pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn revisions_parse_order_and_split_into_eras() {
-        for r in Revision::ALL {
-            assert_eq!(Revision::parse(r.as_str()), Some(r));
-        }
-        assert!(Revision::V2025_11_25 < Revision::V2026_07_28);
-        assert_eq!(Revision::V2025_11_25.era(), Era::Legacy);
-        assert!(Revision::V2026_07_28.is_modern());
-        assert!(!Revision::V2025_03_26.sends_version_header());
-        assert_eq!("auto".parse(), Ok(ProtocolChoice::Auto));
-        assert_eq!(
-            "2025-06-18".parse(),
-            Ok(ProtocolChoice::Pinned(Revision::V2025_06_18))
-        );
-        assert!("2023-01-01".parse::<ProtocolChoice>().is_err());
-    }
 
     #[test]
     fn env_expansion_replaces_and_names_what_is_missing() {
