@@ -4,8 +4,8 @@
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use mcpload::server::{
-    self, AnswerMode, BatchPolicy, Era, FaultEvery, FaultOdds, RejectStatus, ServeConfig,
-    ServiceTime, Stall, StatsSnapshot,
+    self, AnswerMode, BatchPolicy, Era, FaultEvery, FaultOdds, HostileConfig, HostileKind,
+    HostileTransport, RejectStatus, ServeConfig, ServiceTime, Stall,
 };
 use std::io::Write;
 use std::net::SocketAddr;
@@ -118,6 +118,14 @@ pub struct ServeArgs {
     /// Accept this Origin besides loopback ones (repeatable).
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
+    /// (slow-head, huge-body, sse-comments, id-float, die-mid-line, ...; docs/target.md).
+    /// Only --stdio, --bind and --stats apply beside it.
+    #[arg(long, value_name = "KIND")]
+    pub hostile: Option<HostileKind>,
+    /// With --hostile: which calls misbehave, every Nth [default: 1].
+    #[arg(long, value_name = "N", requires = "hostile")]
+    pub hostile_every: Option<u64>,
 }
 
 impl ServeArgs {
@@ -150,6 +158,9 @@ impl ServeArgs {
     /// HTTP: prints `listening on URL` as the first stdout line and serves until Ctrl-C or
     /// SIGTERM. stdio: serves until stdin ends.
     pub async fn run(self) -> anyhow::Result<()> {
+        if let Some(kind) = self.hostile {
+            return self.run_hostile(kind).await;
+        }
         let cfg = self.config();
         let snapshot = if self.stdio {
             server::serve_stdio(cfg, tokio::io::stdin(), tokio::io::stdout()).await?
@@ -175,6 +186,51 @@ impl ServeArgs {
     }
 }
 
+impl ServeArgs {
+    /// `--hostile`: the same contract as a normal serve (the first stdout line, `--stats`),
+    /// with the hostile server's own ground truth.
+    async fn run_hostile(self, kind: HostileKind) -> anyhow::Result<()> {
+        let wanted = if self.stdio {
+            HostileTransport::Stdio
+        } else {
+            HostileTransport::Http
+        };
+        if kind.transport() != HostileTransport::Either && kind.transport() != wanted {
+            return Err(UsageError(anyhow::anyhow!(
+                "--hostile {kind} is played over {}",
+                if self.stdio {
+                    "HTTP: drop --stdio"
+                } else {
+                    "stdio: add --stdio"
+                }
+            ))
+            .into());
+        }
+        let cfg = HostileConfig {
+            kind,
+            every: self.hostile_every.unwrap_or(1).max(1),
+            bind: self.bind.unwrap_or(ServeConfig::default().bind),
+        };
+        let stats = if self.stdio {
+            server::serve_hostile_stdio(cfg, tokio::io::stdin(), tokio::io::stdout()).await
+        } else {
+            let running = server::start_hostile_http(cfg)
+                .await
+                .with_context(|| format!("cannot listen on {}", cfg.bind))?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on {}", running.url())?;
+            out.flush()?;
+            drop(out);
+            stop_signal().await?;
+            running.shutdown()
+        };
+        if let Some(path) = &self.stats {
+            write_stats(path, &stats)?;
+        }
+        Ok(())
+    }
+}
+
 async fn stop_signal() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
@@ -184,7 +240,7 @@ async fn stop_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_stats(path: &Path, snapshot: &StatsSnapshot) -> anyhow::Result<()> {
+fn write_stats(path: &Path, snapshot: &impl serde::Serialize) -> anyhow::Result<()> {
     let json = serde_json::to_vec_pretty(snapshot)?;
     std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
 }

@@ -26,7 +26,7 @@ const KINDS: [(&str, &str); 8] = [
 fn fault_of(periods: &BTreeMap<&str, u64>, seq: u64) -> Option<&'static str> {
     KINDS
         .iter()
-        .find(|(cli, _)| periods.get(cli).is_some_and(|p| seq % p == 0))
+        .find(|(cli, _)| periods.get(cli).is_some_and(|p| seq.is_multiple_of(*p)))
         .map(|(_, key)| *key)
 }
 

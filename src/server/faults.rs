@@ -116,7 +116,7 @@ impl FaultEvery {
     fn pick(&self, seq: u64) -> Option<FaultKind> {
         FaultKind::ALL
             .into_iter()
-            .find(|k| matches!(self.period(*k), p if p > 0 && seq % p == 0))
+            .find(|k| matches!(self.period(*k), p if p > 0 && seq.is_multiple_of(p)))
     }
 }
 

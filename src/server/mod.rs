@@ -16,6 +16,7 @@
 mod capacity;
 mod config;
 mod faults;
+mod hostile;
 mod http;
 mod mcp;
 mod methods;
@@ -28,6 +29,10 @@ pub use config::{
     AnswerMode, BatchPolicy, ConfigError, Era, RejectStatus, ServeConfig, ServiceTime, Stall,
 };
 pub use faults::{FaultEvery, FaultKind, FaultOdds};
+pub use hostile::{
+    HostileConfig, HostileKind, HostileStats, HostileTransport, RunningHostile,
+    serve_hostile_stdio, start_hostile_http,
+};
 pub use mcp::Version;
 pub use stats::{ClientView, FaultCounts, StatsSnapshot};
 
