@@ -3,7 +3,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mcpload::correlator::{Correlator, Sent};
-use mcpload::jsonrpc::{Id, Message, Response};
+use mcpload::jsonrpc::{Id, Message, Response, ResponseId};
 use serde_json::value::RawValue;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -57,8 +57,8 @@ impl Steady {
     fn step(&mut self, slot: usize) {
         let id = self.slots[slot];
         let msg = Message::Response(Response {
-            id: Some(Id::Num(id)),
-            jsonrpc_ok: true,
+            id: ResponseId::Id(Id::Num(id)),
+            well_formed: true,
             result: Some(&self.result),
             error: None,
         });

@@ -56,6 +56,11 @@ fn first_table_each_incoming_message_is_counted_once() {
             Class::InvalidJsonrpc,
         ),
         (r#"{"jsonrpc":"2.0","id":1}"#, Class::InvalidJsonrpc),
+        // A member given twice: which copy holds is unknowable.
+        (
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"result":{}}"#,
+            Class::InvalidJsonrpc,
+        ),
         (r#"{"jsonrpc":"2.0","id":99,"result":{}}"#, Class::UnknownId),
         (
             r#"{"jsonrpc":"2.0","id":"1","result":{}}"#,
@@ -82,10 +87,13 @@ fn first_table_each_incoming_message_is_counted_once() {
         (r#"{"jsonrpc":"2.0","id":1,"result":"#, Class::ParseError),
         ("42", Class::ParseError),
         (r#"{"hello":"world"}"#, Class::ParseError),
+        // A number none of our ids can be answers no request of ours (docs/metrics.md,
+        // hostile servers).
         (
             r#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#,
-            Class::ParseError,
+            Class::UnknownId,
         ),
+        (r#"{"jsonrpc":"2.0","id":-0,"result":{}}"#, Class::UnknownId),
         (
             r#"{"jsonrpc":"2.0","id":true,"result":{}}"#,
             Class::ParseError,

@@ -5,7 +5,7 @@ mod ledger;
 
 pub use ledger::{Applied, Ledger};
 
-use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message};
+use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message, ResponseId};
 use crate::metrics::Stats;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
@@ -378,8 +378,9 @@ impl Correlator {
                 Class::ServerMessage
             }
             Ok(Message::Response(r)) => match &r.id {
-                None => Class::NullId,
-                Some(id) => self.pair(id, &r, now),
+                ResponseId::Null => Class::NullId,
+                ResponseId::Foreign(_) => Class::UnknownId,
+                ResponseId::Id(id) => self.pair(id, &r, now),
             },
         };
         let c = &mut self.stats.counters;
@@ -421,7 +422,7 @@ impl Correlator {
             .record(Duration::from_nanos(now_ns.saturating_sub(written)));
         s.counters.responses += 1;
         let class = match (r.result.is_some(), r.error.is_some()) {
-            _ if !r.jsonrpc_ok => Class::InvalidJsonrpc,
+            _ if !r.well_formed => Class::InvalidJsonrpc,
             (true, false) => Class::Ok,
             (false, true) => Class::Error,
             (true, true) => Class::BothResultError,
@@ -589,5 +590,5 @@ impl Correlator {
 }
 
 fn is_non_null_response(m: &Message<'_>) -> bool {
-    matches!(m, Message::Response(r) if r.id.is_some())
+    matches!(m, Message::Response(r) if !r.id.is_null())
 }

@@ -19,7 +19,7 @@ pub enum DecodeError {
     /// `method`, `id`, `result` or `error`.
     #[error("not a JSON-RPC message: {0}")]
     NotJsonRpc(&'static str),
-    /// An `id` that is neither an integer in i64 range, a string, nor null.
+    /// An `id` that is no JSON-RPC id at all: a boolean, an array or an object.
     #[error("invalid id: {0}")]
     InvalidId(&'static str),
 }
@@ -44,13 +44,39 @@ pub enum Message<'a> {
     },
 }
 
+/// The `id` of a response as received.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ResponseId {
+    /// `null`, or no `id` member.
+    Null,
+    Id(Id),
+    /// A number or string that no request of mcpload's carries, so it pairs nothing: a
+    /// fractional number (`1.0`, `-0`), an integer beyond i64, a string over
+    /// [`MAX_ID_LEN`](super::MAX_ID_LEN) bytes.
+    Foreign(&'static str),
+}
+
+impl ResponseId {
+    /// The id, when it is one mcpload could have sent.
+    pub fn as_id(&self) -> Option<&Id> {
+        match self {
+            ResponseId::Id(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        *self == ResponseId::Null
+    }
+}
+
 /// A response as received; which of `result` / `error` it carried decides its class.
 #[derive(Debug)]
 pub struct Response<'a> {
-    /// `None` when the id was `null` or absent.
-    pub id: Option<Id>,
-    /// `"jsonrpc": "2.0"` was present.
-    pub jsonrpc_ok: bool,
+    pub id: ResponseId,
+    /// `"jsonrpc": "2.0"` was present and no member of the envelope (`jsonrpc`, `id`,
+    /// `method`, `result`, `error`) was given twice.
+    pub well_formed: bool,
     pub result: Option<&'a RawValue>,
     pub error: Option<&'a RawValue>,
 }
@@ -93,11 +119,16 @@ pub fn decode_message(raw: &RawValue) -> Result<Message<'_>, DecodeError> {
     let fields: Fields =
         serde_json::from_str(text).map_err(|e| DecodeError::NotJson(e.to_string()))?;
     let id = match fields.id {
-        None | Some(IdField::Null) => None,
-        Some(IdField::Id(id)) => Some(id),
+        None | Some(IdField::Null) => ResponseId::Null,
+        Some(IdField::Id(id)) => ResponseId::Id(id),
+        Some(IdField::Foreign(why)) => ResponseId::Foreign(why),
         Some(IdField::Invalid(why)) => return Err(DecodeError::InvalidId(why)),
     };
     if let Some(method) = fields.method {
+        let id = match id {
+            ResponseId::Id(id) => Some(id),
+            _ => None,
+        };
         return Ok(Message::ServerMessage { method, id });
     }
     if !fields.has_id && fields.result.is_none() && fields.error.is_none() {
@@ -105,7 +136,7 @@ pub fn decode_message(raw: &RawValue) -> Result<Message<'_>, DecodeError> {
     }
     Ok(Message::Response(Response {
         id,
-        jsonrpc_ok: fields.jsonrpc_ok,
+        well_formed: fields.jsonrpc_ok && !fields.repeated_member,
         result: fields.result,
         error: fields.error,
     }))
@@ -116,11 +147,13 @@ const ID_BEYOND_I64: &str = "integer id beyond i64";
 const ID_WRONG_TYPE: &str = "id of a type other than integer or string";
 const ID_TOO_LONG: &str = "string id too long";
 
-/// The `id` member as found: a usable id, `null`, or something no id can be.
+/// The `id` member as found: a usable id, `null`, a number or string none of mcpload's ids
+/// can be, or something no JSON-RPC id can be.
 #[derive(Debug)]
 pub(crate) enum IdField {
     Id(Id),
     Null,
+    Foreign(&'static str),
     Invalid(&'static str),
 }
 
@@ -137,20 +170,20 @@ impl<'de> Deserialize<'de> for IdField {
             }
             fn visit_u64<E>(self, v: u64) -> Result<IdField, E> {
                 Ok(i64::try_from(v)
-                    .map_or(IdField::Invalid(ID_BEYOND_I64), |n| IdField::Id(Id::Num(n))))
+                    .map_or(IdField::Foreign(ID_BEYOND_I64), |n| IdField::Id(Id::Num(n))))
             }
             fn visit_i128<E>(self, _: i128) -> Result<IdField, E> {
-                Ok(IdField::Invalid(ID_BEYOND_I64))
+                Ok(IdField::Foreign(ID_BEYOND_I64))
             }
             fn visit_u128<E>(self, _: u128) -> Result<IdField, E> {
-                Ok(IdField::Invalid(ID_BEYOND_I64))
+                Ok(IdField::Foreign(ID_BEYOND_I64))
             }
             fn visit_f64<E>(self, _: f64) -> Result<IdField, E> {
-                Ok(IdField::Invalid(FRACTIONAL_ID))
+                Ok(IdField::Foreign(FRACTIONAL_ID))
             }
             fn visit_str<E>(self, v: &str) -> Result<IdField, E> {
                 if v.len() > MAX_ID_LEN {
-                    return Ok(IdField::Invalid(ID_TOO_LONG));
+                    return Ok(IdField::Foreign(ID_TOO_LONG));
                 }
                 Ok(IdField::Id(Id::Str(v.into())))
             }
@@ -176,6 +209,8 @@ impl<'de> Deserialize<'de> for IdField {
 /// The members of a message object that classification needs; everything else is skipped.
 struct Fields<'a> {
     jsonrpc_ok: bool,
+    /// A member that classification reads came twice (which one counts is unknowable).
+    repeated_member: bool,
     has_id: bool,
     id: Option<IdField>,
     method: Option<Cow<'a, str>>,
@@ -194,13 +229,18 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
             fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Fields<'a>, A::Error> {
                 let mut f = Fields {
                     jsonrpc_ok: false,
+                    repeated_member: false,
                     has_id: false,
                     id: None,
                     method: None,
                     result: None,
                     error: None,
                 };
+                let mut seen = 0u8;
                 while let Some(key) = a.next_key::<Key>()? {
+                    let bit = 1u8 << key as u8;
+                    f.repeated_member |= key != Key::Other && seen & bit != 0;
+                    seen |= bit;
                     match key {
                         Key::Jsonrpc => {
                             let v: &RawValue = a.next_value()?;
@@ -208,11 +248,21 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
                         }
                         Key::Id => {
                             f.has_id = true;
-                            f.id = Some(a.next_value()?);
+                            let id = a.next_value()?;
+                            f.id.get_or_insert(id);
                         }
-                        Key::Method => f.method = Some(a.next_value::<MethodName>()?.0),
-                        Key::Result => f.result = Some(a.next_value()?),
-                        Key::Error => f.error = Some(a.next_value()?),
+                        Key::Method => {
+                            let method = a.next_value::<MethodName>()?.0;
+                            f.method.get_or_insert(method);
+                        }
+                        Key::Result => {
+                            let result = a.next_value()?;
+                            f.result.get_or_insert(result);
+                        }
+                        Key::Error => {
+                            let error = a.next_value()?;
+                            f.error.get_or_insert(error);
+                        }
                         Key::Other => {
                             a.next_value::<IgnoredAny>()?;
                         }
@@ -226,6 +276,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
 }
 
 /// A member name, matched without allocating.
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Key {
     Jsonrpc,
     Id,

@@ -4,7 +4,7 @@
 mod decode;
 mod encode;
 
-pub use decode::{DecodeError, Decoded, Message, Response, decode, decode_message};
+pub use decode::{DecodeError, Decoded, Message, Response, ResponseId, decode, decode_message};
 pub use encode::{
     BatchWriter, RequestTemplate, encode_notification, encode_request, encode_request_with,
 };
@@ -57,7 +57,9 @@ impl<'de> Deserialize<'de> for Id {
         match decode::IdField::deserialize(d)? {
             decode::IdField::Id(id) => Ok(id),
             decode::IdField::Null => Err(serde::de::Error::custom("a request id is never null")),
-            decode::IdField::Invalid(why) => Err(serde::de::Error::custom(why)),
+            decode::IdField::Foreign(why) | decode::IdField::Invalid(why) => {
+                Err(serde::de::Error::custom(why))
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test file uses its own part of the harness
 
 use mcpload::correlator::{Correlator, Ledger, Sent};
-use mcpload::jsonrpc::{self, Decoded, Id, Message};
+use mcpload::jsonrpc::{self, Decoded, Id, Message, ResponseId};
 use mcpload::metrics::Counters;
 use mcpload::transport::{Event, Outgoing, Transport};
 use std::io::{BufRead, BufReader};
@@ -233,7 +233,7 @@ pub async fn drive_lingering<T: Transport>(
 fn note_responses(bytes: &[u8], order: &mut Vec<i64>) {
     let mut note = |m: Result<Message<'_>, _>| {
         if let Ok(Message::Response(r)) = m
-            && let Some(Id::Num(n)) = r.id
+            && let ResponseId::Id(Id::Num(n)) = r.id
         {
             order.push(n);
         }
