@@ -4,7 +4,7 @@
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use mcpload::server::{
-    self, AnswerMode, BatchPolicy, Era, FaultEvery, FaultOdds, RejectStatus, ServeConfig,
+    self, AnswerMode, BatchPolicy, FaultEvery, FaultOdds, RejectStatus, ServeConfig, ServedEras,
     ServiceTime, Stall, StatsSnapshot,
 };
 use std::io::Write;
@@ -68,7 +68,7 @@ pub struct ServeArgs {
     pub bind: Option<SocketAddr>,
     /// Eras served [default: both].
     #[arg(long, value_enum)]
-    pub era: Option<Era>,
+    pub era: Option<ServedEras>,
     /// Serve only these protocol versions (comma-separated, e.g. 2025-06-18,2026-07-28).
     #[arg(long, value_name = "V,..", value_delimiter = ',')]
     pub versions: Vec<String>,

@@ -3,7 +3,8 @@
 //! that turn a raw configuration into one that can run.
 
 use super::faults::{FaultEvery, FaultOdds};
-use super::mcp::Version;
+use super::mcp::SERVABLE;
+use crate::protocol::Revision;
 use serde::Deserialize;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -31,10 +32,10 @@ fn syntax(what: &'static str, text: &str, why: impl fmt::Display) -> ConfigError
     }
 }
 
-/// Which MCP eras the endpoint serves.
+/// Which MCP eras the endpoint serves (`--era`, profile key `era`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
-pub enum Era {
+pub enum ServedEras {
     /// Legacy (`initialize`, 2025-03-26 … 2025-11-25) and 2026-07-28, on one endpoint.
     #[default]
     Both,
@@ -247,7 +248,7 @@ pub struct ServeConfig {
     /// Address to listen on (HTTP). Anything but loopback prints a warning.
     pub bind: SocketAddr,
     /// Eras served on the one endpoint.
-    pub era: Era,
+    pub era: ServedEras,
     /// Restrict to these protocol versions (empty: every version of the era).
     pub versions: Vec<String>,
     /// JSON or SSE answers over HTTP.
@@ -288,7 +289,7 @@ impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
             bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-            era: Era::Both,
+            era: ServedEras::Both,
             versions: Vec::new(),
             answer: AnswerMode::Json,
             batches: BatchPolicy::Auto,
@@ -313,23 +314,26 @@ impl Default for ServeConfig {
 impl ServeConfig {
     /// The protocol versions served, newest first; an error when the restriction leaves none
     /// or names an unknown version.
-    pub fn served_versions(&self) -> Result<Vec<Version>, ConfigError> {
-        let in_era = |v: Version| match self.era {
-            Era::Both => true,
-            Era::Legacy => !v.is_modern(),
-            Era::Modern => v.is_modern(),
+    pub fn served_versions(&self) -> Result<Vec<Revision>, ConfigError> {
+        let in_era = |v: Revision| match self.era {
+            ServedEras::Both => true,
+            ServedEras::Legacy => !v.is_modern(),
+            ServedEras::Modern => v.is_modern(),
         };
         let mut out = Vec::new();
         if self.versions.is_empty() {
-            out.extend(Version::ALL.iter().copied().filter(|v| in_era(*v)));
+            out.extend(SERVABLE.iter().copied().filter(|v| in_era(*v)));
         } else {
             for name in &self.versions {
-                let v = Version::parse(name).ok_or_else(|| {
-                    ConfigError::Invalid(format!(
-                        "unknown protocol version `{name}` (known: {})",
-                        Version::ALL.map(Version::as_str).join(", ")
-                    ))
-                })?;
+                let v = SERVABLE
+                    .into_iter()
+                    .find(|v| v.as_str() == name)
+                    .ok_or_else(|| {
+                        ConfigError::Invalid(format!(
+                            "unknown protocol version `{name}` (known: {})",
+                            SERVABLE.map(Revision::as_str).join(", ")
+                        ))
+                    })?;
                 if !in_era(v) {
                     return Err(ConfigError::Invalid(format!(
                         "version {name} is not in the {:?} era",
@@ -406,7 +410,7 @@ mod tests {
         assert_eq!(cfg.capacity, 4);
         assert_eq!(cfg.reject, RejectStatus::ServiceUnavailable);
         assert_eq!(cfg.service_ms, ServiceTime::Exp(20.0));
-        assert_eq!(cfg.era, Era::Legacy);
+        assert_eq!(cfg.era, ServedEras::Legacy);
         assert!(cfg.validate().is_ok());
         let num: ServeConfig = serde_json::from_str(r#"{"service_ms":15}"#).unwrap();
         assert_eq!(num.service_ms, ServiceTime::Fixed(15.0));
@@ -442,10 +446,15 @@ mod tests {
     #[test]
     fn version_restriction() {
         let all = ServeConfig::default().served_versions().unwrap();
-        assert_eq!(all.first(), Some(&Version::V2026_07_28));
+        assert_eq!(all.first(), Some(&Revision::V2026_07_28));
         assert_eq!(all.len(), 4);
         let cfg = ServeConfig {
-            era: Era::Legacy,
+            versions: vec!["2024-11-05".into()],
+            ..ServeConfig::default()
+        };
+        assert!(cfg.served_versions().is_err());
+        let cfg = ServeConfig {
+            era: ServedEras::Legacy,
             versions: vec!["2026-07-28".into()],
             ..ServeConfig::default()
         };
@@ -454,7 +463,7 @@ mod tests {
             versions: vec!["2025-06-18".into()],
             ..ServeConfig::default()
         };
-        assert_eq!(cfg.served_versions().unwrap(), vec![Version::V2025_06_18]);
+        assert_eq!(cfg.served_versions().unwrap(), vec![Revision::V2025_06_18]);
         let cfg = ServeConfig {
             queue: 3,
             ..ServeConfig::default()

@@ -9,7 +9,7 @@ use super::stats::{Stats, View};
 use super::wire::{self, Sink};
 use super::{Done, Job, Shared};
 use crate::jsonrpc::{ErrorObject, codes};
-use crate::protocol::headers;
+use crate::protocol::{Revision, headers};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
@@ -336,7 +336,7 @@ async fn single(
     shared: &Arc<Shared>,
     raw: &RawValue,
     h: &HeaderMap,
-    session: Option<mcp::Version>,
+    session: Option<Revision>,
     admission: Admission,
 ) -> Response<Body> {
     let stats = &shared.stats;
@@ -432,7 +432,7 @@ async fn batch(
     shared: &Arc<Shared>,
     raw: &RawValue,
     h: &HeaderMap,
-    session: Option<mcp::Version>,
+    session: Option<Revision>,
     admission: Admission,
 ) -> Response<Body> {
     let stats = &shared.stats;

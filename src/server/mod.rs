@@ -25,15 +25,15 @@ mod stdio;
 mod wire;
 
 pub use config::{
-    AnswerMode, BatchPolicy, ConfigError, Era, RejectStatus, ServeConfig, ServiceTime, Stall,
+    AnswerMode, BatchPolicy, ConfigError, RejectStatus, ServeConfig, ServedEras, ServiceTime, Stall,
 };
 pub use faults::{FaultEvery, FaultKind, FaultOdds};
-pub use mcp::Version;
 pub use stats::{ClientView, FaultCounts, StatsSnapshot};
 
+use crate::protocol::Revision;
 use capacity::Capacity;
 use faults::FaultPlan;
-use mcp::{Early, Headers, Parsed, Protocol, Req};
+use mcp::{Early, Headers, Parsed, Protocol, Req, Route};
 use methods::{Call, Prepared};
 use serde_json::value::RawValue;
 use sessions::Sessions;
@@ -105,7 +105,7 @@ pub(crate) struct Done {
     shaped: Shaped,
     status: u16,
     /// `initialize` succeeded at this version.
-    initialized: Option<Version>,
+    initialized: Option<Revision>,
 }
 
 impl Shared {
@@ -126,22 +126,22 @@ impl Shared {
         })
     }
 
-    /// Reads request `req` (id `id`) into a job: counts it, validates it in `era`, and
+    /// Reads request `req` (id `id`) into a job: counts it, validates it on `route`, and
     /// draws its fault when it reached a method other than the handshake.
     fn job(
         &self,
         id: &RawValue,
-        era: Result<mcp::Era, Early>,
+        route: Result<Route, Early>,
         req: &Req,
         parsed: &Parsed,
         headers: Option<Headers>,
     ) -> Job {
         let ordinal = self.stats.requests_seen.fetch_add(1, Relaxed) + 1;
-        let work = era.and_then(|era| match era {
-            mcp::Era::Legacy(v) if !self.protocol.serves(v) && req.method != "initialize" => {
+        let work = route.and_then(|route| match route {
+            Route::Legacy(v) if !self.protocol.serves(v) && req.method != "initialize" => {
                 Err(self.protocol.unsupported(v.as_str()))
             }
-            _ => self.protocol.prepare(era, req, parsed, headers),
+            _ => self.protocol.prepare(route, req, parsed, headers),
         });
         let (fault, seq) =
             if work.is_ok() && !crate::protocol::is_handshake(&req.method) && !self.faults.is_off()

@@ -2,11 +2,12 @@
 //! (through one writer task, in completion order), `notifications/cancelled` honoured,
 //! overlong lines refused; at end of input every request still running is answered first.
 
-use super::mcp::{self, Era, Msg, Parsed};
+use super::mcp::{self, Msg, Parsed, Route};
 use super::stats::{Stats, View};
 use super::wire::{self, Sink};
 use super::{Done, Shared};
 use crate::jsonrpc::{ErrorObject, codes};
+use crate::protocol::Revision;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -85,7 +86,7 @@ where
     let writing = tokio::spawn(writer(output, rx));
     let mut input = BufReader::new(input);
     let mut line = Vec::new();
-    let mut negotiated: Option<mcp::Version> = None;
+    let mut negotiated: Option<Revision> = None;
     let mut running: JoinSet<()> = JoinSet::new();
     let mut by_id: HashMap<Box<str>, AbortHandle> = HashMap::new();
     let stats = Arc::clone(&shared.stats);
@@ -143,7 +144,9 @@ where
         match mcp::classify(raw) {
             Msg::Request(id, req) => {
                 let parsed = Parsed::new(&req);
-                let era = shared.protocol.route_stdio(&parsed, negotiated);
+                let era = shared
+                    .protocol
+                    .route_stdio(parsed.meta_version().is_some(), negotiated);
                 let job = shared.job(id, Ok(era), &req, &parsed, None);
                 let sink = Sink::new(tx.clone(), false, Arc::clone(&stats));
                 if req.method == "initialize" {
@@ -201,7 +204,7 @@ fn error(code: i64, message: String) -> ErrorObject {
 async fn batch<F, Fut>(
     shared: &Arc<Shared>,
     members: &[&serde_json::value::RawValue],
-    negotiated: Option<mcp::Version>,
+    negotiated: Option<Revision>,
     tx: &mpsc::Sender<Bytes>,
     running: &mut JoinSet<()>,
     send_error: &F,
@@ -225,9 +228,9 @@ async fn batch<F, Fut>(
         _ => false,
     });
     let era = if modern {
-        Era::Modern
+        Route::Modern
     } else {
-        Era::Legacy(negotiated.unwrap_or(mcp::Version::V2025_03_26))
+        Route::Legacy(negotiated.unwrap_or(Revision::V2025_03_26))
     };
     if !shared.protocol.batch_allowed(era) {
         Stats::add(&stats.batch_rejected, 1);
