@@ -33,40 +33,138 @@ fn syntax(what: &'static str, text: &str, why: impl fmt::Display) -> ConfigError
 }
 
 /// Which MCP eras the endpoint serves (`--era`, profile key `era`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ServedEras {
-    /// Legacy (`initialize`, 2025-03-26 … 2025-11-25) and 2026-07-28, on one endpoint.
     #[default]
     Both,
-    /// Only the `initialize` era.
     Legacy,
-    /// Only 2026-07-28 (`server/discover`, per-request `_meta`).
     Modern,
 }
 
-/// How a request's answer travels over HTTP.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+/// How a request's answer travels over HTTP (`--answer`, profile key `answer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AnswerMode {
-    /// One `application/json` body per POST.
     #[default]
     Json,
-    /// A `text/event-stream`: progress notifications (when asked for), then the response.
     Sse,
 }
 
-/// Whether a JSON array POST body (a batch) is served.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+/// Whether a JSON array POST body (a batch) is served (`--batches`, profile key `batches`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BatchPolicy {
-    /// As the revision in use says: accepted under 2025-03-26, rejected under later ones.
     #[default]
     Auto,
-    /// Always served, whatever the revision.
     Accept,
-    /// Always rejected: HTTP 400 with one JSON-RPC error (stdio: that error on one line).
     Reject,
+}
+
+/// Reads one of a knob's words (`--era both`, `--answer sse`); profiles spell them the same.
+fn parse_word<T: Copy>(
+    what: &'static str,
+    text: &str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+) -> Result<T, ConfigError> {
+    all.iter()
+        .copied()
+        .find(|v| name(*v) == text)
+        .ok_or_else(|| {
+            let words: Vec<&str> = all.iter().map(|v| name(*v)).collect();
+            syntax(what, text, format!("expected one of {}", words.join(", ")))
+        })
+}
+
+impl ServedEras {
+    pub const ALL: [ServedEras; 3] = [ServedEras::Both, ServedEras::Legacy, ServedEras::Modern];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ServedEras::Both => "both",
+            ServedEras::Legacy => "legacy",
+            ServedEras::Modern => "modern",
+        }
+    }
+
+    /// What the value means (listed by `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            ServedEras::Both => {
+                "Legacy (`initialize`, 2025-03-26 … 2025-11-25) and 2026-07-28, on one endpoint"
+            }
+            ServedEras::Legacy => "Only the `initialize` era",
+            ServedEras::Modern => "Only 2026-07-28 (`server/discover`, per-request `_meta`)",
+        }
+    }
+}
+
+impl FromStr for ServedEras {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        parse_word("era", s, &ServedEras::ALL, ServedEras::name)
+    }
+}
+
+impl AnswerMode {
+    pub const ALL: [AnswerMode; 2] = [AnswerMode::Json, AnswerMode::Sse];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AnswerMode::Json => "json",
+            AnswerMode::Sse => "sse",
+        }
+    }
+
+    /// What the value means (listed by `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            AnswerMode::Json => "One `application/json` body per POST",
+            AnswerMode::Sse => {
+                "A `text/event-stream`: progress notifications (when asked for), then the response"
+            }
+        }
+    }
+}
+
+impl FromStr for AnswerMode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        parse_word("answer mode", s, &AnswerMode::ALL, AnswerMode::name)
+    }
+}
+
+impl BatchPolicy {
+    pub const ALL: [BatchPolicy; 3] = [BatchPolicy::Auto, BatchPolicy::Accept, BatchPolicy::Reject];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchPolicy::Auto => "auto",
+            BatchPolicy::Accept => "accept",
+            BatchPolicy::Reject => "reject",
+        }
+    }
+
+    /// What the value means (listed by `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            BatchPolicy::Auto => {
+                "As the revision in use says: accepted under 2025-03-26, rejected under later ones"
+            }
+            BatchPolicy::Accept => "Always served, whatever the revision",
+            BatchPolicy::Reject => {
+                "Always rejected: HTTP 400 with one JSON-RPC error (stdio: that error on one line)"
+            }
+        }
+    }
+}
+
+impl FromStr for BatchPolicy {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        parse_word("batch policy", s, &BatchPolicy::ALL, BatchPolicy::name)
+    }
 }
 
 /// The HTTP status of a POST refused by the capacity model.
@@ -441,6 +539,26 @@ mod tests {
         assert_eq!(cfg.fault.to_string(), "drop=10");
         assert_eq!(cfg.stall[0].duration, Duration::from_millis(500));
         assert!(toml::from_str::<ServeConfig>("fault = \"drop=0\"").is_err());
+    }
+
+    #[test]
+    fn words_read_as_in_profiles() {
+        fn same<
+            T: FromStr<Err = ConfigError> + serde::de::DeserializeOwned + PartialEq + fmt::Debug,
+        >(
+            all: &[T],
+            name: fn(&T) -> &'static str,
+        ) {
+            for v in all {
+                let word = name(v);
+                assert_eq!(word.parse::<T>().as_ref(), Ok(v));
+                assert_eq!(&serde_json::from_value::<T>(word.into()).unwrap(), v);
+            }
+        }
+        same(&ServedEras::ALL, |v| v.name());
+        same(&AnswerMode::ALL, |v| v.name());
+        same(&BatchPolicy::ALL, |v| v.name());
+        assert!("Both".parse::<ServedEras>().is_err());
     }
 
     #[test]
