@@ -1,6 +1,6 @@
 //! The MCP layer of the target: protocol versions and eras, reading one incoming message,
 //! era routing, the 2026-07-28 validation ladder (`_meta`, header agreement, version), and
-//! the choice of method. Transport-free: HTTP and stdio both call in here.
+//! the choice of method. Transport-free: the handler calls in here for HTTP and stdio alike.
 
 use super::config::{BatchPolicy, ServeConfig};
 use super::methods::{Call, Prepared, invalid_params, prompt_call, tool_call};
@@ -189,7 +189,7 @@ pub(crate) struct Early {
 }
 
 impl Early {
-    fn new(code: i64, message: impl Into<String>, status: u16) -> Early {
+    pub fn new(code: i64, message: impl Into<String>, status: u16) -> Early {
         Early {
             error: ErrorObject {
                 code,
