@@ -2,14 +2,16 @@
 //! arguments and the glue that turns them into a library call.
 
 use anyhow::Context;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use mcpload::server::{
-    self, AnswerMode, BatchPolicy, Era, FaultEvery, FaultOdds, HostileConfig, HostileKind,
-    HostileTransport, RejectStatus, ServeConfig, ServiceTime, Stall,
+    self, AnswerMode, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
+    HostileTransport, RejectStatus, ServeConfig, ServedEras, ServiceTime, Stall,
 };
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 /// Load generator and benchmarking tool for MCP servers: pairs every response to its request
 /// by id, counts every pairing anomaly, and sweeps load to find where a server saturates and
@@ -67,16 +69,16 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<SocketAddr>,
     /// Eras served [default: both].
-    #[arg(long, value_enum)]
-    pub era: Option<Era>,
+    #[arg(long, value_parser = one_of(&ServedEras::ALL, ServedEras::name, ServedEras::about))]
+    pub era: Option<ServedEras>,
     /// Serve only these protocol versions (comma-separated, e.g. 2025-06-18,2026-07-28).
     #[arg(long, value_name = "V,..", value_delimiter = ',')]
     pub versions: Vec<String>,
     /// Answer POSTs with one JSON body or an SSE stream [default: json].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = one_of(&AnswerMode::ALL, AnswerMode::name, AnswerMode::about))]
     pub answer: Option<AnswerMode>,
     /// Batches: as the revision says (auto), always accepted, always rejected [default: auto].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = one_of(&BatchPolicy::ALL, BatchPolicy::name, BatchPolicy::about))]
     pub batches: Option<BatchPolicy>,
     /// Hand out no Mcp-Session-Id on initialize.
     #[arg(long)]
@@ -126,6 +128,23 @@ pub struct ServeArgs {
     /// With --hostile: which calls misbehave, every Nth [default: 1].
     #[arg(long, value_name = "N", requires = "hostile")]
     pub hostile_every: Option<u64>,
+}
+
+/// A server knob spelled as one of a few words: `--help` lists each with its meaning, and
+/// the library's `FromStr` reads it.
+fn one_of<T>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    about: fn(T) -> &'static str,
+) -> impl TypedValueParser<Value = T>
+where
+    T: Copy + FromStr<Err = server::ConfigError> + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(
+        all.iter()
+            .map(|v| PossibleValue::new(name(*v)).help(about(*v))),
+    )
+    .try_map(|word| word.parse::<T>())
 }
 
 impl ServeArgs {

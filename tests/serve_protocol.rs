@@ -5,7 +5,7 @@
 
 mod serve_common;
 
-use mcpload::server::{AnswerMode, Era, ServeConfig, start_http};
+use mcpload::server::{AnswerMode, ServeConfig, ServedEras, start_http};
 use serde_json::{Value, json};
 use serve_common::*;
 
@@ -425,7 +425,7 @@ async fn closing_an_sse_stream_cancels_the_request() {
 async fn era_and_version_restrictions() {
     // Legacy only: discover is refused with -32022 naming the legacy versions.
     let (_t, mut c) = target(ServeConfig {
-        era: Era::Legacy,
+        era: ServedEras::Legacy,
         ..ServeConfig::default()
     })
     .await;
@@ -438,7 +438,7 @@ async fn era_and_version_restrictions() {
     );
     // Modern only: initialize is refused the same way.
     let (_t, mut c) = target(ServeConfig {
-        era: Era::Modern,
+        era: ServedEras::Modern,
         ..ServeConfig::default()
     })
     .await;

@@ -3,7 +3,8 @@
 //! that turn a raw configuration into one that can run.
 
 use super::faults::{FaultEvery, FaultOdds};
-use super::mcp::Version;
+use super::mcp::SERVABLE;
+use crate::protocol::Revision;
 use serde::Deserialize;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -31,41 +32,139 @@ fn syntax(what: &'static str, text: &str, why: impl fmt::Display) -> ConfigError
     }
 }
 
-/// Which MCP eras the endpoint serves.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+/// Which MCP eras the endpoint serves (`--era`, profile key `era`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Era {
-    /// Legacy (`initialize`, 2025-03-26 … 2025-11-25) and 2026-07-28, on one endpoint.
+pub enum ServedEras {
     #[default]
     Both,
-    /// Only the `initialize` era.
     Legacy,
-    /// Only 2026-07-28 (`server/discover`, per-request `_meta`).
     Modern,
 }
 
-/// How a request's answer travels over HTTP.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+/// How a request's answer travels over HTTP (`--answer`, profile key `answer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AnswerMode {
-    /// One `application/json` body per POST.
     #[default]
     Json,
-    /// A `text/event-stream`: progress notifications (when asked for), then the response.
     Sse,
 }
 
-/// Whether a JSON array POST body (a batch) is served.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+/// Whether a JSON array POST body (a batch) is served (`--batches`, profile key `batches`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BatchPolicy {
-    /// As the revision in use says: accepted under 2025-03-26, rejected under later ones.
     #[default]
     Auto,
-    /// Always served, whatever the revision.
     Accept,
-    /// Always rejected: HTTP 400 with one JSON-RPC error (stdio: that error on one line).
     Reject,
+}
+
+/// Reads one of a knob's words (`--era both`, `--answer sse`); profiles spell them the same.
+fn parse_word<T: Copy>(
+    what: &'static str,
+    text: &str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+) -> Result<T, ConfigError> {
+    all.iter()
+        .copied()
+        .find(|v| name(*v) == text)
+        .ok_or_else(|| {
+            let words: Vec<&str> = all.iter().map(|v| name(*v)).collect();
+            syntax(what, text, format!("expected one of {}", words.join(", ")))
+        })
+}
+
+impl ServedEras {
+    pub const ALL: [ServedEras; 3] = [ServedEras::Both, ServedEras::Legacy, ServedEras::Modern];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ServedEras::Both => "both",
+            ServedEras::Legacy => "legacy",
+            ServedEras::Modern => "modern",
+        }
+    }
+
+    /// What the value means (listed by `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            ServedEras::Both => {
+                "Legacy (`initialize`, 2025-03-26 … 2025-11-25) and 2026-07-28, on one endpoint"
+            }
+            ServedEras::Legacy => "Only the `initialize` era",
+            ServedEras::Modern => "Only 2026-07-28 (`server/discover`, per-request `_meta`)",
+        }
+    }
+}
+
+impl FromStr for ServedEras {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        parse_word("era", s, &ServedEras::ALL, ServedEras::name)
+    }
+}
+
+impl AnswerMode {
+    pub const ALL: [AnswerMode; 2] = [AnswerMode::Json, AnswerMode::Sse];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AnswerMode::Json => "json",
+            AnswerMode::Sse => "sse",
+        }
+    }
+
+    /// What the value means (listed by `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            AnswerMode::Json => "One `application/json` body per POST",
+            AnswerMode::Sse => {
+                "A `text/event-stream`: progress notifications (when asked for), then the response"
+            }
+        }
+    }
+}
+
+impl FromStr for AnswerMode {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        parse_word("answer mode", s, &AnswerMode::ALL, AnswerMode::name)
+    }
+}
+
+impl BatchPolicy {
+    pub const ALL: [BatchPolicy; 3] = [BatchPolicy::Auto, BatchPolicy::Accept, BatchPolicy::Reject];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchPolicy::Auto => "auto",
+            BatchPolicy::Accept => "accept",
+            BatchPolicy::Reject => "reject",
+        }
+    }
+
+    /// What the value means (listed by `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            BatchPolicy::Auto => {
+                "As the revision in use says: accepted under 2025-03-26, rejected under later ones"
+            }
+            BatchPolicy::Accept => "Always served, whatever the revision",
+            BatchPolicy::Reject => {
+                "Always rejected: HTTP 400 with one JSON-RPC error (stdio: that error on one line)"
+            }
+        }
+    }
+}
+
+impl FromStr for BatchPolicy {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        parse_word("batch policy", s, &BatchPolicy::ALL, BatchPolicy::name)
+    }
 }
 
 /// The HTTP status of a POST refused by the capacity model.
@@ -247,7 +346,7 @@ pub struct ServeConfig {
     /// Address to listen on (HTTP). Anything but loopback prints a warning.
     pub bind: SocketAddr,
     /// Eras served on the one endpoint.
-    pub era: Era,
+    pub era: ServedEras,
     /// Restrict to these protocol versions (empty: every version of the era).
     pub versions: Vec<String>,
     /// JSON or SSE answers over HTTP.
@@ -288,7 +387,7 @@ impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
             bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-            era: Era::Both,
+            era: ServedEras::Both,
             versions: Vec::new(),
             answer: AnswerMode::Json,
             batches: BatchPolicy::Auto,
@@ -313,23 +412,26 @@ impl Default for ServeConfig {
 impl ServeConfig {
     /// The protocol versions served, newest first; an error when the restriction leaves none
     /// or names an unknown version.
-    pub fn served_versions(&self) -> Result<Vec<Version>, ConfigError> {
-        let in_era = |v: Version| match self.era {
-            Era::Both => true,
-            Era::Legacy => !v.is_modern(),
-            Era::Modern => v.is_modern(),
+    pub fn served_versions(&self) -> Result<Vec<Revision>, ConfigError> {
+        let in_era = |v: Revision| match self.era {
+            ServedEras::Both => true,
+            ServedEras::Legacy => !v.is_modern(),
+            ServedEras::Modern => v.is_modern(),
         };
         let mut out = Vec::new();
         if self.versions.is_empty() {
-            out.extend(Version::ALL.iter().copied().filter(|v| in_era(*v)));
+            out.extend(SERVABLE.iter().copied().filter(|v| in_era(*v)));
         } else {
             for name in &self.versions {
-                let v = Version::parse(name).ok_or_else(|| {
-                    ConfigError::Invalid(format!(
-                        "unknown protocol version `{name}` (known: {})",
-                        Version::ALL.map(Version::as_str).join(", ")
-                    ))
-                })?;
+                let v = SERVABLE
+                    .into_iter()
+                    .find(|v| v.as_str() == name)
+                    .ok_or_else(|| {
+                        ConfigError::Invalid(format!(
+                            "unknown protocol version `{name}` (known: {})",
+                            SERVABLE.map(Revision::as_str).join(", ")
+                        ))
+                    })?;
                 if !in_era(v) {
                     return Err(ConfigError::Invalid(format!(
                         "version {name} is not in the {:?} era",
@@ -406,7 +508,7 @@ mod tests {
         assert_eq!(cfg.capacity, 4);
         assert_eq!(cfg.reject, RejectStatus::ServiceUnavailable);
         assert_eq!(cfg.service_ms, ServiceTime::Exp(20.0));
-        assert_eq!(cfg.era, Era::Legacy);
+        assert_eq!(cfg.era, ServedEras::Legacy);
         assert!(cfg.validate().is_ok());
         let num: ServeConfig = serde_json::from_str(r#"{"service_ms":15}"#).unwrap();
         assert_eq!(num.service_ms, ServiceTime::Fixed(15.0));
@@ -440,12 +542,37 @@ mod tests {
     }
 
     #[test]
+    fn words_read_as_in_profiles() {
+        fn same<
+            T: FromStr<Err = ConfigError> + serde::de::DeserializeOwned + PartialEq + fmt::Debug,
+        >(
+            all: &[T],
+            name: fn(&T) -> &'static str,
+        ) {
+            for v in all {
+                let word = name(v);
+                assert_eq!(word.parse::<T>().as_ref(), Ok(v));
+                assert_eq!(&serde_json::from_value::<T>(word.into()).unwrap(), v);
+            }
+        }
+        same(&ServedEras::ALL, |v| v.name());
+        same(&AnswerMode::ALL, |v| v.name());
+        same(&BatchPolicy::ALL, |v| v.name());
+        assert!("Both".parse::<ServedEras>().is_err());
+    }
+
+    #[test]
     fn version_restriction() {
         let all = ServeConfig::default().served_versions().unwrap();
-        assert_eq!(all.first(), Some(&Version::V2026_07_28));
+        assert_eq!(all.first(), Some(&Revision::V2026_07_28));
         assert_eq!(all.len(), 4);
         let cfg = ServeConfig {
-            era: Era::Legacy,
+            versions: vec!["2024-11-05".into()],
+            ..ServeConfig::default()
+        };
+        assert!(cfg.served_versions().is_err());
+        let cfg = ServeConfig {
+            era: ServedEras::Legacy,
             versions: vec!["2026-07-28".into()],
             ..ServeConfig::default()
         };
@@ -454,7 +581,7 @@ mod tests {
             versions: vec!["2025-06-18".into()],
             ..ServeConfig::default()
         };
-        assert_eq!(cfg.served_versions().unwrap(), vec![Version::V2025_06_18]);
+        assert_eq!(cfg.served_versions().unwrap(), vec![Revision::V2025_06_18]);
         let cfg = ServeConfig {
             queue: 3,
             ..ServeConfig::default()

@@ -1,14 +1,16 @@
 //! Streamable HTTP for the target (hyper, HTTP/1.1, keep-alive): the accept loop with its
 //! connection bound, the safety checks (Origin 403, body 413, media types), admission (429 /
-//! 503 with Retry-After), sessions and DELETE, era routing per POST, single requests and
-//! batches answered as JSON or SSE, and `GET /stats`.
+//! 503 with Retry-After), sessions and DELETE, the handler's answers framed as JSON bodies
+//! or SSE streams with their statuses, and `GET /stats`.
 
 use super::capacity::Admission;
-use super::mcp::{self, Headers, Msg, Parsed};
-use super::stats::{Stats, View};
+use super::handler::{Batch, Handled, Origin};
+use super::job::Job;
+use super::mcp::Headers;
+use super::stats::Stats;
 use super::wire::{self, Sink};
-use super::{Done, Job, Shared};
-use crate::jsonrpc::{ErrorObject, codes};
+use super::{AnswerMode, Shared};
+use crate::jsonrpc::ErrorObject;
 use crate::protocol::headers;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -18,7 +20,6 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use serde_json::value::RawValue;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -164,19 +165,6 @@ fn json(status: u16, body: Vec<u8>) -> Response<Body> {
     respond(status, "application/json", body)
 }
 
-/// An error with id null, tallied as the `null_id` a client will count.
-fn null_id_error(stats: &Stats, status: u16, code: i64, message: String) -> Response<Body> {
-    stats.view(View::NullId, 1);
-    json(
-        status,
-        wire::null_id_error(&ErrorObject {
-            code,
-            message,
-            data: None,
-        }),
-    )
-}
-
 fn header<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
@@ -313,80 +301,46 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             }
         },
     };
-    let raw: &RawValue = match serde_json::from_slice(&bytes) {
-        Ok(raw) => raw,
-        Err(e) => {
-            Stats::add(&shared.stats.malformed_received, 1);
-            return null_id_error(
-                &shared.stats,
-                400,
-                codes::PARSE_ERROR,
-                format!("Parse error: {e}"),
-            );
-        }
+    let origin = Origin::Http {
+        headers: Headers {
+            version: header(h, VERSION_HEADER),
+            method: header(h, METHOD_HEADER),
+            name: header(h, NAME_HEADER),
+        },
+        session,
     };
-    if raw.get().starts_with('[') {
-        batch(shared, raw, h, session, admission).await
-    } else {
-        single(shared, raw, h, session, admission).await
+    match shared.handle(&bytes, origin) {
+        Handled::Nothing | Handled::Cancel(_) => accepted(),
+        Handled::Refused(refused) => json(refused.status, refused.message),
+        Handled::Single(job) => single(shared, job, h, admission).await,
+        Handled::Batch(batch) => answer_batch(shared, batch, h, admission).await,
     }
+}
+
+/// Whether answers go out as an SSE stream: the target answers so and the client accepts it.
+fn answers_as_sse(shared: &Shared, h: &HeaderMap) -> bool {
+    shared.cfg.answer == AnswerMode::Sse && accepts(h, "text/event-stream")
 }
 
 async fn single(
     shared: &Arc<Shared>,
-    raw: &RawValue,
+    job: Job,
     h: &HeaderMap,
-    session: Option<mcp::Version>,
     admission: Admission,
 ) -> Response<Body> {
-    let stats = &shared.stats;
-    let (id, req) = match mcp::classify(raw) {
-        Msg::Request(id, req) => (id, req),
-        Msg::Notification(_) => {
-            Stats::add(&stats.notifications_seen, 1);
-            return accepted();
-        }
-        Msg::ClientResponse => return accepted(),
-        Msg::Invalid(why) => {
-            Stats::add(&stats.malformed_received, 1);
-            return null_id_error(
-                stats,
-                400,
-                codes::INVALID_REQUEST,
-                format!("Invalid Request: {why}"),
-            );
-        }
-    };
-    let parsed = Parsed::new(&req);
-    let era = shared.protocol.route_http(
-        header(h, VERSION_HEADER),
-        session,
-        req.method == "initialize",
-        parsed.meta_version().is_some(),
-    );
-    let headers = Headers {
-        version: header(h, VERSION_HEADER),
-        method: header(h, METHOD_HEADER),
-        name: header(h, NAME_HEADER),
-    };
-    let job = shared.job(id, era, &req, &parsed, Some(headers));
-    if shared.cfg.answer == super::AnswerMode::Sse
-        && job.streams()
-        && accepts(h, "text/event-stream")
-    {
+    if job.streams() && answers_as_sse(shared, h) {
         return sse_single(shared, job, admission);
     }
     let done = shared.run(job, None).await;
     drop(admission);
-    let initialized = done.initialized;
     let mut resp = match done.shaped.into_body() {
         Some(body) => json(done.status, body),
         None => accepted(),
     };
-    if let Some(v) = initialized
+    if let Some(v) = done.initialized
         && shared.cfg.sessions
     {
-        Stats::add(&stats.sessions_opened, 1);
+        Stats::add(&shared.stats.sessions_opened, 1);
         if let Ok(id) = HeaderValue::from_str(&shared.sessions.open(v)) {
             resp.headers_mut().insert(SESSION_HEADER, id);
         }
@@ -428,158 +382,35 @@ fn sse_single(shared: &Arc<Shared>, job: Job, admission: Admission) -> Response<
     sse_response(rx, admission)
 }
 
-async fn batch(
+/// A batch's answers: one JSON array, or one SSE event per answer (progress events among
+/// them). Closing the stream cancels the requests still running.
+async fn answer_batch(
     shared: &Arc<Shared>,
-    raw: &RawValue,
+    batch: Batch,
     h: &HeaderMap,
-    session: Option<mcp::Version>,
     admission: Admission,
 ) -> Response<Body> {
-    let stats = &shared.stats;
-    let members: Vec<&RawValue> = match serde_json::from_str(raw.get()) {
-        Ok(m) => m,
-        Err(e) => {
-            Stats::add(&stats.malformed_received, 1);
-            return null_id_error(stats, 400, codes::PARSE_ERROR, format!("Parse error: {e}"));
-        }
-    };
-    if members.is_empty() {
-        Stats::add(&stats.malformed_received, 1);
-        return null_id_error(
-            stats,
-            400,
-            codes::INVALID_REQUEST,
-            "Invalid Request: empty batch".into(),
-        );
+    if !answers_as_sse(shared, h) {
+        let array = batch.start(shared, None).into_array().await;
+        drop(admission);
+        return array.map_or_else(accepted, |body| json(200, body));
     }
-    let msgs: Vec<Msg> = members.iter().map(|m| mcp::classify(m)).collect();
-    // Refused whole: one error with id null; the requests in it end as `http_other`.
-    let refuse = |status: u16, error: &ErrorObject| {
-        let with_id = msgs
-            .iter()
-            .filter(|m| matches!(m, Msg::Request(..)))
-            .count() as u64;
-        stats.view(View::HttpOther, with_id);
-        stats.view(View::NullId, 1);
-        json(status, wire::null_id_error(error))
-    };
-    let era = match shared
-        .protocol
-        .route_http(header(h, VERSION_HEADER), session, false, false)
-    {
-        Ok(era) => era,
-        Err(early) => return refuse(early.status, &early.error),
-    };
-    if !shared.protocol.batch_allowed(era) {
-        Stats::add(&stats.batch_rejected, 1);
-        return refuse(400, &shared.protocol.batch_refusal(era));
-    }
-    Stats::add(&stats.batches, 1);
-    let mut jobs = Vec::new();
-    let mut immediate = Vec::new();
-    for m in msgs {
-        match m {
-            Msg::Request(id, req) => {
-                let parsed = Parsed::new(&req);
-                let era = if req.method == "initialize" {
-                    Err(mcp::Early {
-                        error: ErrorObject {
-                            code: codes::INVALID_REQUEST,
-                            message: "initialize must not be part of a batch".into(),
-                            data: None,
-                        },
-                        status: 400,
-                    })
-                } else {
-                    Ok(era)
-                };
-                jobs.push(shared.job(id, era, &req, &parsed, None));
-            }
-            Msg::Notification(_) => Stats::add(&stats.notifications_seen, 1),
-            Msg::ClientResponse => {}
-            Msg::Invalid(why) => {
-                Stats::add(&stats.malformed_received, 1);
-                stats.view(View::NullId, 1);
-                immediate.push(wire::null_id_error(&ErrorObject {
-                    code: codes::INVALID_REQUEST,
-                    message: format!("Invalid Request: {why}"),
-                    data: None,
-                }));
-            }
-        }
-    }
-    let expected = jobs.len() as u64;
-    if jobs.is_empty() && immediate.is_empty() {
-        return accepted();
-    }
-    let sse = shared.cfg.answer == super::AnswerMode::Sse && accepts(h, "text/event-stream");
-    if sse {
-        let (tx, rx) = mpsc::channel(16);
-        let shared = Arc::clone(shared);
-        tokio::spawn(async move {
-            let mut first = Vec::new();
-            for m in &immediate {
-                wire::sse_event(&mut first, m);
-            }
-            if !first.is_empty() && tx.send(Bytes::from(first)).await.is_err() {
-                return;
-            }
-            let sink = Arc::new(Sink::new(tx.clone(), true, Arc::clone(&shared.stats)));
-            let mut running = spawn_members(&shared, jobs, Some(&sink));
-            let mut ids = 0;
-            loop {
-                tokio::select! {
-                    next = running.join_next() => match next {
-                        Some(Ok(done)) => {
-                            ids += done.shaped.ids_on_wire();
-                            let bytes = done.shaped.sse(false);
-                            if !bytes.is_empty() && tx.send(Bytes::from(bytes)).await.is_err() {
-                                return;
-                            }
-                        }
-                        Some(Err(_)) => {}
-                        None => break,
-                    },
-                    _ = tx.closed() => return,
+    let (tx, rx) = mpsc::channel(16);
+    let sink = Arc::new(Sink::new(tx.clone(), true, Arc::clone(&shared.stats)));
+    let mut answers = batch.start(shared, Some(sink));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                next = answers.next() => {
+                    let Some(answer) = next else { return };
+                    let bytes = answer.sse(false);
+                    if !bytes.is_empty() && tx.send(Bytes::from(bytes)).await.is_err() {
+                        return;
+                    }
                 }
+                _ = tx.closed() => return,
             }
-            if ids != expected {
-                shared.stats.view(View::ResponseCountMismatch, 1);
-            }
-        });
-        return sse_response(rx, admission);
-    }
-    let mut out = Vec::with_capacity(64 * (jobs.len() + immediate.len()) + 2);
-    out.push(b'[');
-    for m in &immediate {
-        wire::Shaped::Message(m.clone()).push_member(&mut out);
-    }
-    let mut running = spawn_members(shared, jobs, None);
-    let mut ids = 0;
-    while let Some(next) = running.join_next().await {
-        if let Ok(done) = next {
-            ids += done.shaped.ids_on_wire();
-            done.shaped.push_member(&mut out);
         }
-    }
-    drop(admission);
-    if ids != expected {
-        stats.view(View::ResponseCountMismatch, 1);
-    }
-    if out.len() == 1 {
-        return accepted();
-    }
-    out.push(b']');
-    json(200, out)
-}
-
-/// Runs the members of a batch concurrently; their answers come out in completion order.
-fn spawn_members(shared: &Arc<Shared>, jobs: Vec<Job>, sink: Option<&Arc<Sink>>) -> JoinSet<Done> {
-    let mut set = JoinSet::new();
-    for job in jobs {
-        let shared = Arc::clone(shared);
-        let sink = sink.cloned();
-        set.spawn(async move { shared.run(job, sink.as_deref()).await });
-    }
-    set
+    });
+    sse_response(rx, admission)
 }

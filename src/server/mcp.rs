@@ -1,61 +1,27 @@
 //! The MCP layer of the target: protocol versions and eras, reading one incoming message,
 //! era routing, the 2026-07-28 validation ladder (`_meta`, header agreement, version), and
-//! the choice of method. Transport-free: HTTP and stdio both call in here.
+//! the choice of method. Transport-free: the handler calls in here for HTTP and stdio alike.
 
 use super::config::{BatchPolicy, ServeConfig};
 use super::methods::{Call, Prepared, invalid_params, prompt_call, tool_call};
 use crate::jsonrpc::{ErrorObject, Id, codes};
 use crate::protocol::codes as mcp_codes;
-use crate::protocol::headers;
+use crate::protocol::{Revision, headers};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::borrow::Cow;
 
-/// A protocol revision the target speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Version {
-    V2025_03_26,
-    V2025_06_18,
-    V2025_11_25,
-    V2026_07_28,
-}
+/// The revisions the target can serve, oldest first (2024-11-05 is not among them).
+pub(crate) const SERVABLE: [Revision; 4] = [
+    Revision::V2025_03_26,
+    Revision::V2025_06_18,
+    Revision::V2025_11_25,
+    Revision::V2026_07_28,
+];
 
-impl Version {
-    /// Oldest first.
-    pub const ALL: [Version; 4] = [
-        Version::V2025_03_26,
-        Version::V2025_06_18,
-        Version::V2025_11_25,
-        Version::V2026_07_28,
-    ];
-
-    pub fn parse(s: &str) -> Option<Version> {
-        Version::ALL.into_iter().find(|v| v.as_str() == s)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Version::V2025_03_26 => "2025-03-26",
-            Version::V2025_06_18 => "2025-06-18",
-            Version::V2025_11_25 => "2025-11-25",
-            Version::V2026_07_28 => "2026-07-28",
-        }
-    }
-
-    /// The stateless era: `server/discover`, `_meta` on every request, no `initialize`.
-    pub fn is_modern(self) -> bool {
-        self >= Version::V2026_07_28
-    }
-
-    pub(crate) fn index(self) -> u8 {
-        self as u8
-    }
-
-    pub(crate) fn from_index(i: u8) -> Option<Version> {
-        Version::ALL.get(i as usize).copied()
-    }
-}
+/// The revision a legacy request is served at before any `initialize` agreed one.
+const ASSUMED: Revision = Revision::V2025_03_26;
 
 /// One incoming JSON value as JSON-RPC sees it.
 pub(crate) enum Msg<'a> {
@@ -206,11 +172,11 @@ pub(crate) struct Headers<'h> {
     pub name: Option<&'h str>,
 }
 
-/// How a request is served: in which era, at which version.
+/// How a request is served: in which era, at which revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Era {
-    /// `initialize` era at the negotiated (or assumed) version.
-    Legacy(Version),
+pub(crate) enum Route {
+    /// The `initialize` era at the negotiated (or assumed) revision.
+    Legacy(Revision),
     /// 2026-07-28: the version comes from each request's `_meta`.
     Modern,
 }
@@ -223,7 +189,7 @@ pub(crate) struct Early {
 }
 
 impl Early {
-    fn new(code: i64, message: impl Into<String>, status: u16) -> Early {
+    pub fn new(code: i64, message: impl Into<String>, status: u16) -> Early {
         Early {
             error: ErrorObject {
                 code,
@@ -238,7 +204,7 @@ impl Early {
 /// The protocol half of the target: which versions it serves, and how it answers.
 pub(crate) struct Protocol {
     /// Newest first.
-    served: Vec<Version>,
+    served: Vec<Revision>,
     batches: BatchPolicy,
     supported_json: Value,
 }
@@ -259,11 +225,11 @@ impl Protocol {
         &self.supported_json
     }
 
-    pub fn serves(&self, v: Version) -> bool {
+    pub fn serves(&self, v: Revision) -> bool {
         self.served.contains(&v)
     }
 
-    fn newest_legacy(&self) -> Option<Version> {
+    fn newest_legacy(&self) -> Option<Revision> {
         self.served.iter().copied().find(|v| !v.is_modern())
     }
 
@@ -278,20 +244,20 @@ impl Protocol {
         e
     }
 
-    /// Whether a batch is served in this era.
-    pub fn batch_allowed(&self, era: Era) -> bool {
+    /// Whether a batch is served on this route.
+    pub fn batch_allowed(&self, route: Route) -> bool {
         match self.batches {
             BatchPolicy::Accept => true,
             BatchPolicy::Reject => false,
-            BatchPolicy::Auto => era == Era::Legacy(Version::V2025_03_26),
+            BatchPolicy::Auto => route == Route::Legacy(Revision::V2025_03_26),
         }
     }
 
     /// The error of a refused batch (HTTP 400, id null).
-    pub fn batch_refusal(&self, era: Era) -> ErrorObject {
-        let at = match era {
-            Era::Legacy(v) => v.as_str(),
-            Era::Modern => Version::V2026_07_28.as_str(),
+    pub fn batch_refusal(&self, route: Route) -> ErrorObject {
+        let at = match route {
+            Route::Legacy(v) => v.as_str(),
+            Route::Modern => Revision::V2026_07_28.as_str(),
         };
         ErrorObject {
             code: codes::INVALID_REQUEST,
@@ -306,46 +272,47 @@ impl Protocol {
     pub fn route_http(
         &self,
         header: Option<&str>,
-        session: Option<Version>,
+        session: Option<Revision>,
         initialize: bool,
         modern_body: bool,
-    ) -> Result<Era, Early> {
+    ) -> Result<Route, Early> {
         if let Some(h) = header {
-            return match Version::parse(h).filter(|v| self.serves(*v)) {
-                Some(v) if v.is_modern() => Ok(Era::Modern),
+            return match Revision::parse(h).filter(|v| self.serves(*v)) {
+                Some(v) if v.is_modern() => Ok(Route::Modern),
                 Some(v) if !initialize && session.is_some_and(|s| s != v) => Err(Early::new(
                     codes::INVALID_REQUEST,
                     "MCP-Protocol-Version differs from the version negotiated for this session",
                     400,
                 )),
-                Some(v) => Ok(Era::Legacy(v)),
+                Some(v) => Ok(Route::Legacy(v)),
                 None => Err(self.unsupported(h)),
             };
         }
         if initialize {
             return self
                 .newest_legacy()
-                .map(Era::Legacy)
+                .map(Route::Legacy)
                 .ok_or_else(|| self.unsupported("initialize"));
         }
         if modern_body {
-            return Ok(Era::Modern);
+            return Ok(Route::Modern);
         }
-        let assumed = session.unwrap_or(Version::V2025_03_26);
+        let assumed = session.unwrap_or(ASSUMED);
         if self.serves(assumed) {
-            Ok(Era::Legacy(assumed))
+            Ok(Route::Legacy(assumed))
         } else {
             Err(self.unsupported(assumed.as_str()))
         }
     }
 
-    /// Chooses the era of one stdio message: `_meta` naming a version means 2026-07-28;
-    /// otherwise the negotiated legacy version (2025-03-26 before any `initialize`).
-    pub fn route_stdio(&self, parsed: &Parsed, negotiated: Option<Version>) -> Era {
-        if parsed.meta_version().is_some() {
-            Era::Modern
+    /// Chooses the era of a stdio line: a request naming a version in `_meta` (`modern_body`)
+    /// means 2026-07-28; otherwise the negotiated legacy version (2025-03-26 before any
+    /// `initialize`).
+    pub fn route_stdio(&self, modern_body: bool, negotiated: Option<Revision>) -> Route {
+        if modern_body {
+            Route::Modern
         } else {
-            Era::Legacy(negotiated.unwrap_or(Version::V2025_03_26))
+            Route::Legacy(negotiated.unwrap_or(ASSUMED))
         }
     }
 
@@ -353,14 +320,14 @@ impl Protocol {
     /// under 2026-07-28 (the header rules apply), `None` on stdio and in batches.
     pub fn prepare(
         &self,
-        era: Era,
+        route: Route,
         req: &Req,
         parsed: &Parsed,
         headers: Option<Headers>,
     ) -> Result<Prepared, Early> {
-        let version = match era {
-            Era::Legacy(v) => v,
-            Era::Modern => self.modern_ladder(req, parsed, headers)?,
+        let version = match route {
+            Route::Legacy(v) => v,
+            Route::Modern => self.modern_ladder(req, parsed, headers)?,
         };
         let method = req.method.as_ref();
         let not_found = || {
@@ -382,7 +349,7 @@ impl Protocol {
         };
         let call = match (method, version.is_modern()) {
             ("initialize", false) => {
-                let asked = p.protocol_version.as_deref().and_then(Version::parse);
+                let asked = p.protocol_version.as_deref().and_then(Revision::parse);
                 let chosen = asked
                     .filter(|v| !v.is_modern() && self.serves(*v))
                     .or(self.newest_legacy())
@@ -417,7 +384,7 @@ impl Protocol {
         req: &Req,
         parsed: &Parsed,
         headers: Option<Headers>,
-    ) -> Result<Version, Early> {
+    ) -> Result<Revision, Early> {
         let meta = parsed.meta.as_ref().filter(|_| parsed.params_ok);
         let (Some(raw_version), Some(_caps)) = (
             meta.and_then(|m| m.version),
@@ -464,7 +431,7 @@ impl Protocol {
                 400,
             ));
         };
-        match Version::parse(&version) {
+        match Revision::parse(&version) {
             Some(v) if v.is_modern() && self.serves(v) => Ok(v),
             _ => Err(self.unsupported(&version)),
         }
@@ -505,15 +472,15 @@ mod tests {
         let p = Protocol::new(&ServeConfig::default()).unwrap();
         assert_eq!(
             p.route_http(Some("2026-07-28"), None, false, true).unwrap(),
-            Era::Modern
+            Route::Modern
         );
         assert_eq!(
             p.route_http(None, None, false, false).unwrap(),
-            Era::Legacy(Version::V2025_03_26)
+            Route::Legacy(ASSUMED)
         );
         assert_eq!(
             p.route_http(None, None, true, false).unwrap(),
-            Era::Legacy(Version::V2025_11_25)
+            Route::Legacy(Revision::V2025_11_25)
         );
         let e = p
             .route_http(Some("1999-01-01"), None, false, false)
@@ -523,11 +490,16 @@ mod tests {
             (mcp_codes::UNSUPPORTED_VERSION, 400)
         );
         let e = p
-            .route_http(Some("2025-06-18"), Some(Version::V2025_11_25), false, false)
+            .route_http(
+                Some("2025-06-18"),
+                Some(Revision::V2025_11_25),
+                false,
+                false,
+            )
             .unwrap_err();
         assert_eq!(e.status, 400);
-        assert!(p.batch_allowed(Era::Legacy(Version::V2025_03_26)));
-        assert!(!p.batch_allowed(Era::Legacy(Version::V2025_06_18)));
-        assert!(!p.batch_allowed(Era::Modern));
+        assert!(p.batch_allowed(Route::Legacy(Revision::V2025_03_26)));
+        assert!(!p.batch_allowed(Route::Legacy(Revision::V2025_06_18)));
+        assert!(!p.batch_allowed(Route::Modern));
     }
 }

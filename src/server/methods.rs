@@ -2,9 +2,10 @@
 //! tools (`echo`, `sleep`, `fail`, `tool_error`, `payload`, `progress`), the `mem://item/{n}`
 //! resources, the `greet` prompt, `initialize` / `server/discover`, and their results.
 
-use super::mcp::{Params, Version};
+use super::mcp::Params;
 use super::wire::{Outcome, Sink};
 use crate::jsonrpc::{ErrorObject, codes};
+use crate::protocol::Revision;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -14,7 +15,7 @@ use std::time::Duration;
 /// A method call that passed validation, with its arguments read and owned.
 #[derive(Debug)]
 pub(crate) enum Call {
-    Initialize(Version),
+    Initialize(Revision),
     Discover,
     Ping,
     ToolsList,
@@ -39,7 +40,7 @@ pub(crate) enum Call {
 /// A request ready to run.
 pub(crate) struct Prepared {
     pub call: Call,
-    pub version: Version,
+    pub version: Revision,
     pub progress: Option<Box<RawValue>>,
 }
 

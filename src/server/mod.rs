@@ -16,8 +16,10 @@
 mod capacity;
 mod config;
 mod faults;
+mod handler;
 mod hostile;
 mod http;
+mod job;
 mod mcp;
 mod methods;
 mod sessions;
@@ -26,30 +28,26 @@ mod stdio;
 mod wire;
 
 pub use config::{
-    AnswerMode, BatchPolicy, ConfigError, Era, RejectStatus, ServeConfig, ServiceTime, Stall,
+    AnswerMode, BatchPolicy, ConfigError, RejectStatus, ServeConfig, ServedEras, ServiceTime, Stall,
 };
 pub use faults::{FaultEvery, FaultKind, FaultOdds};
 pub use hostile::{
     HostileConfig, HostileKind, HostileStats, HostileTransport, RunningHostile,
     serve_hostile_stdio, start_hostile_http,
 };
-pub use mcp::Version;
 pub use stats::{ClientView, FaultCounts, StatsSnapshot};
 
 use capacity::Capacity;
 use faults::FaultPlan;
-use mcp::{Early, Headers, Parsed, Protocol, Req};
-use methods::{Call, Prepared};
-use serde_json::value::RawValue;
+use mcp::Protocol;
 use sessions::Sessions;
 use stats::Stats;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use wire::{Outcome, Shaped, Sink};
 
 /// Why the target could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -76,43 +74,6 @@ pub(crate) struct Shared {
     sessions: Sessions,
 }
 
-/// A request read and validated, ready to run. Dropped before it was answered (its SSE
-/// stream closed, a stdio cancel, a batch abandoned), it counts as cancelled.
-pub(crate) struct Job {
-    id: Box<RawValue>,
-    ordinal: u64,
-    work: Result<Prepared, Early>,
-    fault: Option<FaultKind>,
-    seq: u64,
-    unanswered: Unanswered,
-}
-
-/// Counts its request as cancelled when dropped while still armed.
-struct Unanswered(Option<Arc<Stats>>);
-
-impl Drop for Unanswered {
-    fn drop(&mut self) {
-        if let Some(stats) = self.0.take() {
-            Stats::add(&stats.cancelled, 1);
-        }
-    }
-}
-
-impl Job {
-    /// True when the request reached a method other than `initialize` (it may stream).
-    fn streams(&self) -> bool {
-        matches!(&self.work, Ok(p) if !matches!(p.call, Call::Initialize(_)))
-    }
-}
-
-/// A request's answer, shaped and tallied.
-pub(crate) struct Done {
-    shaped: Shaped,
-    status: u16,
-    /// `initialize` succeeded at this version.
-    initialized: Option<Version>,
-}
-
 impl Shared {
     fn new(cfg: ServeConfig) -> Result<Shared, ConfigError> {
         cfg.validate()?;
@@ -129,66 +90,6 @@ impl Shared {
             sessions: Sessions::new(prefix),
             cfg,
         })
-    }
-
-    /// Reads request `req` (id `id`) into a job: counts it, validates it in `era`, and
-    /// draws its fault when it reached a method other than the handshake.
-    fn job(
-        &self,
-        id: &RawValue,
-        era: Result<mcp::Era, Early>,
-        req: &Req,
-        parsed: &Parsed,
-        headers: Option<Headers>,
-    ) -> Job {
-        let ordinal = self.stats.requests_seen.fetch_add(1, Relaxed) + 1;
-        let work = era.and_then(|era| match era {
-            mcp::Era::Legacy(v) if !self.protocol.serves(v) && req.method != "initialize" => {
-                Err(self.protocol.unsupported(v.as_str()))
-            }
-            _ => self.protocol.prepare(era, req, parsed, headers),
-        });
-        let (fault, seq) =
-            if work.is_ok() && !crate::protocol::is_handshake(&req.method) && !self.faults.is_off()
-            {
-                let seq = self.fault_seq.fetch_add(1, Relaxed) + 1;
-                (self.faults.for_seq(seq), seq)
-            } else {
-                (None, 0)
-            };
-        Job {
-            id: id.to_owned(),
-            ordinal,
-            work,
-            fault,
-            seq,
-            unanswered: Unanswered(Some(Arc::clone(&self.stats))),
-        }
-    }
-
-    /// Runs a job through the capacity model and its method, then shapes the answer.
-    /// Dropped before the end, the request counts as cancelled.
-    async fn run(&self, mut job: Job, sink: Option<&Sink>) -> Done {
-        let _in_flight = self.stats.in_flight();
-        let (outcome, status, initialized) = match job.work {
-            Err(early) => (Outcome::Error(early.error), early.status, None),
-            Ok(prep) => {
-                let init = match prep.call {
-                    Call::Initialize(v) => Some(v),
-                    _ => None,
-                };
-                let work = methods::execute(prep, self.protocol.supported(), sink);
-                let out = self.capacity.serve(&self.stats, job.ordinal, work).await;
-                (out, 200, init)
-            }
-        };
-        job.unanswered.0 = None;
-        let shaped = wire::shape(&self.stats, &job.id, &outcome, job.fault, job.seq);
-        Done {
-            shaped,
-            status,
-            initialized,
-        }
     }
 }
 

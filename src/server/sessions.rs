@@ -2,7 +2,7 @@
 //! generation number of the session it carries and its negotiated version. A session id
 //! names its generation; a slot reused by a newer session makes the old id unknown (404).
 
-use super::mcp::Version;
+use crate::protocol::Revision;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 const SLOTS: usize = 1 << 16;
@@ -24,7 +24,7 @@ impl Sessions {
     }
 
     /// Opens a session at `version` and returns its id.
-    pub fn open(&self, version: Version) -> String {
+    pub fn open(&self, version: Revision) -> String {
         let generation = self.next.fetch_add(1, Relaxed) + 1;
         self.slots[generation as usize % SLOTS].store(pack(generation, version), Relaxed);
         format!("{:08x}-{generation:016x}", self.prefix)
@@ -40,11 +40,11 @@ impl Sessions {
     }
 
     /// The negotiated version of a live session.
-    pub fn lookup(&self, id: &str) -> Option<Version> {
+    pub fn lookup(&self, id: &str) -> Option<Revision> {
         let (slot, generation) = self.slot(id)?;
         let v = slot.load(Relaxed);
         (v >> 8 == generation && generation != 0)
-            .then(|| Version::from_index((v & 0xff) as u8))
+            .then(|| Revision::ALL.get((v & 0xff) as usize).copied())
             .flatten()
     }
 
@@ -58,8 +58,10 @@ impl Sessions {
     }
 }
 
-fn pack(generation: u64, version: Version) -> u64 {
-    (generation << 8) | u64::from(version.index())
+/// A slot's value: the generation above the revision's discriminant, which is its place in
+/// [`Revision::ALL`] (the test checks every one reads back).
+fn pack(generation: u64, version: Revision) -> u64 {
+    (generation << 8) | version as u64
 }
 
 #[cfg(test)]
@@ -69,14 +71,17 @@ mod tests {
     #[test]
     fn open_lookup_close() {
         let s = Sessions::new(0xabc);
-        let a = s.open(Version::V2025_06_18);
-        let b = s.open(Version::V2025_03_26);
-        assert_eq!(s.lookup(&a), Some(Version::V2025_06_18));
-        assert_eq!(s.lookup(&b), Some(Version::V2025_03_26));
+        let a = s.open(Revision::V2025_06_18);
+        let b = s.open(Revision::V2025_03_26);
+        assert_eq!(s.lookup(&a), Some(Revision::V2025_06_18));
+        assert_eq!(s.lookup(&b), Some(Revision::V2025_03_26));
         assert!(s.close(&a));
         assert!(!s.close(&a));
         assert_eq!(s.lookup(&a), None);
         assert_eq!(s.lookup("nope"), None);
         assert_eq!(Sessions::new(0xdef).lookup(&b), None);
+        for r in Revision::ALL {
+            assert_eq!(s.lookup(&s.open(r)), Some(r));
+        }
     }
 }

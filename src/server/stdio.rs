@@ -2,11 +2,11 @@
 //! (through one writer task, in completion order), `notifications/cancelled` honoured,
 //! overlong lines refused; at end of input every request still running is answered first.
 
-use super::mcp::{self, Era, Msg, Parsed};
-use super::stats::{Stats, View};
-use super::wire::{self, Sink};
-use super::{Done, Shared};
-use crate::jsonrpc::{ErrorObject, codes};
+use super::Shared;
+use super::handler::{Handled, Origin};
+use super::wire::Sink;
+use crate::jsonrpc::codes;
+use crate::protocol::Revision;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,6 +76,7 @@ async fn writer<W: AsyncWrite + Unpin>(
     out.flush().await
 }
 
+/// Serves until `input` ends, then waits for every request still running.
 pub(crate) async fn serve<R, W>(shared: Arc<Shared>, input: R, output: W) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -85,19 +86,9 @@ where
     let writing = tokio::spawn(writer(output, rx));
     let mut input = BufReader::new(input);
     let mut line = Vec::new();
-    let mut negotiated: Option<mcp::Version> = None;
+    let mut negotiated: Option<Revision> = None;
     let mut running: JoinSet<()> = JoinSet::new();
     let mut by_id: HashMap<Box<str>, AbortHandle> = HashMap::new();
-    let stats = Arc::clone(&shared.stats);
-    let send_error = |error: ErrorObject| {
-        stats.view(View::NullId, 1);
-        let mut l = wire::null_id_error(&error);
-        l.push(b'\n');
-        let tx = tx.clone();
-        async move {
-            let _ = tx.send(Bytes::from(l)).await;
-        }
-    };
     loop {
         while running.try_join_next().is_some() {}
         if by_id.len() > 4096 {
@@ -105,79 +96,54 @@ where
         }
         let text = match read_line(&mut input, &mut line, shared.cfg.max_line_bytes).await? {
             Line::End => break,
+            Line::Text(t) => t,
             Line::TooLong => {
-                Stats::add(&stats.malformed_received, 1);
-                send_error(error(codes::INVALID_REQUEST, "line too long".into())).await;
+                let refused = shared.malformed(codes::INVALID_REQUEST, "line too long".into());
+                write_line(&tx, refused.message).await;
                 continue;
             }
-            Line::Text(t) => t,
         };
         let trimmed = text.trim_ascii();
         if trimmed.is_empty() {
             continue;
         }
-        let raw: &serde_json::value::RawValue = match serde_json::from_slice(trimmed) {
-            Ok(r) => r,
-            Err(e) => {
-                Stats::add(&stats.malformed_received, 1);
-                send_error(error(codes::PARSE_ERROR, format!("Parse error: {e}"))).await;
-                continue;
+        match shared.handle(trimmed, Origin::Stdio { negotiated }) {
+            Handled::Nothing => {}
+            Handled::Cancel(id) => {
+                if let Some(h) = by_id.remove(id.get()) {
+                    h.abort();
+                }
             }
-        };
-        if raw.get().starts_with('[') {
-            let Ok(members) = serde_json::from_str::<Vec<&serde_json::value::RawValue>>(raw.get())
-            else {
-                continue;
-            };
-            batch(
-                &shared,
-                &members,
-                negotiated,
-                &tx,
-                &mut running,
-                &send_error,
-            )
-            .await;
-            continue;
-        }
-        match mcp::classify(raw) {
-            Msg::Request(id, req) => {
-                let parsed = Parsed::new(&req);
-                let era = shared.protocol.route_stdio(&parsed, negotiated);
-                let job = shared.job(id, Ok(era), &req, &parsed, None);
-                let sink = Sink::new(tx.clone(), false, Arc::clone(&stats));
-                if req.method == "initialize" {
+            Handled::Refused(refused) => write_line(&tx, refused.message).await,
+            Handled::Single(job) => {
+                let sink = Sink::new(tx.clone(), false, Arc::clone(&shared.stats));
+                if job.is_initialize() {
                     // Answered in line: later messages need the negotiated version.
                     let done = shared.run(job, Some(&sink)).await;
                     negotiated = done.initialized.or(negotiated);
                     let _ = tx.send(Bytes::from(done.shaped.lines())).await;
                     continue;
                 }
+                let id = job.id().get().into();
                 let shared = Arc::clone(&shared);
                 let tx = tx.clone();
                 let handle = running.spawn(async move {
-                    let done: Done = shared.run(job, Some(&sink)).await;
+                    let done = shared.run(job, Some(&sink)).await;
                     let _ = tx.send(Bytes::from(done.shaped.lines())).await;
                 });
-                by_id.insert(id.get().into(), handle);
+                by_id.insert(id, handle);
             }
-            Msg::Notification(n) => {
-                Stats::add(&stats.notifications_seen, 1);
-                if n.method == "notifications/cancelled"
-                    && let Some(target) = Parsed::new(&n).cancelled_request()
-                    && let Some(h) = by_id.remove(target.get())
-                {
-                    h.abort();
-                }
-            }
-            Msg::ClientResponse => {}
-            Msg::Invalid(why) => {
-                Stats::add(&stats.malformed_received, 1);
-                send_error(error(
-                    codes::INVALID_REQUEST,
-                    format!("Invalid Request: {why}"),
-                ))
-                .await;
+            Handled::Batch(batch) => {
+                // Its members run concurrently; their answers leave as one line.
+                let sink = Sink::new(tx.clone(), false, Arc::clone(&shared.stats));
+                let answers = batch.start(&shared, Some(Arc::new(sink)));
+                let tx = tx.clone();
+                running.spawn(async move {
+                    if let Some(mut array) = answers.into_array().await {
+                        array.push(b'\n');
+                        let _ = tx.send(Bytes::from(array)).await;
+                    }
+                });
             }
         }
     }
@@ -188,99 +154,56 @@ where
         .unwrap_or_else(|e| Err(std::io::Error::other(e)))
 }
 
-fn error(code: i64, message: String) -> ErrorObject {
-    ErrorObject {
-        code,
-        message,
-        data: None,
-    }
+/// Sends `message` (one JSON-RPC message) as a line.
+async fn write_line(tx: &mpsc::Sender<Bytes>, mut message: Vec<u8>) {
+    message.push(b'\n');
+    let _ = tx.send(Bytes::from(message)).await;
 }
 
-/// One batch line: refused as the revision says, or its members run concurrently and
-/// answered as one line in completion order.
-async fn batch<F, Fut>(
-    shared: &Arc<Shared>,
-    members: &[&serde_json::value::RawValue],
-    negotiated: Option<mcp::Version>,
-    tx: &mpsc::Sender<Bytes>,
-    running: &mut JoinSet<()>,
-    send_error: &F,
-) where
-    F: Fn(ErrorObject) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let stats = &shared.stats;
-    if members.is_empty() {
-        Stats::add(&stats.malformed_received, 1);
-        send_error(error(
-            codes::INVALID_REQUEST,
-            "Invalid Request: empty batch".into(),
-        ))
-        .await;
-        return;
+#[cfg(test)]
+mod tests {
+    use super::super::{ServeConfig, serve_stdio};
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    /// Writes `lines` to a stdio server and returns every line it answered.
+    async fn exchange(lines: &[Value]) -> Vec<Value> {
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (server_r, server_w) = tokio::io::split(server);
+        let served = tokio::spawn(serve_stdio(ServeConfig::default(), server_r, server_w));
+        let (client_r, mut w) = tokio::io::split(client);
+        for l in lines {
+            w.write_all(format!("{l}\n").as_bytes()).await.unwrap();
+        }
+        w.shutdown().await.unwrap();
+        served.await.unwrap().unwrap();
+        let mut out = Vec::new();
+        let mut answers = tokio::io::BufReader::new(client_r).lines();
+        while let Some(l) = answers.next_line().await.unwrap() {
+            out.push(serde_json::from_str(&l).unwrap());
+        }
+        out
     }
-    let msgs: Vec<Msg> = members.iter().map(|m| mcp::classify(m)).collect();
-    let modern = msgs.iter().any(|m| match m {
-        Msg::Request(_, r) => Parsed::new(r).meta_version().is_some(),
-        _ => false,
-    });
-    let era = if modern {
-        Era::Modern
-    } else {
-        Era::Legacy(negotiated.unwrap_or(mcp::Version::V2025_03_26))
-    };
-    if !shared.protocol.batch_allowed(era) {
-        Stats::add(&stats.batch_rejected, 1);
-        let with_id = msgs
-            .iter()
-            .filter(|m| matches!(m, Msg::Request(..)))
-            .count() as u64;
-        stats.view(View::Missing, with_id);
-        send_error(shared.protocol.batch_refusal(era)).await;
-        return;
+
+    #[tokio::test]
+    async fn initialize_in_a_batch_is_refused_as_over_http() {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}});
+        let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+        let answers = exchange(&[json!([init, ping])]).await;
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        let members = answers[0].as_array().unwrap();
+        let refused = members.iter().find(|m| m["id"] == 1).unwrap();
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        assert_eq!(
+            refused["error"]["message"],
+            "initialize must not be part of a batch"
+        );
+        assert!(
+            members
+                .iter()
+                .any(|m| m["id"] == 2 && m["result"] == json!({}))
+        );
     }
-    Stats::add(&stats.batches, 1);
-    let mut jobs = Vec::new();
-    let mut out = b"[".to_vec();
-    for m in msgs {
-        match m {
-            Msg::Request(id, req) => {
-                let parsed = Parsed::new(&req);
-                jobs.push(shared.job(id, Ok(era), &req, &parsed, None));
-            }
-            Msg::Notification(_) => Stats::add(&stats.notifications_seen, 1),
-            Msg::ClientResponse => {}
-            Msg::Invalid(why) => {
-                Stats::add(&stats.malformed_received, 1);
-                stats.view(View::NullId, 1);
-                let e = error(codes::INVALID_REQUEST, format!("Invalid Request: {why}"));
-                wire::Shaped::Message(wire::null_id_error(&e)).push_member(&mut out);
-            }
-        }
-    }
-    let expected = jobs.len() as u64;
-    let shared = Arc::clone(shared);
-    let tx = tx.clone();
-    running.spawn(async move {
-        let mut set = JoinSet::new();
-        for job in jobs {
-            let shared = Arc::clone(&shared);
-            let sink = Sink::new(tx.clone(), false, Arc::clone(&shared.stats));
-            set.spawn(async move { shared.run(job, Some(&sink)).await });
-        }
-        let mut ids = 0;
-        while let Some(next) = set.join_next().await {
-            if let Ok(done) = next {
-                ids += done.shaped.ids_on_wire();
-                done.shaped.push_member(&mut out);
-            }
-        }
-        if ids != expected {
-            shared.stats.view(View::ResponseCountMismatch, 1);
-        }
-        if out.len() > 1 {
-            out.extend_from_slice(b"]\n");
-            let _ = tx.send(Bytes::from(out)).await;
-        }
-    });
 }

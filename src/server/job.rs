@@ -1,0 +1,126 @@
+//! One request from validation to its answer: a [`Job`] is the request counted, validated on
+//! its route and given its fault; running it takes it through the capacity model and its
+//! method and shapes the answer ([`Done`]). A job dropped unanswered counts as cancelled.
+
+use super::Shared;
+use super::faults::FaultKind;
+use super::mcp::{Early, Headers, Parsed, Req, Route};
+use super::methods::{self, Call, Prepared};
+use super::stats::Stats;
+use super::wire::{self, Outcome, Shaped, Sink};
+use crate::protocol::{Revision, is_handshake};
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// A request read and validated, ready to run. Dropped before it was answered (its SSE
+/// stream closed, a stdio cancel, a batch abandoned), it counts as cancelled.
+pub(crate) struct Job {
+    id: Box<RawValue>,
+    ordinal: u64,
+    work: Result<Prepared, Early>,
+    fault: Option<FaultKind>,
+    seq: u64,
+    /// The method is `initialize` (valid or not).
+    initialize: bool,
+    unanswered: Unanswered,
+}
+
+/// Counts its request as cancelled when dropped while still armed.
+struct Unanswered(Option<Arc<Stats>>);
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(stats) = self.0.take() {
+            Stats::add(&stats.cancelled, 1);
+        }
+    }
+}
+
+impl Job {
+    /// The request's id, exactly as sent.
+    pub fn id(&self) -> &RawValue {
+        &self.id
+    }
+
+    /// True for an `initialize`: stdio answers it before reading on, to learn the version.
+    pub fn is_initialize(&self) -> bool {
+        self.initialize
+    }
+
+    /// True when the request reached a method other than `initialize` (it may stream).
+    pub fn streams(&self) -> bool {
+        matches!(&self.work, Ok(p) if !matches!(p.call, Call::Initialize(_)))
+    }
+}
+
+/// A request's answer, shaped and tallied.
+pub(crate) struct Done {
+    pub shaped: Shaped,
+    /// The HTTP status of a single request's answer.
+    pub status: u16,
+    /// `initialize` succeeded at this version.
+    pub initialized: Option<Revision>,
+}
+
+impl Shared {
+    /// Reads request `req` (id `id`) into a job: counts it, validates it on `route`, and
+    /// draws its fault when it reached a method other than the handshake.
+    pub(crate) fn job(
+        &self,
+        id: &RawValue,
+        route: Result<Route, Early>,
+        req: &Req,
+        parsed: &Parsed,
+        headers: Option<Headers>,
+    ) -> Job {
+        let ordinal = self.stats.requests_seen.fetch_add(1, Relaxed) + 1;
+        let initialize = req.method == "initialize";
+        let work = route.and_then(|route| match route {
+            Route::Legacy(v) if !self.protocol.serves(v) && !initialize => {
+                Err(self.protocol.unsupported(v.as_str()))
+            }
+            _ => self.protocol.prepare(route, req, parsed, headers),
+        });
+        let (fault, seq) = if work.is_ok() && !is_handshake(&req.method) && !self.faults.is_off() {
+            let seq = self.fault_seq.fetch_add(1, Relaxed) + 1;
+            (self.faults.for_seq(seq), seq)
+        } else {
+            (None, 0)
+        };
+        Job {
+            id: id.to_owned(),
+            ordinal,
+            work,
+            fault,
+            seq,
+            initialize,
+            unanswered: Unanswered(Some(Arc::clone(&self.stats))),
+        }
+    }
+
+    /// Runs a job through the capacity model and its method, then shapes the answer.
+    /// Dropped before the end, the request counts as cancelled.
+    pub(crate) async fn run(&self, mut job: Job, sink: Option<&Sink>) -> Done {
+        let _in_flight = self.stats.in_flight();
+        let (outcome, status, initialized) = match job.work {
+            Err(early) => (Outcome::Error(early.error), early.status, None),
+            Ok(prep) => {
+                let init = match prep.call {
+                    Call::Initialize(v) => Some(v),
+                    _ => None,
+                };
+                let work = methods::execute(prep, self.protocol.supported(), sink);
+                let out = self.capacity.serve(&self.stats, job.ordinal, work).await;
+                (out, 200, init)
+            }
+        };
+        job.unanswered.0 = None;
+        let shaped = wire::shape(&self.stats, &job.id, &outcome, job.fault, job.seq);
+        Done {
+            shaped,
+            status,
+            initialized,
+        }
+    }
+}
