@@ -4,13 +4,13 @@
 
 use crate::analysis::{StopCriteria, Thresholds};
 use crate::client::{ConnectOptions, Connector, Endpoint, ProtocolChoice, Revision};
-use crate::engine::{self, BatchShape, Progress, SweepEnd, Workload};
+use crate::engine::{self, BatchShape, FanOut, Sweep, SweepEnd, Workload};
 use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
     Levels, LoadModel, Method, Op, Profile, ProfileError, Source, Spacing, TargetSpec,
 };
-use crate::report::{self, ProfileCopy, RunEnd, RunFolder, RunSpec};
+use crate::report::{self, Finished, ProfileCopy, Progress, RunFolder, RunSpec};
 use crate::server::{self, ServeConfig};
 use crate::transport::StdioOptions;
 use serde_json::{Value, json};
@@ -420,6 +420,9 @@ pub enum RunError {
     Failed(String),
     #[error(transparent)]
     Report(#[from] report::ReportError),
+    /// The sweep could not hand its results over (a run folder file could not be written).
+    #[error(transparent)]
+    Sink(engine::SinkError),
 }
 
 /// Runs the plan to its end (or to Ctrl-C / SIGTERM via `cancel`). A run that fails before
@@ -434,7 +437,7 @@ pub async fn execute(plan: Plan, cancel: CancellationToken) -> Result<Outcome, R
 }
 
 async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
-    let progress = Progress::new(plan.quiet);
+    let mut progress = Progress::new(plan.quiet);
     let mut builtin = None;
     let t = &plan.target;
     let mcp_target = if let Some(cfg) = &t.builtin {
@@ -542,14 +545,17 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     });
     let mut folder = RunFolder::create(spec)?;
     folder.set_protocol_revision(server.revision.as_str())?;
+    let sweep = Sweep {
+        levels: plan.levels.clone(),
+        criteria: plan.criteria.clone(),
+        stop_on_failure: plan.stop_on_failure,
+    };
     let swept = engine::sweep(
         work,
-        &plan.levels,
+        &sweep,
         transports,
-        &mut folder,
-        plan.stop_on_failure,
+        &mut FanOut(vec![&mut folder, &mut progress]),
         cancel,
-        &progress,
     )
     .await;
     if let Some(b) = builtin {
@@ -560,22 +566,13 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         Ok(done) => done,
         Err(e) => {
             // The folder could not be written (disk full, removed): say so in it if possible.
-            let _ = folder.finish(RunEnd::Aborted(e.to_string()), &plan.thresholds, color);
-            return Err(e.into());
+            let _ = folder.record_end(&SweepEnd::Aborted(e.to_string()));
+            let _ = finish(folder, &plan.thresholds, color);
+            return Err(RunError::Sink(e));
         }
     };
     engine::close_all(&mut transports).await;
-    let interrupted = end == SweepEnd::Interrupted;
-    let aborted = match &end {
-        SweepEnd::Aborted(why) => Some(why.clone()),
-        _ => None,
-    };
-    let run_end = match end {
-        SweepEnd::Complete => RunEnd::Complete,
-        SweepEnd::Interrupted => RunEnd::Interrupted,
-        SweepEnd::Aborted(why) => RunEnd::Aborted(why),
-    };
-    let done = folder.finish(run_end, &plan.thresholds, color)?;
+    let done = finish(folder, &plan.thresholds, color)?;
     let failed_gates = done
         .summary
         .gates
@@ -585,9 +582,23 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         .collect();
     Ok(Outcome {
         dir: done.dir,
-        interrupted,
-        aborted,
+        interrupted: end == SweepEnd::Interrupted,
+        aborted: match end {
+            SweepEnd::Aborted(why) => Some(why),
+            _ => None,
+        },
         failed_gates,
         terminal: done.terminal,
     })
+}
+
+/// Checks the gates on the recorded sweep and writes the folder's last files.
+fn finish(
+    folder: RunFolder,
+    thresholds: &Thresholds,
+    color: bool,
+) -> Result<Finished, report::ReportError> {
+    let s = folder.summary();
+    let gates = thresholds.evaluate(&s.step_figures(), &s.knee);
+    folder.finish(gates, color)
 }

@@ -2,7 +2,8 @@
 //! interval per second tagged `step=N`, written by the hdrhistogram crate's log writer and read
 //! back by its log iterator.
 
-use super::{ReportError, Reporter, Second};
+use super::{ReportError, Reporter};
+use crate::engine::Second;
 use base64::Engine;
 use hdrhistogram::serialization::interval_log::{
     IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
