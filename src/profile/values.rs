@@ -123,7 +123,7 @@ pub fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<ProtocolChoice, D::Er
 }
 
 /// Spacing of open-loop arrivals.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Spacing {
     /// Exactly 1/rate apart.
