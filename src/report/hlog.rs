@@ -21,7 +21,7 @@ const LEGEND: &str =
     "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"";
 
 /// The tag of every interval of step `n`.
-pub fn step_tag(n: u32) -> String {
+fn step_tag(n: u32) -> String {
     format!("step={n}")
 }
 

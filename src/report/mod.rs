@@ -50,22 +50,23 @@ mod summary;
 mod tables;
 mod terminal;
 
-pub use compare_text::render_comparison;
-pub use hlog::{Interval, read_hlog, step_histograms, step_tag};
+pub use hlog::{Interval, read_hlog, step_histograms};
 pub use progress::Progress;
 pub use redact::{REDACTED, SECRET_KEY_PARTS, redact};
 pub use summary::{RunStatus, RunSummary, SCHEMA_VERSION, StepRecord};
 pub use tables::{TimeseriesRow, read_steps, read_timeseries};
-pub use terminal::{anomaly_hint, knee_sentence, render_terminal, use_color};
+pub use terminal::use_color;
 
 use crate::analysis::{
     CompareOptions, Comparison, GateResult, JudgedStep, Knee, StopCriteria, Thresholds, compare,
 };
 use crate::engine::{Second, SinkError, StepSink, SweepEnd};
+use compare_text::render_comparison;
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+use terminal::render_terminal;
 
 /// One row per step: [`StepSummary`].
 pub const STEPS_CSV: &str = "steps.csv";
@@ -249,13 +250,6 @@ pub struct Finished {
     pub summary: RunSummary,
     /// The terminal report, ready to print (ANSI colours only when asked for).
     pub terminal: String,
-}
-
-impl Finished {
-    /// Whether every threshold held: exit code 0, else 1.
-    pub fn gates_hold(&self) -> bool {
-        self.summary.gates_hold()
-    }
 }
 
 /// A run folder being written. Every call does a little blocking file I/O (a row, an interval,
