@@ -4,14 +4,18 @@
 use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use mcpload::profile::{Levels, Spacing, parse_duration};
+use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
     self, AnswerMode, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
     HostileTransport, RejectStatus, ServeConfig, ServedEras, ServiceTime, Stall,
 };
 use std::io::Write;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::time::Duration;
 
 /// Load generator and benchmarking tool for MCP servers: pairs every response to its request
 /// by id, counts every pairing anomaly, and sweeps load to find where a server saturates and
@@ -455,7 +459,8 @@ impl ProbeArgs {
 #[error("interrupted; the finished steps and the partial one are in {0}")]
 pub struct Interrupted(pub String);
 
-/// Arguments of `mcpload run`. Flags override the profile.
+/// Arguments of `mcpload run`. Flags override the profile. Every value is checked as the
+/// command line is read, so a bad one is an error naming its flag (exit code 2).
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// A workload profile (TOML); see docs/profiles.md.
@@ -470,8 +475,8 @@ pub struct RunArgs {
     #[arg(long, group = "target")]
     pub builtin: bool,
     /// An HTTP header 'Name: value' (repeatable); ${VAR} expands from the environment.
-    #[arg(long = "header", short = 'H', value_name = "HEADER")]
-    pub headers: Vec<String>,
+    #[arg(long = "header", short = 'H', value_name = "HEADER", value_parser = header)]
+    pub headers: Vec<(String, String)>,
     /// auto (detect the era) or a revision: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28.
     #[arg(long, value_name = "REVISION")]
     pub protocol: Option<mcpload::client::ProtocolChoice>,
@@ -479,35 +484,35 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
     /// Arguments of --tool, as a JSON object; strings may hold {{seq}}, {{rand:1..9}}, ...
-    #[arg(long, value_name = "JSON")]
-    pub args: Option<String>,
+    #[arg(long, value_name = "JSON", requires = "tool", value_parser = tool_args)]
+    pub args: Option<toml::Table>,
     /// Closed loop: virtual clients per step, e.g. 1,2,4,8 or '1..64 x2'.
-    #[arg(long, short = 'c', value_name = "LEVELS")]
-    pub concurrency: Option<String>,
+    #[arg(long, short = 'c', value_name = "LEVELS", value_parser = Levels::parse, conflicts_with = "rate")]
+    pub concurrency: Option<Levels>,
     /// Open loop: arrivals per second per step, e.g. 100,200,400 or '100..800 x2'.
-    #[arg(long, short = 'r', value_name = "LEVELS")]
-    pub rate: Option<String>,
+    #[arg(long, short = 'r', value_name = "LEVELS", value_parser = Levels::parse)]
+    pub rate: Option<Levels>,
     /// Measured time of each step, e.g. 10s.
-    #[arg(long, short = 'd', value_name = "DURATION")]
-    pub duration: Option<String>,
+    #[arg(long, short = 'd', value_name = "DURATION", value_parser = positive_duration)]
+    pub duration: Option<Duration>,
     /// Warm-up of each step (measured, not recorded), e.g. 2s.
-    #[arg(long, value_name = "DURATION")]
-    pub warmup: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
     /// A request unanswered after this is a timeout (and is cancelled), e.g. 5s.
-    #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub timeout: Option<Duration>,
     /// Closed loop: pause between an answer and the client's next request.
-    #[arg(long, value_name = "DURATION")]
-    pub think_time: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub think_time: Option<Duration>,
     /// Open loop: requests in flight at most; arrivals past it are dropped and counted.
     #[arg(long, value_name = "N")]
     pub max_in_flight: Option<usize>,
     /// Open loop: constant or poisson spacing of arrivals.
-    #[arg(long, value_name = "SPACING")]
-    pub spacing: Option<String>,
+    #[arg(long, value_name = "SPACING", value_enum, hide_possible_values = true)]
+    pub spacing: Option<Spacing>,
     /// Send JSON-RPC batches of N requests.
-    #[arg(long, value_name = "N")]
-    pub batch_size: Option<usize>,
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub batch_size: Option<NonZeroUsize>,
     /// Notifications mixed into each batch.
     #[arg(long, value_name = "N")]
     pub batch_notifications: Option<usize>,
@@ -525,10 +530,10 @@ pub struct RunArgs {
     pub name: Option<String>,
     /// A gate checked at the end, e.g. 'p99_ms<250', 'error_rate<0.001', 'anomalies==0'
     /// (repeatable); any failing exits 1.
-    #[arg(long = "threshold", value_name = "EXPR")]
+    #[arg(long = "threshold", value_name = "EXPR", value_parser = threshold)]
     pub thresholds: Vec<String>,
     /// A step with a higher error rate is failed (default 0.01).
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, value_name = "RATE", value_parser = fraction)]
     pub max_error_rate: Option<f64>,
     /// A step whose p99 is above this many milliseconds is failed.
     #[arg(long, value_name = "MS")]
@@ -550,43 +555,77 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
+/// `--header`: `Name: value`.
+fn header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or_else(|| "write \"Name: value\"".to_owned())?;
+    Ok((name.trim().to_owned(), value.trim().to_owned()))
+}
+
+/// `--args`: a JSON object, kept as the TOML table a profile's `args` would be.
+fn tool_args(text: &str) -> Result<toml::Table, String> {
+    match serde_json::from_str(text).map_err(|e| e.to_string())? {
+        serde_json::Value::Object(m) => toml::Table::try_from(m).map_err(|e| e.to_string()),
+        _ => Err("must be a JSON object".into()),
+    }
+}
+
+/// `--duration`, `--timeout`: a duration of more than 0s.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err("must be more than 0s".into());
+    }
+    Ok(d)
+}
+
+/// `--batch-size`: 1 or more.
+fn at_least_one(text: &str) -> Result<NonZeroUsize, String> {
+    let n: usize = text.parse().map_err(|e| format!("{e}"))?;
+    NonZeroUsize::new(n).ok_or_else(|| "must be 1 or more".into())
+}
+
+/// `--max-error-rate`: a fraction between 0 and 1.
+fn fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err("must be a number between 0 and 1".into()),
+    }
+}
+
+/// `--threshold`: an expression that parses, kept as written (the run's settings record it
+/// so).
+fn threshold(text: &str) -> Result<String, mcpload::analysis::GateError> {
+    text.parse::<mcpload::analysis::Threshold>()?;
+    Ok(text.to_owned())
+}
+
 impl RunArgs {
-    fn overrides(self) -> anyhow::Result<(Option<PathBuf>, mcpload::run::Overrides)> {
-        use mcpload::profile::{Levels, Spacing, parse_duration};
-        let dur = |name: &str, v: Option<String>| -> anyhow::Result<Option<std::time::Duration>> {
-            v.map(|t| parse_duration(&t).map_err(|e| anyhow::anyhow!("--{name}: {e}")))
-                .transpose()
+    fn overrides(self) -> (Option<PathBuf>, Overrides) {
+        let target = match (self.url, self.stdio, self.builtin) {
+            (Some(url), _, _) => Some(TargetFlag::Url(url)),
+            (None, Some(cmd), _) => Some(TargetFlag::Stdio(cmd)),
+            (None, None, true) => Some(TargetFlag::Builtin),
+            (None, None, false) => None,
         };
-        let levels = |name: &str, v: Option<String>| -> anyhow::Result<Option<Levels>> {
-            v.map(|t| Levels::parse(&t).map_err(|e| anyhow::anyhow!("--{name}: {e}")))
-                .transpose()
+        let levels = match (self.concurrency, self.rate) {
+            (Some(c), _) => Some(LevelsFlag::Concurrency(c)),
+            (None, Some(r)) => Some(LevelsFlag::Rate(r)),
+            (None, None) => None,
         };
-        let spacing = match self.spacing.as_deref() {
-            None => None,
-            Some("constant") => Some(Spacing::Constant),
-            Some("poisson") => Some(Spacing::Poisson),
-            Some(other) => anyhow::bail!("--spacing {other:?}: use constant or poisson"),
-        };
-        let args = self
-            .args
-            .map(|a| serde_json::from_str(&a).map_err(|e| anyhow::anyhow!("--args: {e}")))
-            .transpose()?;
-        let o = mcpload::run::Overrides {
-            url: self.url,
-            stdio: self.stdio,
-            builtin: self.builtin,
+        let o = Overrides {
+            target,
             headers: self.headers,
             protocol: self.protocol,
-            tool: self.tool,
-            args,
-            concurrency: levels("concurrency", self.concurrency)?,
-            rate: levels("rate", self.rate)?,
-            duration: dur("duration", self.duration)?,
-            warmup: dur("warmup", self.warmup)?,
-            timeout: dur("timeout", self.timeout)?,
-            think_time: dur("think-time", self.think_time)?,
+            tool: self.tool.map(|t| (t, self.args)),
+            levels,
+            duration: self.duration,
+            warmup: self.warmup,
+            timeout: self.timeout,
+            think_time: self.think_time,
             max_in_flight: self.max_in_flight,
-            spacing,
+            spacing: self.spacing,
             batch_size: self.batch_size,
             batch_notifications: self.batch_notifications,
             force_batch: self.force_batch,
@@ -602,13 +641,13 @@ impl RunArgs {
             seed: self.seed,
             quiet: self.quiet,
         };
-        Ok((self.profile, o))
+        (self.profile, o)
     }
 
     /// Runs the sweep; exit 1 when a gate fails, 2 for a bad profile or flags, 130 when
     /// interrupted (after writing what was measured).
     pub async fn run(self) -> anyhow::Result<()> {
-        let (profile, overrides) = self.overrides().map_err(UsageError)?;
+        let (profile, overrides) = self.overrides();
         let plan =
             mcpload::run::plan(profile.as_deref(), overrides).map_err(|e| UsageError(e.into()))?;
         let cancel = tokio_util::sync::CancellationToken::new();

@@ -5,7 +5,7 @@
 mod report_common;
 
 use hdrhistogram::Histogram;
-use mcpload::analysis::StopCriteria;
+use mcpload::analysis::{StopCriteria, SweepJudge};
 use mcpload::metrics::{Stats, StepFacts, Verdict, us_to_ms};
 use mcpload::report::{
     self, RunFolder, RunSpec, RunStatus, RunSummary, read_hlog, step_histograms,
@@ -211,7 +211,7 @@ fn the_knee_verdicts_and_terminal_report() {
         "{t}"
     );
     assert!(!t.contains('\u{1b}'), "no colour unless asked for");
-    assert!(!done.gates_hold());
+    assert!(done.summary.gates.iter().any(|g| !g.holds));
     // One table row per step.
     let rows = t
         .lines()
@@ -245,14 +245,14 @@ fn settings_are_redacted_and_the_profile_is_kept() {
 fn summary_json_is_valid_after_every_step() {
     let dir = scratch("every_step");
     let mut run = RunFolder::create(RunSpec::new(dir.clone(), "steps")).unwrap();
+    let mut judge = SweepJudge::new(StopCriteria::default());
     for (k, &n) in CONCURRENCY.iter().take(3).enumerate() {
         let mut stats = Stats::default();
         stats.counters.requests = 100 * n;
         stats.counters.responses = 100 * n;
         stats.counters.ok = 100 * n;
-        let j = run
-            .end_step(StepFacts::closed(k as u32 + 1, n, 1.0), &stats)
-            .unwrap();
+        let j = judge.judge(StepFacts::closed(k as u32 + 1, n, 1.0), &stats);
+        run.record_step(&j).unwrap();
         assert!(!j.stop());
         // What a crash right now would leave behind.
         let s = RunSummary::read(&dir).unwrap();
@@ -283,7 +283,7 @@ fn rerender_rebuilds_everything_from_the_folder() {
     let again = report::rerender(&dir, &thresholds, false).unwrap();
     assert_eq!(again.summary.steps, done.summary.steps);
     assert_eq!(again.summary.knee, done.summary.knee);
-    assert!(again.gates_hold());
+    assert!(again.summary.gates.iter().all(|g| g.holds));
     assert!(
         again
             .terminal
@@ -308,7 +308,7 @@ fn a_folder_left_by_a_crash_still_renders() {
         second.latency.record(std::time::Duration::from_millis(3));
     }
     let record = |run: &mut RunFolder, step: u32, t: u64| {
-        run.record_second(&report::Second {
+        run.record_second(&mcpload::engine::Second {
             step,
             start: std::time::Duration::from_secs(t),
             length: std::time::Duration::from_secs(1),
@@ -324,7 +324,8 @@ fn a_folder_left_by_a_crash_still_renders() {
     step += &second;
     step += &second;
     let facts = StepFacts::closed(1, 1, 2.0);
-    run.end_step(facts, &step).unwrap();
+    run.record_step(&SweepJudge::new(StopCriteria::default()).judge(facts, &step))
+        .unwrap();
     record(&mut run, 2, 2);
     // The process dies in step 2, halfway through writing a line of each log.
     drop(run);

@@ -1,19 +1,21 @@
 //! Judging measured steps (docs/metrics.md "The knee"): the verdict of each step against the stop
-//! criteria, the knee of a sweep, the Universal Scalability Law fit, the comparison of two runs,
-//! and the threshold gates CI uses for its exit code. Pure functions over [`StepSummary`] rows:
-//! nothing here reads files or prints.
+//! criteria (step by step while a sweep runs), the knee of a sweep, the Universal Scalability
+//! Law fit, the comparison of two runs, and the threshold gates CI uses for its exit code. Pure
+//! functions over [`StepSummary`] rows: nothing here reads files or prints.
 //!
 //! [`StepSummary`]: crate::metrics::StepSummary
 
 mod compare;
 mod gates;
 mod knee;
+mod sweep;
 mod usl;
 mod verdict;
 
 pub use compare::{Better, CompareOptions, Comparison, FigureDelta, StepDelta, compare};
 pub use gates::{GateError, GateResult, Op, Threshold, Thresholds};
 pub use knee::{FailurePoint, Knee};
+pub use sweep::{JudgedStep, SweepJudge};
 pub use usl::{UslFit, fit_usl};
 pub use verdict::{
     Cause, Judgement, OPEN_LOOP_SATURATION, SATURATION_GAIN, SATURATION_LOAD_RISE, StopCriteria,

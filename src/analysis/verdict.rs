@@ -120,13 +120,6 @@ pub struct Judgement {
     pub tripped: Vec<Tripped>,
 }
 
-impl Judgement {
-    /// Whether the sweep must stop here: a failed step ends it.
-    pub fn stop(&self) -> bool {
-        self.verdict == Verdict::Failed
-    }
-}
-
 /// The largest term of `requests − ok`, as a counter name and a share of requests.
 fn dominant_cause(s: &StepSummary) -> Option<Cause> {
     let terms = [
@@ -276,7 +269,6 @@ mod tests {
         };
         let j = judge(&s, None, &c);
         assert_eq!(j.verdict, Verdict::Failed);
-        assert!(j.stop());
         assert_eq!(j.tripped.len(), 3, "{:?}", j.tripped);
         assert_eq!(
             j.tripped[0].to_string(),

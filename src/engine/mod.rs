@@ -1,17 +1,18 @@
 //! The load engine: workers that fire the mix at the target, one step at a time, and the
-//! coordinator that merges their once-a-second reports into the run folder. The engine never
-//! formats or prints; the progress display reads what the coordinator hands it.
+//! coordinator that merges their once-a-second reports, has each finished step judged
+//! (`analysis`), decides whether the sweep goes on, and hands everything to a [`StepSink`].
+//! The engine never writes files, formats or prints.
 
-mod progress;
+mod sink;
 mod timer;
 mod worker;
 
-pub use progress::Progress;
+pub use sink::{FanOut, Second, SinkError, StepSink, StepStart};
 
+use crate::analysis::{StopCriteria, SweepJudge};
 use crate::load::mix::Mix;
 use crate::metrics::{LatencyHistogram, Model, Stats, StepFacts};
 use crate::profile::Spacing;
-use crate::report::{ReportError, RunFolder, Second};
 use crate::transport::{AnyTransport, Transport};
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
@@ -117,17 +118,26 @@ pub enum SweepEnd {
     Aborted(String),
 }
 
-/// Runs every level as one step, writing each second and each step to `folder` as it ends.
-/// Transports are handed back for closing.
+/// The steps of a sweep and when it stops early.
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    /// One step per level: concurrency (closed loop) or arrivals per second (open loop).
+    pub levels: Vec<f64>,
+    /// What makes a step `failed`.
+    pub criteria: StopCriteria,
+    /// End the sweep after the first failed step.
+    pub stop_on_failure: bool,
+}
+
+/// Runs every level as one step, handing each second, each judged step and the end to `sink`
+/// as they happen. Transports are handed back for closing.
 pub async fn sweep(
     work: Arc<Workload>,
-    levels: &[f64],
+    plan: &Sweep,
     transports: Vec<AnyTransport>,
-    folder: &mut RunFolder,
-    stop_on_failure: bool,
+    sink: &mut dyn StepSink,
     cancel: CancellationToken,
-    progress: &Progress,
-) -> Result<(SweepEnd, Vec<AnyTransport>), ReportError> {
+) -> Result<(SweepEnd, Vec<AnyTransport>), SinkError> {
     let workers = transports.len() as u32;
     let run_start = Instant::now();
     let (report_tx, reports) = mpsc::unbounded_channel();
@@ -150,8 +160,9 @@ pub async fn sweep(
         crew.tasks.spawn(async move { (i, w.run(rx).await) });
     }
     drop(report_tx);
+    let mut judge = SweepJudge::new(plan.criteria.clone());
     let mut end = SweepEnd::Complete;
-    for (i, level) in levels.iter().enumerate() {
+    for (i, level) in plan.levels.iter().enumerate() {
         if cancel.is_cancelled() {
             end = SweepEnd::Interrupted;
             break;
@@ -160,11 +171,17 @@ pub async fn sweep(
             step: i as u32 + 1,
             level: *level,
         };
-        progress.start_step(order.step, levels.len(), work.model, *level, work.duration);
+        sink.step_started(&StepStart {
+            step: order.step,
+            steps: plan.levels.len(),
+            model: work.model,
+            level: *level,
+            planned: work.duration,
+        })?;
         for o in &crew.orders {
             let _ = o.send(Order::Step(order));
         }
-        let step = match collect_step(&mut crew, order, &work, folder, progress, run_start).await? {
+        let step = match collect_step(&mut crew, order, &work, sink, run_start).await? {
             StepOutcome::Done(step) => *step,
             StepOutcome::NotMeasured => {
                 end = SweepEnd::Interrupted;
@@ -175,16 +192,17 @@ pub async fn sweep(
                 break;
             }
         };
-        let judgement = folder.end_step(step.facts, &step.stats)?;
-        progress.end_step(&judgement);
+        let judged = judge.judge(step.facts, &step.stats);
+        sink.step_ended(&judged)?;
         if step.facts.interrupted {
             end = SweepEnd::Interrupted;
             break;
         }
-        if stop_on_failure && judgement.stop() {
+        if plan.stop_on_failure && judged.stop() {
             break;
         }
     }
+    sink.sweep_ended(&end)?;
     drop(crew.orders);
     let mut back: Vec<(usize, AnyTransport)> = Vec::new();
     while let Some(joined) = crew.tasks.join_next().await {
@@ -227,15 +245,15 @@ struct SecondSlot {
 }
 
 /// Gathers one step's reports from every worker: starts every worker's measured time at once
-/// when all have drained their warm-up, and writes each second once all workers sent it.
+/// when all have drained their warm-up, and hands each second to `sink` once all workers sent
+/// it.
 async fn collect_step(
     crew: &mut Crew,
     order: StepOrder,
     work: &Workload,
-    folder: &mut RunFolder,
-    progress: &Progress,
+    sink: &mut dyn StepSink,
     run_start: Instant,
-) -> Result<StepOutcome, ReportError> {
+) -> Result<StepOutcome, SinkError> {
     let workers = crew.orders.len();
     let mut total = Stats::default();
     let mut seconds: BTreeMap<u32, SecondSlot> = BTreeMap::new();
@@ -320,7 +338,7 @@ async fn collect_step(
             }
             _ => {}
         }
-        // A second is written once every worker has moved past it or finished the step (a
+        // A second is handed over once every worker has moved past it or finished the step (a
         // worker's last second also holds the drain, so its length is known only then).
         while let Some((&sec, _)) = seconds.first_key_value() {
             let complete = (0..workers)
@@ -340,7 +358,7 @@ async fn collect_step(
             };
             let base =
                 step_start.map_or(Duration::ZERO, |s| s.saturating_duration_since(run_start));
-            folder.record_second(&Second {
+            sink.second(&Second {
                 step: order.step,
                 start: base + offset,
                 length,
@@ -348,7 +366,6 @@ async fn collect_step(
                 in_flight: slot.in_flight,
                 latency: &slot.stats.latency,
             })?;
-            progress.second(&slot.stats, slot.in_flight);
         }
     }
     let Some(measured) = measured else {

@@ -1,5 +1,6 @@
-//! Arguments made up from a tool's `inputSchema`, for `tool = "*"`: every required property
-//! gets its default, first example or enum member, or a plain value of its type.
+//! Arguments made up from a tool's `inputSchema`, for `tool = "*"` and for the calls `mcpload
+//! probe` makes: every required property gets its default, const, first example or enum
+//! member, or a plain value of its type.
 
 use serde_json::{Map, Value};
 
@@ -66,13 +67,16 @@ mod tests {
                 "a": {"type": "number"}, "b": {"type": "integer", "minimum": 3},
                 "msg": {"type": "string"}, "mode": {"enum": ["fast", "slow"]},
                 "opt": {"type": "string"}, "flag": {"type": "boolean", "default": false},
+                "d": {"type": "number", "default": 2.5}, "k": {"const": "v"},
+                "long": {"type": "string", "minLength": 3},
                 "inner": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
             },
-            "required": ["a", "b", "msg", "mode", "flag", "inner"]
+            "required": ["a", "b", "msg", "mode", "flag", "d", "k", "long", "inner"]
         });
         assert_eq!(
             arguments_for(&schema),
-            json!({"a": 1.0, "b": 3, "msg": "x", "mode": "fast", "flag": false, "inner": {"x": 1}})
+            json!({"a": 1.0, "b": 3, "msg": "x", "mode": "fast", "flag": false, "d": 2.5,
+                   "k": "v", "long": "xxx", "inner": {"x": 1}})
         );
         assert_eq!(arguments_for(&json!({})), json!({}));
     }

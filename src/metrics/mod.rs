@@ -1,6 +1,21 @@
 //! Measurement state owned by one worker: the counters of docs/metrics.md and HDR histograms, all
 //! mergeable with `+=` so workers never share anything until a step ends.
 
+/// docs/metrics.md's `anomalies`, written once for every type that holds the seven counters
+/// under their column names: `duplicate_id + late + unknown_id + null_id + both_result_error +
+/// invalid_jsonrpc + parse_errors`.
+macro_rules! anomalies_of {
+    ($c:expr) => {
+        $c.duplicate_id
+            + $c.late
+            + $c.unknown_id
+            + $c.null_id
+            + $c.both_result_error
+            + $c.invalid_jsonrpc
+            + $c.parse_errors
+    };
+}
+
 mod summary;
 
 pub use summary::{Model, Percentiles, StepFacts, StepSummary, Verdict, us_to_ms};
@@ -52,16 +67,9 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// `duplicate_id + late + unknown_id + null_id + both_result_error + invalid_jsonrpc +
-    /// parse_errors`, the `anomalies` column of timeseries.csv.
+    /// docs/metrics.md's `anomalies` (the `anomalies` column of timeseries.csv).
     pub fn anomalies(&self) -> u64 {
-        self.duplicate_id
-            + self.late
-            + self.unknown_id
-            + self.null_id
-            + self.both_result_error
-            + self.invalid_jsonrpc
-            + self.parse_errors
+        anomalies_of!(self)
     }
 
     /// Requests that ended, one way or another: every term of the pairing identity but

@@ -227,13 +227,7 @@ impl StepSummary {
 
     /// docs/metrics.md's `anomalies`: every pairing anomaly added up.
     pub fn anomalies(&self) -> u64 {
-        self.duplicate_id
-            + self.late
-            + self.unknown_id
-            + self.null_id
-            + self.both_result_error
-            + self.invalid_jsonrpc
-            + self.parse_errors
+        anomalies_of!(self)
     }
 
     /// The step's load: concurrency (closed loop) or target rate (open loop).

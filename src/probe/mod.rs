@@ -9,6 +9,7 @@ pub use render::render_table;
 
 use crate::client::{Connected, Connector, McpError, Operation, ServerInfo, ToolInfo};
 use crate::jsonrpc::Id;
+use crate::load::schema_args::arguments_for;
 use crate::transport::{AnyTransport, Event, McpHeaders, Transport, cancel_notification};
 use bytes::Bytes;
 use serde::Serialize;
@@ -365,7 +366,7 @@ impl Prober {
         match tool {
             Some(t) => self.server.operation(
                 "tools/call",
-                Some(&json!({"name": t.name, "arguments": sample_arguments(t)})),
+                Some(&json!({"name": t.name, "arguments": arguments_for(&t.input_schema)})),
             ),
             None => self.server.operation("tools/list", None),
         }
@@ -699,39 +700,6 @@ async fn collect_stdio(
     }
 }
 
-/// Arguments for a tool: each required property gets its default, first enum value, or a
-/// plain value of its type.
-pub fn sample_arguments(tool: &ToolInfo) -> Value {
-    let props = tool.input_schema.get("properties");
-    let mut args = serde_json::Map::new();
-    for name in &tool.required {
-        let schema = props
-            .and_then(|p| p.get(name))
-            .cloned()
-            .unwrap_or(json!({}));
-        args.insert(name.clone(), sample_value(&schema));
-    }
-    Value::Object(args)
-}
-
-fn sample_value(schema: &Value) -> Value {
-    if let Some(d) = schema.get("default") {
-        return d.clone();
-    }
-    if let Some(first) = schema.get("enum").and_then(|e| e.get(0)) {
-        return first.clone();
-    }
-    let min = schema.get("minimum").and_then(Value::as_f64).unwrap_or(1.0);
-    match schema.get("type").and_then(Value::as_str) {
-        Some("integer") => json!(min.max(1.0) as i64),
-        Some("number") => json!(min.max(1.0)),
-        Some("boolean") => json!(true),
-        Some("array") => json!([]),
-        Some("object") => json!({}),
-        _ => json!("mcpload"),
-    }
-}
-
 /// A call that takes about [`SLOW_CALL`]: a tool whose name says it waits (sleep, slow,
 /// delay, long) with a duration argument in milliseconds or seconds.
 pub fn slow_call(tools: &[ToolInfo]) -> Option<(String, Value)> {
@@ -744,7 +712,7 @@ pub fn slow_call(tools: &[ToolInfo]) -> Option<(String, Value)> {
             return None;
         }
         let props = t.input_schema.get("properties")?.as_object()?;
-        let mut args = match sample_arguments(t) {
+        let mut args = match arguments_for(&t.input_schema) {
             Value::Object(m) => m,
             _ => serde_json::Map::new(),
         };
@@ -888,17 +856,7 @@ mod tests {
     }
 
     #[test]
-    fn tools_get_plausible_arguments_and_a_slow_call_is_found() {
-        let t = tool(
-            "x",
-            json!({"properties": {"s": {"type": "string"}, "n": {"type": "integer", "minimum": 3},
-                   "e": {"enum": ["p", "q"]}, "d": {"type": "number", "default": 2.5}},
-                   "required": ["s", "n", "e", "d"]}),
-        );
-        assert_eq!(
-            sample_arguments(&t),
-            json!({"s": "mcpload", "n": 3, "e": "p", "d": 2.5})
-        );
+    fn a_slow_call_is_found_by_name_and_duration_argument() {
         let tools = vec![
             tool(
                 "echo",

@@ -1,11 +1,12 @@
 //! Workload profiles: the TOML format (`deny_unknown_fields` everywhere), parsed into typed
 //! values whose errors name the file, line, column and field, and what would be valid.
 
+pub mod template;
 mod values;
 
 pub use values::{Levels, Spacing, TemplateText, parse_duration};
 
-use crate::client::ProtocolChoice;
+use crate::protocol::ProtocolChoice;
 use crate::server::ServeConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -1,8 +1,8 @@
 //! The small value types of a profile with their text syntax: durations (`"10s"`), load
 //! levels (`[1, 2, 4]` or `"1..64 x2"`), protocol choice, spacing, templated text.
 
-use crate::client::ProtocolChoice;
-use crate::load::template;
+use super::template;
+use crate::protocol::ProtocolChoice;
 use serde::{Deserialize, Deserializer, de};
 use std::time::Duration;
 
@@ -123,7 +123,7 @@ pub fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<ProtocolChoice, D::Er
 }
 
 /// Spacing of open-loop arrivals.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Spacing {
     /// Exactly 1/rate apart.

@@ -32,7 +32,12 @@ fn cell(f: &FigureDelta) -> (String, Style) {
 }
 
 /// Renders a comparison for the terminal (`color`: ANSI colours).
-pub fn render_comparison(c: &Comparison, base_name: &str, new_name: &str, color: bool) -> String {
+pub(super) fn render_comparison(
+    c: &Comparison,
+    base_name: &str,
+    new_name: &str,
+    color: bool,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

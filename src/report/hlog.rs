@@ -2,7 +2,8 @@
 //! interval per second tagged `step=N`, written by the hdrhistogram crate's log writer and read
 //! back by its log iterator.
 
-use super::{ReportError, Reporter, Second};
+use super::{ReportError, Reporter};
+use crate::engine::Second;
 use base64::Engine;
 use hdrhistogram::serialization::interval_log::{
     IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
@@ -20,7 +21,7 @@ const LEGEND: &str =
     "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"";
 
 /// The tag of every interval of step `n`.
-pub fn step_tag(n: u32) -> String {
+fn step_tag(n: u32) -> String {
     format!("step={n}")
 }
 

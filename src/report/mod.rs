@@ -3,16 +3,19 @@
 //! each behind the [`Reporter`] trait, each written as the run goes so a crash loses nothing
 //! already measured. docs/results.md describes every file and column.
 //!
-//! The engine drives a run through [`RunFolder`]:
+//! The engine hands a run to [`RunFolder`] (and to the live [`Progress`]) as a
+//! [`StepSink`]; the folder only writes, the verdicts and the knee come judged from `analysis`:
 //!
 //! ```no_run
 //! # use mcpload::report::*;
-//! # use mcpload::analysis::Thresholds;
+//! # use mcpload::analysis::{StopCriteria, SweepJudge, Thresholds};
+//! # use mcpload::engine::{Second, SweepEnd};
 //! # use mcpload::metrics::*;
 //! # use std::time::Duration;
 //! # fn demo(facts: StepFacts, stats: Stats, second: Stats) -> Result<(), ReportError> {
 //! let mut spec = RunSpec::new(default_run_dir("results".as_ref(), "sweep", std::time::SystemTime::now()), "sweep");
 //! spec.settings = serde_json::json!({"target": {"url": "http://127.0.0.1:8080/mcp"}});
+//! let mut judge = SweepJudge::new(spec.criteria.clone());
 //! let mut run = RunFolder::create(spec)?;
 //! run.set_protocol_revision("2025-06-18")?;
 //! // every second of a step:
@@ -25,10 +28,14 @@
 //!     latency: &second.latency,
 //! })?;
 //! // at the end of the step:
-//! let judgement = run.end_step(facts, &stats)?;
-//! if judgement.stop() { /* the sweep ends here */ }
+//! let step = judge.judge(facts, &stats);
+//! run.record_step(&step)?;
+//! if step.stop() { /* the sweep ends here */ }
 //! // at the end of the run:
-//! let done = run.finish(RunEnd::Complete, &Thresholds::default(), false)?;
+//! run.record_end(&SweepEnd::Complete)?;
+//! let s = run.summary();
+//! let gates = Thresholds::default().evaluate(&s.step_figures(), &s.knee);
+//! let done = run.finish(gates, false)?;
 //! print!("{}", done.terminal);
 //! # Ok(()) }
 //! ```
@@ -37,26 +44,29 @@ mod compare_text;
 mod hlog;
 mod html;
 mod plots;
+mod progress;
 mod redact;
 mod summary;
 mod tables;
 mod terminal;
 
-pub use compare_text::render_comparison;
-pub use hlog::{Interval, read_hlog, step_histograms, step_tag};
+pub use hlog::{Interval, read_hlog, step_histograms};
+pub use progress::Progress;
 pub use redact::{REDACTED, SECRET_KEY_PARTS, redact};
 pub use summary::{RunStatus, RunSummary, SCHEMA_VERSION, StepRecord};
 pub use tables::{TimeseriesRow, read_steps, read_timeseries};
-pub use terminal::{anomaly_hint, knee_sentence, render_terminal, use_color};
+pub use terminal::use_color;
 
 use crate::analysis::{
-    CompareOptions, Comparison, Judgement, Knee, StopCriteria, Thresholds, compare, judge,
+    CompareOptions, Comparison, GateResult, JudgedStep, Knee, StopCriteria, Thresholds, compare,
 };
-use crate::metrics::{Counters, LatencyHistogram, Stats, StepFacts, StepSummary};
+use crate::engine::{Second, SinkError, StepSink, SweepEnd};
+use compare_text::render_comparison;
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
+use terminal::render_terminal;
 
 /// One row per step: [`StepSummary`].
 pub const STEPS_CSV: &str = "steps.csv";
@@ -127,24 +137,6 @@ fn complete_lines(bytes: &[u8]) -> &[u8] {
     &bytes[..end]
 }
 
-/// One second of one step, as the engine hands it over.
-#[derive(Clone, Copy, Debug)]
-pub struct Second<'a> {
-    /// The step it belongs to.
-    pub step: u32,
-    /// When the second began, measured from the run's start (the same clock for every step).
-    pub start: Duration,
-    /// How long it lasted (1 s, or less for the last part of a step).
-    pub length: Duration,
-    /// The counts of this second alone (not cumulative).
-    pub counters: &'a Counters,
-    /// Requests in flight when the second ended.
-    pub in_flight: u64,
-    /// Pairing latencies recorded during this second alone. The intervals of a step must add
-    /// up to the step's latency histogram: latency.hlog is where report.html reads it back.
-    pub latency: &'a LatencyHistogram,
-}
-
 /// The profile as it was run, stored beside the results.
 #[derive(Clone, Debug)]
 pub struct ProfileCopy {
@@ -208,14 +200,6 @@ pub fn default_run_dir(results: &Path, name: &str, started: SystemTime) -> PathB
     results.join(format!("{stamp}-{name}"))
 }
 
-/// How a run ended.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RunEnd {
-    Complete,
-    Interrupted,
-    Aborted(String),
-}
-
 /// One output file of the run folder, fed as the run goes. Every hook defaults to doing
 /// nothing, so each file implements only the events it records.
 trait Reporter {
@@ -266,13 +250,6 @@ pub struct Finished {
     pub summary: RunSummary,
     /// The terminal report, ready to print (ANSI colours only when asked for).
     pub terminal: String,
-}
-
-impl Finished {
-    /// Whether every threshold held: exit code 0, else 1.
-    pub fn gates_hold(&self) -> bool {
-        self.summary.gates_hold()
-    }
 }
 
 /// A run folder being written. Every call does a little blocking file I/O (a row, an interval,
@@ -380,50 +357,58 @@ impl RunFolder {
         Ok(())
     }
 
-    /// Ends a step: builds its row from the merged stats, judges it against the previous step
-    /// and the stop criteria, appends it to steps.csv and rewrites summary.json (knee
-    /// included). The judgement says whether the sweep must stop.
-    pub fn end_step(&mut self, facts: StepFacts, stats: &Stats) -> Result<Judgement, ReportError> {
-        let mut row = StepSummary::new(facts, stats);
-        let previous = self.summary.steps.last().map(|s| &s.figures);
-        let judgement = judge(&row, previous, &self.summary.criteria);
-        row.verdict = judgement.verdict;
+    /// Records a judged step: appends it to steps.csv and rewrites summary.json (the knee
+    /// included).
+    pub fn record_step(&mut self, step: &JudgedStep) -> Result<(), ReportError> {
         let record = StepRecord::new(
-            row,
-            &stats.counters.errors_by_code,
-            judgement.tripped.clone(),
+            step.figures.clone(),
+            &step.errors_by_code,
+            step.tripped.clone(),
         );
         for r in &mut self.reporters {
             r.step(&record)?;
         }
         self.summary.steps.push(record);
-        self.summary.knee = Knee::of(&self.summary.step_figures(), &self.summary.criteria);
-        self.each(|r, s| r.changed(s))?;
-        Ok(judgement)
+        self.summary.knee = step.knee.clone();
+        self.each(|r, s| r.changed(s))
     }
 
-    /// Ends the run: evaluates the thresholds, writes the final summary.json, report.html and
-    /// the SVG plots, and returns the terminal report (`color`: ANSI colours, for a terminal).
-    pub fn finish(
-        mut self,
-        end: RunEnd,
-        thresholds: &Thresholds,
-        color: bool,
-    ) -> Result<Finished, ReportError> {
+    /// Records how the sweep ended (status and end time) and rewrites summary.json.
+    pub fn record_end(&mut self, end: &SweepEnd) -> Result<(), ReportError> {
         let s = &mut self.summary;
         (s.status, s.status_reason) = match end {
-            RunEnd::Complete => (RunStatus::Complete, None),
-            RunEnd::Interrupted => (RunStatus::Interrupted, None),
-            RunEnd::Aborted(why) => (RunStatus::Aborted, Some(why)),
+            SweepEnd::Complete => (RunStatus::Complete, None),
+            SweepEnd::Interrupted => (RunStatus::Interrupted, None),
+            SweepEnd::Aborted(why) => (RunStatus::Aborted, Some(why.clone())),
         };
         s.finished_at = Some(now_rfc3339());
-        s.gates = thresholds.evaluate(&s.step_figures(), &s.knee);
+        self.each(|r, s| r.changed(s))
+    }
+
+    /// Ends the run (after [`RunFolder::record_end`]) with the gates checked on it: writes the
+    /// final summary.json, report.html and the SVG plots, and returns the terminal report
+    /// (`color`: ANSI colours, for a terminal).
+    pub fn finish(mut self, gates: Vec<GateResult>, color: bool) -> Result<Finished, ReportError> {
+        self.summary.gates = gates;
         self.each(|r, s| r.finish(s))?;
         Ok(Finished {
             terminal: render_terminal(&self.summary, color),
             dir: self.dir,
             summary: self.summary,
         })
+    }
+}
+
+/// The run folder as the engine's sink: every event written as it comes.
+impl StepSink for RunFolder {
+    fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
+        Ok(self.record_second(second)?)
+    }
+    fn step_ended(&mut self, step: &JudgedStep) -> Result<(), SinkError> {
+        Ok(self.record_step(step)?)
+    }
+    fn sweep_ended(&mut self, end: &SweepEnd) -> Result<(), SinkError> {
+        Ok(self.record_end(end)?)
     }
 }
 

@@ -6,7 +6,10 @@
 use super::{ReportError, RunSummary, TimeseriesRow};
 use crate::metrics::{Model, StepSummary, Verdict};
 use hdrhistogram::Histogram;
+use plotters::chart::{DualCoordChartContext, MeshStyle};
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -25,6 +28,79 @@ pub(super) struct Plot {
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Drawn = Result<(), Box<dyn Error>>;
+type Chart<'a, X, Y> = ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>;
+/// A chart with counts on the left axis and latency in ms on the right one, over one x axis.
+type DualChart<'a, X> = DualCoordChartContext<
+    'a,
+    SVGBackend<'a>,
+    Cartesian2d<X, RangedCoordf64>,
+    Cartesian2d<X, RangedCoordf64>,
+>;
+
+/// The frame of every plot: its caption, margins and label areas.
+fn frame<'a, 'b>(area: &'a Area<'b>, caption: &str) -> ChartBuilder<'a, 'static, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(caption, (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60);
+    builder
+}
+
+/// Draws the mesh of every plot: both axis descriptions in the one label font; `extra` adds
+/// what one plot's axes need beyond that (tick counts, formats, no light lines).
+fn mesh<'a, X, Y>(
+    chart: &mut Chart<'a, X, Y>,
+    x_desc: &str,
+    y_desc: &str,
+    extra: impl FnOnce(&mut MeshStyle<'a, '_, X, Y, SVGBackend<'a>>),
+) -> Drawn
+where
+    X: Ranged + ValueFormatter<X::ValueType>,
+    Y: Ranged + ValueFormatter<Y::ValueType>,
+{
+    let mut m = chart.configure_mesh();
+    m.x_desc(x_desc).y_desc(y_desc).label_style((FONT, 13));
+    extra(&mut m);
+    m.draw()?;
+    Ok(())
+}
+
+/// A chart with a left axis from 0 to `top` and a right latency axis from 0 to `top_ms` ms,
+/// its mesh and both axes drawn.
+fn dual_chart<'b, X>(
+    area: &Area<'b>,
+    caption: &str,
+    x: X,
+    (top, top_ms): (f64, f64),
+    (x_desc, y_desc): (&str, &str),
+    extra: impl FnOnce(&mut MeshStyle<'b, '_, X::CoordDescType, RangedCoordf64, SVGBackend<'b>>),
+) -> Result<DualChart<'b, X::CoordDescType>, Box<dyn Error>>
+where
+    X: AsRangedCoord + Clone,
+    X::CoordDescType: ValueFormatter<X::Value>,
+{
+    let mut chart = frame(area, caption)
+        .right_y_label_area_size(60)
+        .build_cartesian_2d(x.clone(), 0.0..top)?
+        .set_secondary_coord(x, 0.0..top_ms);
+    mesh(&mut chart, x_desc, y_desc, extra)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("latency (ms)")
+        .label_style((FONT, 13))
+        .draw()?;
+    Ok(chart)
+}
+
+/// The legend key of a line series.
+fn line_key(
+    color: impl Color + Copy,
+    width: u32,
+) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
+}
 
 /// Draws a chart's series labels in the one legend style of every plot.
 fn legend<'a, CT: CoordTranslate>(
@@ -113,6 +189,33 @@ fn load_steps(run: &RunSummary) -> Vec<&StepSummary> {
         .collect()
 }
 
+/// Every step of `steps` at its load and throughput, coloured by verdict.
+fn verdict_dots<'s>(
+    steps: &'s [&StepSummary],
+) -> impl Iterator<Item = Circle<(f64, f64), i32>> + 's {
+    steps.iter().map(|s| {
+        Circle::new(
+            (s.load(), s.throughput_rps),
+            6,
+            verdict_color(s.verdict).filled(),
+        )
+    })
+}
+
+/// A load tick: the load to two decimals at most.
+fn load_tick(v: &f64) -> String {
+    super::terminal::num((v * 100.0).round() / 100.0)
+}
+
+/// A step tick: whole steps only.
+fn step_tick(x: &f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        String::new()
+    }
+}
+
 fn load_label(model: Option<Model>) -> &'static str {
     match model {
         Some(Model::Open) => "target rate (req/s, log scale)",
@@ -133,27 +236,16 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
     // Headroom above the data keeps the legend clear of it.
     let top_rps = steps.iter().map(|s| s.throughput_rps).fold(1.0, f64::max) * HEADROOM;
     let top_ms = steps.iter().filter_map(|s| s.p99_ms).fold(1.0, f64::max) * HEADROOM;
-    let mut chart = ChartBuilder::on(area)
-        .caption("Throughput and latency against load", (FONT, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .right_y_label_area_size(60)
-        .build_cartesian_2d(x.clone(), 0.0..top_rps)?
-        .set_secondary_coord(x, 0.0..top_ms);
-    chart
-        .configure_mesh()
-        .x_desc(load_label(run.knee.model))
-        .y_desc("throughput (req/s)")
-        .label_style((FONT, 13))
-        .light_line_style(WHITE)
-        .x_label_formatter(&|v| super::terminal::num((v * 100.0).round() / 100.0))
-        .draw()?;
-    chart
-        .configure_secondary_axes()
-        .y_desc("latency (ms)")
-        .label_style((FONT, 13))
-        .draw()?;
+    let mut chart = dual_chart(
+        area,
+        "Throughput and latency against load",
+        x,
+        (top_rps, top_ms),
+        (load_label(run.knee.model), "throughput (req/s)"),
+        |m| {
+            m.light_line_style(WHITE).x_label_formatter(&load_tick);
+        },
+    )?;
     if steps.is_empty() {
         return note(area, "no step recorded");
     }
@@ -169,14 +261,8 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
             BLUE_.stroke_width(3),
         ))?
         .label("throughput (req/s)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE_.stroke_width(3)));
-    chart.draw_series(steps.iter().map(|s| {
-        Circle::new(
-            (s.load(), s.throughput_rps),
-            6,
-            verdict_color(s.verdict).filled(),
-        )
-    }))?;
+        .legend(line_key(BLUE_, 3));
+    chart.draw_series(verdict_dots(&steps))?;
     for (name, color, f) in [
         (
             "p50 (ms)",
@@ -188,9 +274,7 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
         chart
             .draw_secondary_series(LineSeries::new(pts(&f), color.stroke_width(2)))?
             .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(line_key(color, 2));
     }
     let k = &run.knee;
     let markers = [
@@ -211,9 +295,7 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
                     color.stroke_width(2),
                 ))?
                 .label(format!("{name}: {}", super::terminal::num(l)))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+                .legend(line_key(color, 2));
         }
     }
     legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
@@ -247,18 +329,9 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         .chain(samples.iter().map(|p| p.1))
         .fold(1.0, f64::max)
         * 1.15;
-    let mut chart = ChartBuilder::on(area)
-        .caption("Universal Scalability Law fit", (FONT, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc("concurrency")
-        .y_desc("throughput (req/s)")
-        .label_style((FONT, 13))
-        .draw()?;
+    let mut chart =
+        frame(area, "Universal Scalability Law fit").build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+    mesh(&mut chart, "concurrency", "throughput (req/s)", |_| {})?;
     if let Some(f) = fit {
         chart
             .draw_series(LineSeries::new(samples, PURPLE_.stroke_width(2)))?
@@ -266,7 +339,7 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
                 "USL: sigma {:.4}, kappa {:.6}, lambda {:.1} (R² {:.3})",
                 f.sigma, f.kappa, f.lambda, f.r_squared
             ))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], PURPLE_.stroke_width(2)));
+            .legend(line_key(PURPLE_, 2));
         if let (Some(n), Some(x)) = (f.peak_concurrency, f.peak_throughput_rps) {
             chart
                 .draw_series(std::iter::once(TriangleMarker::new(
@@ -279,13 +352,7 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         }
     }
     chart
-        .draw_series(steps.iter().map(|s| {
-            Circle::new(
-                (s.load(), s.throughput_rps),
-                6,
-                verdict_color(s.verdict).filled(),
-            )
-        }))?
+        .draw_series(verdict_dots(&steps))?
         .label("measured (colour: verdict)")
         .legend(|(x, y)| Circle::new((x + 10, y), 5, GREEN_.filled()));
     legend(&mut chart, SeriesLabelPosition::LowerRight, 13)?;
@@ -305,7 +372,7 @@ fn nines(q: f64) -> f64 {
     -(1.0 - q.min(1.0 - 1e-9)).log10()
 }
 
-fn nines_label(x: f64) -> String {
+fn nines_label(x: &f64) -> String {
     let q = 100.0 * (1.0 - 10f64.powf(-x));
     let s = format!("{q:.4}");
     format!("{}%", s.trim_end_matches('0').trim_end_matches('.'))
@@ -338,23 +405,15 @@ fn spectrum(area: &Area<'_>, run: &RunSummary, hists: &BTreeMap<u32, Histogram<u
         curves.iter().flat_map(|(_, c)| c.iter().map(|p| p.1)),
         0.001,
     );
-    let mut chart = ChartBuilder::on(area)
-        .caption("Latency by percentile, per step", (FONT, 20))
-        .margin(12)
+    let mut chart = frame(area, "Latency by percentile, per step")
         .margin_right(40)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
         .build_cartesian_2d(0.0..x_max, (lo / 1.3..hi * 1.3).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("percentile")
-        .y_desc("latency (ms, log scale)")
-        .x_labels(x_max as usize + 1)
-        .x_label_formatter(&|x| nines_label(*x))
-        .y_labels(5)
-        .label_style((FONT, 13))
-        .light_line_style(WHITE)
-        .draw()?;
+    mesh(&mut chart, "percentile", "latency (ms, log scale)", |m| {
+        m.x_labels(x_max as usize + 1)
+            .x_label_formatter(&nines_label)
+            .y_labels(5)
+            .light_line_style(WHITE);
+    })?;
     if curves.is_empty() {
         return note(area, "no latency recorded");
     }
@@ -373,9 +432,7 @@ fn spectrum(area: &Area<'_>, run: &RunSummary, hists: &BTreeMap<u32, Histogram<u
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
             .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(line_key(color, 2));
     }
     legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
     Ok(())
@@ -392,26 +449,11 @@ fn anomalies(area: &Area<'_>, run: &RunSummary) -> Drawn {
         .collect();
     let n = steps.iter().map(|s| s.0).max().unwrap_or(1) as f64;
     let top = steps.iter().flat_map(|s| s.1).max().unwrap_or(0).max(1) as f64 * HEADROOM;
-    let mut chart = ChartBuilder::on(area)
-        .caption("Anomalies, rejections and losses per step", (FONT, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
+    let mut chart = frame(area, "Anomalies, rejections and losses per step")
         .build_cartesian_2d(0.5..n + 0.5, 0.0..top)?;
-    chart
-        .configure_mesh()
-        .x_desc("step")
-        .y_desc("count")
-        .x_labels(n as usize)
-        .x_label_formatter(&|x| {
-            if x.fract() == 0.0 {
-                format!("{x:.0}")
-            } else {
-                String::new()
-            }
-        })
-        .label_style((FONT, 13))
-        .draw()?;
+    mesh(&mut chart, "step", "count", |m| {
+        m.x_labels(n as usize).x_label_formatter(&step_tick);
+    })?;
     let series = [
         ("anomalies", RED_),
         ("rejected (HTTP 429 + 503)", ORANGE_),
@@ -463,25 +505,14 @@ fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
         * HEADROOM
         * 1.2;
     let top_ms = rows.iter().filter_map(|r| r.p99_ms).fold(1.0, f64::max) * HEADROOM;
-    let mut chart = ChartBuilder::on(area)
-        .caption("Per second", (FONT, 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .right_y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_max, 0.0..top)?
-        .set_secondary_coord(0.0..t_max, 0.0..top_ms);
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the start")
-        .y_desc("per second")
-        .label_style((FONT, 13))
-        .draw()?;
-    chart
-        .configure_secondary_axes()
-        .y_desc("latency (ms)")
-        .label_style((FONT, 13))
-        .draw()?;
+    let mut chart = dual_chart(
+        area,
+        "Per second",
+        0.0..t_max,
+        (top, top_ms),
+        ("seconds since the start", "per second"),
+        |_| {},
+    )?;
     if rows.is_empty() {
         return note(area, "no second recorded");
     }
@@ -514,9 +545,7 @@ fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
                 color.stroke_width(2),
             ))?
             .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(line_key(color, 2));
     }
     type Lat = fn(&TimeseriesRow) -> Option<f64>;
     let lat: [(&str, RGBColor, Lat); 2] = [
@@ -532,9 +561,7 @@ fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
                 color.stroke_width(2),
             ))?
             .label(name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .legend(line_key(color, 2));
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
     Ok(())

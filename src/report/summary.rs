@@ -100,11 +100,6 @@ impl RunSummary {
         self.steps.iter().map(|s| s.figures.clone()).collect()
     }
 
-    /// Whether every gate held (true without gates).
-    pub fn gates_hold(&self) -> bool {
-        self.gates.iter().all(|g| g.holds)
-    }
-
     /// Reads `dir/summary.json`, refusing a newer or unknown schema.
     pub fn read(dir: &Path) -> Result<RunSummary, ReportError> {
         let path = dir.join(super::SUMMARY_JSON);

@@ -1,7 +1,8 @@
 //! steps.csv and timeseries.csv (docs/metrics.md): RFC 4180 through the csv crate, the header
 //! first, one row appended and flushed as each step or second ends.
 
-use super::{ReportError, Reporter, Second, StepRecord};
+use super::{ReportError, Reporter, StepRecord};
+use crate::engine::Second;
 use crate::metrics::{Percentiles, StepSummary};
 use serde::{Deserialize, Serialize};
 use std::fs::File;

@@ -152,7 +152,7 @@ const CALLOUTS: [(&str, Count); 12] = [
 ];
 
 /// What a non-zero count of `counter` usually means, for the counters called out in reports.
-pub fn anomaly_hint(counter: &str) -> Option<&'static str> {
+pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
     Some(match counter {
         "duplicate_id" => {
             "the server answered one request twice: a retry inside the server or a proxy, or \
@@ -214,7 +214,7 @@ pub(super) fn step_list(steps: &[u32]) -> String {
 
 /// The knee in one sentence, e.g. "saturates at 8 concurrent, 398.0 req/s; fails at 32
 /// concurrent: error rate 41% > 1%, mostly HTTP 429 (40.8% of requests)."
-pub fn knee_sentence(run: &RunSummary) -> String {
+pub(super) fn knee_sentence(run: &RunSummary) -> String {
     let k: &Knee = &run.knee;
     let steps: Vec<&StepSummary> = run
         .steps
@@ -346,7 +346,7 @@ pub(super) fn status_phrase(status: RunStatus) -> &'static str {
 }
 
 /// The whole terminal report of a run.
-pub fn render_terminal(run: &RunSummary, color: bool) -> String {
+pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
     let mut out = String::new();
     let status = status_phrase(run.status);
     let _ = write!(

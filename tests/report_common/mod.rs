@@ -4,9 +4,10 @@
 
 #![allow(dead_code)] // each test file uses part of it
 
-use mcpload::analysis::{StopCriteria, Thresholds};
+use mcpload::analysis::{StopCriteria, SweepJudge, Thresholds};
+use mcpload::engine::{Second, SweepEnd};
 use mcpload::metrics::{Counters, Stats, StepFacts};
-use mcpload::report::{Finished, ProfileCopy, RunEnd, RunFolder, RunSpec, Second};
+use mcpload::report::{Finished, ProfileCopy, RunFolder, RunSpec};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -82,6 +83,7 @@ pub fn synthetic_run_slowed(dir: &Path, thresholds: &[&str], slowdown: f64) -> F
     });
     spec.criteria = StopCriteria::default();
     spec.started = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut judge = SweepJudge::new(spec.criteria.clone());
     let mut run = RunFolder::create(spec).expect("create the run folder");
     run.set_protocol_revision("2025-06-18").unwrap();
     let mut t = Duration::ZERO;
@@ -102,16 +104,18 @@ pub fn synthetic_run_slowed(dir: &Path, thresholds: &[&str], slowdown: f64) -> F
             stats += &s;
             t += Duration::from_secs(1);
         }
-        let judgement = run
-            .end_step(
-                StepFacts::closed(step, n, f64::from(SECONDS_PER_STEP)),
-                &stats,
-            )
-            .unwrap();
-        if judgement.stop() {
+        let judged = judge.judge(
+            StepFacts::closed(step, n, f64::from(SECONDS_PER_STEP)),
+            &stats,
+        );
+        run.record_step(&judged).unwrap();
+        if judged.stop() {
             break;
         }
     }
     let thresholds = Thresholds::parse(thresholds).unwrap();
-    run.finish(RunEnd::Complete, &thresholds, false).unwrap()
+    run.record_end(&SweepEnd::Complete).unwrap();
+    let s = run.summary();
+    let gates = thresholds.evaluate(&s.step_figures(), &s.knee);
+    run.finish(gates, false).unwrap()
 }

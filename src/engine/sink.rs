@@ -1,0 +1,77 @@
+//! Where the coordinator hands what it measured as soon as it is known: each step's start,
+//! every second of a step, every finished step with its verdict, and the sweep's end. The run
+//! folder writes them down and the progress display shows them; the engine knows neither.
+
+use super::SweepEnd;
+use crate::analysis::JudgedStep;
+use crate::metrics::{Counters, LatencyHistogram, Model};
+use std::time::Duration;
+
+/// Why a sink could not take an event (a file that could not be written): the sweep stops.
+pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A step about to run.
+#[derive(Clone, Copy, Debug)]
+pub struct StepStart {
+    /// 1-based, of `steps`.
+    pub step: u32,
+    pub steps: usize,
+    pub model: Model,
+    /// Concurrency (closed loop) or arrivals per second (open loop).
+    pub level: f64,
+    /// Measured time planned for the step.
+    pub planned: Duration,
+}
+
+/// One second of one step, merged over the workers.
+#[derive(Clone, Copy, Debug)]
+pub struct Second<'a> {
+    /// The step it belongs to.
+    pub step: u32,
+    /// When the second began, measured from the run's start (the same clock for every step).
+    pub start: Duration,
+    /// How long it lasted (1 s, or less for the last part of a step).
+    pub length: Duration,
+    /// The counts of this second alone (not cumulative).
+    pub counters: &'a Counters,
+    /// Requests in flight when the second ended.
+    pub in_flight: u64,
+    /// Pairing latencies recorded during this second alone. The intervals of a step must add
+    /// up to the step's latency histogram: latency.hlog is where report.html reads it back.
+    pub latency: &'a LatencyHistogram,
+}
+
+/// A receiver of a sweep's events, each handed over as it happens (so a crash or Ctrl-C loses
+/// nothing already measured).
+pub trait StepSink: Send {
+    /// A step is about to run.
+    fn step_started(&mut self, _start: &StepStart) -> Result<(), SinkError> {
+        Ok(())
+    }
+    /// A second of the current step ended.
+    fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError>;
+    /// A step ended and was judged.
+    fn step_ended(&mut self, step: &JudgedStep) -> Result<(), SinkError>;
+    /// The sweep ended; no event follows.
+    fn sweep_ended(&mut self, _end: &SweepEnd) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Several sinks, each told every event in the order given; the first error stops the telling.
+pub struct FanOut<'a>(pub Vec<&'a mut dyn StepSink>);
+
+impl StepSink for FanOut<'_> {
+    fn step_started(&mut self, start: &StepStart) -> Result<(), SinkError> {
+        self.0.iter_mut().try_for_each(|s| s.step_started(start))
+    }
+    fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
+        self.0.iter_mut().try_for_each(|s| s.second(second))
+    }
+    fn step_ended(&mut self, step: &JudgedStep) -> Result<(), SinkError> {
+        self.0.iter_mut().try_for_each(|s| s.step_ended(step))
+    }
+    fn sweep_ended(&mut self, end: &SweepEnd) -> Result<(), SinkError> {
+        self.0.iter_mut().try_for_each(|s| s.sweep_ended(end))
+    }
+}

@@ -1,0 +1,233 @@
+//! `mcpload run`: a profile (or flags alone) with command-line overrides becomes a [`Plan`];
+//! the plan starts the built-in target if asked, connects, runs the sweep with the run folder
+//! and the progress display as its sinks, and ends with the terminal report, the knee and the
+//! gates.
+
+mod plan;
+
+pub use plan::{LevelsFlag, Overrides, Plan, PlanError, TargetFlag, plan};
+
+use crate::analysis::Thresholds;
+use crate::client::{ConnectOptions, Connected, Connector, Endpoint, Revision, ServerInfo};
+use crate::engine::{self, BatchShape, FanOut, SweepEnd, Workload};
+use crate::load::mix::Mix;
+use crate::metrics::Model;
+use crate::report::{self, Finished, Progress, RunFolder};
+use crate::server::{self, RunningTarget};
+use crate::transport::{AnyTransport, StdioOptions};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// How a run ended, for the exit code.
+#[derive(Debug)]
+pub struct Outcome {
+    pub dir: PathBuf,
+    pub interrupted: bool,
+    /// Why the run stopped early (a worker lost), when it did.
+    pub aborted: Option<String>,
+    /// Gates that failed, as written.
+    pub failed_gates: Vec<String>,
+    /// The terminal report.
+    pub terminal: String,
+}
+
+/// Why a run stopped before its first step.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Report(#[from] report::ReportError),
+    /// The sweep could not hand its results over (a run folder file could not be written).
+    #[error(transparent)]
+    Sink(engine::SinkError),
+}
+
+/// Runs the plan to its end (or to Ctrl-C / SIGTERM via `cancel`). A run that fails before
+/// its first step leaves no empty folder behind (a stdio child's stderr log is kept).
+pub async fn execute(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
+    let dir = plan.dir.clone();
+    let result = run_plan(plan, cancel).await;
+    if result.is_err() {
+        let _ = std::fs::remove_dir(&dir); // only succeeds when empty
+    }
+    result
+}
+
+async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
+    let mut progress = Progress::new(plan.quiet);
+    let (builtin, endpoint) = endpoint(&plan).await?;
+    std::fs::create_dir_all(&plan.dir)
+        .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", plan.dir.display())))?;
+    let (connector, connected) = connect(&plan, endpoint).await?;
+    let server = connected.server;
+    if let Some(b) = &plan.batch
+        && server.revision > Revision::V2025_03_26
+        && !b.force
+    {
+        return Err(PlanError::Usage(format!(
+            "batches: the agreed revision {} forbids JSON-RPC batches (only 2025-03-26 allows them); \
+             set `force = true` under [batch] (or --force-batch) to send them anyway",
+            server.revision
+        ))
+        .into());
+    }
+    let mix = Mix::new(&plan.mix, &server, &plan.base).map_err(PlanError::Usage)?;
+    let spec = plan.run_spec(&mix);
+    let transports = open_connections(&plan, &connector, &server, connected.transport).await?;
+    let work = Arc::new(workload(&plan, mix));
+    let mut folder = RunFolder::create(spec)?;
+    folder.set_protocol_revision(server.revision.as_str())?;
+    let swept = engine::sweep(
+        work,
+        &plan.sweep,
+        transports,
+        &mut FanOut(vec![&mut folder, &mut progress]),
+        cancel,
+    )
+    .await;
+    if let Some(b) = builtin {
+        b.shutdown().await;
+    }
+    let color = report::use_color(&std::io::stdout());
+    let (end, mut transports) = match swept {
+        Ok(done) => done,
+        Err(e) => {
+            // The folder could not be written (disk full, removed): say so in it if possible.
+            let _ = folder.record_end(&SweepEnd::Aborted(e.to_string()));
+            let _ = finish(folder, &plan.thresholds, color);
+            return Err(RunError::Sink(e));
+        }
+    };
+    engine::close_all(&mut transports).await;
+    let done = finish(folder, &plan.thresholds, color)?;
+    let failed_gates = done
+        .summary
+        .gates
+        .iter()
+        .filter(|g| !g.holds)
+        .map(|g| g.threshold.to_string())
+        .collect();
+    Ok(Outcome {
+        dir: done.dir,
+        interrupted: end == SweepEnd::Interrupted,
+        aborted: match end {
+            SweepEnd::Aborted(why) => Some(why),
+            _ => None,
+        },
+        failed_gates,
+        terminal: done.terminal,
+    })
+}
+
+/// Where the load goes: the built-in target started here (handed back for shutting down), an
+/// HTTP endpoint, or a stdio child (its stderr kept in the run folder).
+async fn endpoint(plan: &Plan) -> Result<(Option<RunningTarget>, Endpoint), RunError> {
+    let t = &plan.target;
+    if let Some(cfg) = &t.builtin {
+        let running = server::start_http(cfg.clone()).await.map_err(|e| match e {
+            server::ServeError::Config(_) => {
+                PlanError::Usage(format!("field `target.builtin`: {e}")).into()
+            }
+            other => RunError::Failed(format!("starting the built-in target: {other}")),
+        })?;
+        let endpoint = Endpoint::http(running.url(), Vec::new());
+        return Ok((Some(running), endpoint));
+    }
+    if let Some(url) = &t.url {
+        let headers = t.headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        return Ok((None, Endpoint::http(url.clone(), headers)));
+    }
+    let cmd = t.stdio.as_deref().unwrap_or_default();
+    let mut o = StdioOptions::from_command_line(cmd)
+        .map_err(|e| PlanError::Usage(format!("stdio command: {e}")))?;
+    o.env = t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    o.cwd = t.cwd.as_ref().map(|c| plan.base.join(c));
+    o.stderr = Some(plan.dir.join(report::TARGET_STDERR));
+    Ok((None, Endpoint::Stdio(o)))
+}
+
+/// The first connection (handshake, tool list), with a pool sized for the highest level.
+async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connected), RunError> {
+    let max_level = plan.sweep.levels.iter().cloned().fold(1.0, f64::max);
+    let pool = match plan.model {
+        Model::Closed => max_level as usize,
+        Model::Open => plan.load.max_in_flight,
+    }
+    .clamp(1, 4096);
+    let opts = ConnectOptions {
+        protocol: plan.target.protocol,
+        pool_size: pool,
+        list_tools: true,
+        ..ConnectOptions::default()
+    };
+    let connector = Connector::new(endpoint, opts).map_err(|e| PlanError::Usage(e.to_string()))?;
+    let connected = connector.connect().await.map_err(|e| {
+        RunError::Failed(format!(
+            "connecting to {}: {e}",
+            connector.target().describe()
+        ))
+    })?;
+    Ok((connector, connected))
+}
+
+/// One connection per worker: `first`, then as many more as workers (one for stdio; else
+/// `--workers` or one per core, at most 64).
+async fn open_connections(
+    plan: &Plan,
+    connector: &Connector,
+    server: &ServerInfo,
+    first: AnyTransport,
+) -> Result<Vec<AnyTransport>, RunError> {
+    let workers = match &plan.target.stdio {
+        Some(_) => 1,
+        None => plan
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+    }
+    .clamp(1, 64);
+    let mut transports = vec![first];
+    for _ in 1..workers {
+        let t = connector
+            .attach(server)
+            .await
+            .map_err(|e| RunError::Failed(format!("opening another connection: {e}")))?;
+        transports.push(t);
+    }
+    Ok(transports)
+}
+
+/// What every worker runs, step after step.
+fn workload(plan: &Plan, mix: Mix) -> Workload {
+    let l = &plan.load;
+    let batch_size = plan.batch.as_ref().map_or(1, |b| b.size);
+    Workload {
+        model: plan.model,
+        mix,
+        batch: plan
+            .batch
+            .as_ref()
+            .map(|b| BatchShape::new(b.size, b.notifications)),
+        duration: l.duration,
+        warmup: l.warmup,
+        timeout: l.timeout,
+        think_time: l.think_time,
+        spacing: l.spacing,
+        max_in_flight: l.max_in_flight.max(batch_size),
+        seed: plan.seed,
+    }
+}
+
+/// Checks the gates on the recorded sweep and writes the folder's last files.
+fn finish(
+    folder: RunFolder,
+    thresholds: &Thresholds,
+    color: bool,
+) -> Result<Finished, report::ReportError> {
+    let s = folder.summary();
+    let gates = thresholds.evaluate(&s.step_figures(), &s.knee);
+    folder.finish(gates, color)
+}

@@ -1,0 +1,411 @@
+//! A run's plan: a profile (or flags alone) with the command line's overrides merged in, one
+//! concern at a time (target, mix, load, criteria and gates, the run folder), and the run's
+//! settings as summary.json records them.
+
+use crate::analysis::{StopCriteria, Thresholds};
+use crate::client::ProtocolChoice;
+use crate::engine::Sweep;
+use crate::load::mix::Mix;
+use crate::metrics::Model;
+use crate::profile::{
+    Batch, Criteria, Levels, Load, LoadModel, Method, Op, Profile, ProfileError, Source, Spacing,
+    TargetSpec,
+};
+use crate::report::{self, ProfileCopy, RunSpec};
+use crate::server::ServeConfig;
+use serde_json::{Value, json};
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// The target the command line names in place of the profile's kind of target.
+#[derive(Clone, Debug)]
+pub enum TargetFlag {
+    Url(String),
+    Stdio(String),
+    Builtin,
+}
+
+/// The load levels the command line gives in place of the profile's.
+#[derive(Clone, Debug)]
+pub enum LevelsFlag {
+    /// Closed loop: virtual clients per step.
+    Concurrency(Levels),
+    /// Open loop: arrivals per second per step.
+    Rate(Levels),
+}
+
+/// What the command line adds to (or puts in place of) a profile. Every value is already
+/// checked on its own (the command line's parsers do that); the plan checks how they combine
+/// with the profile.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub target: Option<TargetFlag>,
+    /// `(name, value)`; `${VAR}` in the value expands from the environment.
+    pub headers: Vec<(String, String)>,
+    pub protocol: Option<ProtocolChoice>,
+    /// Replace the mix with `tools/call` of this tool, with these arguments.
+    pub tool: Option<(String, Option<toml::Table>)>,
+    pub levels: Option<LevelsFlag>,
+    pub duration: Option<Duration>,
+    pub warmup: Option<Duration>,
+    pub timeout: Option<Duration>,
+    pub think_time: Option<Duration>,
+    pub max_in_flight: Option<usize>,
+    pub spacing: Option<Spacing>,
+    pub batch_size: Option<NonZeroUsize>,
+    pub batch_notifications: Option<usize>,
+    pub force_batch: bool,
+    pub out: Option<PathBuf>,
+    pub results: Option<PathBuf>,
+    pub name: Option<String>,
+    /// Gates as written (each one parses).
+    pub thresholds: Vec<String>,
+    /// Between 0 and 1.
+    pub error_rate: Option<f64>,
+    pub p99_slo_ms: Option<f64>,
+    pub fail_on_anomaly: bool,
+    /// Go on after a failed step.
+    pub keep_going: bool,
+    pub workers: Option<usize>,
+    pub seed: Option<u64>,
+    pub quiet: bool,
+}
+
+/// Why a run could not start: exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// A run ready to go.
+#[derive(Debug)]
+pub struct Plan {
+    pub(super) name: String,
+    pub(super) source: Option<Source>,
+    /// The profile's folder, for relative paths (CSV files, stdio `cwd`).
+    pub(super) base: PathBuf,
+    pub(super) target: TargetSpec,
+    /// The `[target.builtin]` table as written, for the settings record.
+    builtin_raw: Value,
+    pub(super) mix: Vec<Op>,
+    pub(super) model: Model,
+    pub(super) load: Load,
+    pub(super) batch: Option<Batch>,
+    /// The levels, the stop criteria and whether a failed step ends the sweep.
+    pub(super) sweep: Sweep,
+    pub(super) thresholds: Thresholds,
+    threshold_texts: Vec<String>,
+    pub(super) dir: PathBuf,
+    pub(super) workers: Option<usize>,
+    pub(super) seed: u64,
+    pub(super) quiet: bool,
+}
+
+/// Merges a profile (if any) and the overrides into a plan; every mistake is a [`PlanError`].
+pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
+    let (source, mut p) = match profile {
+        Some(path) => {
+            let s = Source::read(path)?;
+            let p = s.parse()?;
+            (Some(s), p)
+        }
+        None => (None, flags_only_profile()),
+    };
+    let mut builtin_raw = source
+        .as_ref()
+        .and_then(|s| s.text.parse::<toml::Table>().ok())
+        .and_then(|t| t.get("target")?.get("builtin").cloned())
+        .map(|b| serde_json::to_value(b).unwrap_or(Value::Null))
+        .unwrap_or_else(|| json!({}));
+    let target = p.target.get_mut();
+    if override_target(target, &o) {
+        builtin_raw = json!({});
+    }
+    if target.builtin.is_none() && target.url.is_none() && target.stdio.is_none() {
+        return Err(PlanError::Usage(
+            "no target: give a profile, or --url URL, --stdio \"COMMAND ARGS\" or --builtin".into(),
+        ));
+    }
+    let mix = match &o.tool {
+        Some((tool, args)) => vec![tool_call(tool, args.clone())],
+        None if p.mix.is_empty() => default_mix(),
+        None => p.mix.into_iter().map(|m| m.into_inner()).collect(),
+    };
+    override_load(&mut p.load, &o);
+    let (model, levels) = levels(&p.load)?;
+    let batch = batch(p.batch.map(|b| b.into_inner()), &o);
+    let criteria = criteria(&p.criteria, &o);
+    let mut threshold_texts: Vec<String> =
+        p.thresholds.iter().map(|t| t.get_ref().clone()).collect();
+    threshold_texts.extend(o.thresholds.iter().cloned());
+    let thresholds =
+        Thresholds::parse(&threshold_texts).map_err(|e| PlanError::Usage(e.to_string()))?;
+    let name = o
+        .name
+        .or(p.name.clone())
+        .or_else(|| {
+            profile
+                .and_then(|f| f.file_stem())
+                .map(|s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| target_name(p.target.get_ref()));
+    let dir = o.out.unwrap_or_else(|| {
+        report::default_run_dir(
+            o.results.as_deref().unwrap_or(Path::new("results")),
+            &name,
+            SystemTime::now(),
+        )
+    });
+    let base = profile
+        .and_then(Path::parent)
+        .map(Path::to_owned)
+        .unwrap_or_default();
+    Ok(Plan {
+        name,
+        source,
+        base,
+        target: p.target.into_inner(),
+        builtin_raw,
+        mix,
+        model,
+        sweep: Sweep {
+            levels,
+            criteria,
+            stop_on_failure: p.load.stop_on_failure && !o.keep_going,
+        },
+        load: p.load,
+        batch,
+        thresholds,
+        threshold_texts,
+        dir,
+        workers: o.workers,
+        seed: o.seed.unwrap_or(0x006d_6370_6c6f_6164),
+        quiet: o.quiet,
+    })
+}
+
+/// The target: a flag replaces the kind of target (headers, env, cwd and protocol stay);
+/// headers add up, the protocol is replaced. Whether the kind was replaced.
+fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
+    if let Some(flag) = &o.target {
+        target.builtin = matches!(flag, TargetFlag::Builtin).then(ServeConfig::default);
+        target.url = match flag {
+            TargetFlag::Url(url) => Some(url.clone()),
+            _ => None,
+        };
+        target.stdio = match flag {
+            TargetFlag::Stdio(cmd) => Some(cmd.clone()),
+            _ => None,
+        };
+    }
+    for (name, value) in &o.headers {
+        target.headers.insert(name.clone(), value.clone());
+    }
+    if let Some(pr) = o.protocol {
+        target.protocol = pr;
+    }
+    o.target.is_some()
+}
+
+/// A mix of one operation: `tools/call` of `tool`.
+fn tool_call(tool: &str, args: Option<toml::Table>) -> Op {
+    Op {
+        method: Method::ToolsCall,
+        weight: 1,
+        tool: Some(tool.to_owned()),
+        args,
+        uri: None,
+        prompt: None,
+        csv: None,
+    }
+}
+
+/// The load: levels (which set the model), durations, spacing, in-flight limit.
+fn override_load(l: &mut Load, o: &Overrides) {
+    match &o.levels {
+        Some(LevelsFlag::Concurrency(c)) => {
+            l.concurrency = Some(toml::Spanned::new(0..0, c.clone()));
+            l.rate = None;
+            l.model = Some(LoadModel::Closed);
+        }
+        Some(LevelsFlag::Rate(r)) => {
+            l.rate = Some(toml::Spanned::new(0..0, r.clone()));
+            l.concurrency = None;
+            l.model = Some(LoadModel::Open);
+        }
+        None => {}
+    }
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = o.$f { l.$f = v; } )* };
+    }
+    set!(
+        duration,
+        warmup,
+        timeout,
+        think_time,
+        max_in_flight,
+        spacing
+    );
+}
+
+/// The load model and the level of every step.
+fn levels(l: &Load) -> Result<(Model, Vec<f64>), PlanError> {
+    let model = match (l.model, &l.rate) {
+        (Some(LoadModel::Open), _) | (None, Some(_)) => Model::Open,
+        _ => Model::Closed,
+    };
+    let levels = match model {
+        Model::Closed => l
+            .concurrency
+            .as_ref()
+            .map_or(vec![1.0], |c| c.get_ref().0.clone()),
+        Model::Open => l
+            .rate
+            .as_ref()
+            .map(|r| r.get_ref().0.clone())
+            .ok_or_else(|| {
+                PlanError::Usage("an open-loop load needs rates: `load.rate` or --rate".into())
+            })?,
+    };
+    if model == Model::Closed && levels.iter().any(|c| c.fract() != 0.0) {
+        return Err(PlanError::Usage(
+            "concurrency levels must be whole numbers".into(),
+        ));
+    }
+    Ok((model, levels))
+}
+
+/// Batches: `--batch-size` starts them (or resizes the profile's); the other flags adjust.
+fn batch(mut batch: Option<Batch>, o: &Overrides) -> Option<Batch> {
+    if let Some(size) = o.batch_size {
+        let b = batch.get_or_insert(Batch {
+            size: size.get(),
+            notifications: 0,
+            force: false,
+        });
+        b.size = size.get();
+    }
+    if let Some(b) = batch.as_mut() {
+        b.notifications = o.batch_notifications.unwrap_or(b.notifications);
+        b.force |= o.force_batch;
+    }
+    batch
+}
+
+/// The stop criteria: the profile's, each replaced by its flag when given.
+fn criteria(c: &Criteria, o: &Overrides) -> StopCriteria {
+    StopCriteria {
+        max_error_rate: o.error_rate.unwrap_or(c.error_rate),
+        p99_slo_ms: o.p99_slo_ms.or(c.p99_ms),
+        fail_on_anomaly: c.fail_on_anomaly || o.fail_on_anomaly,
+    }
+}
+
+/// A run name from the target alone: `builtin`, the URL's `host-port`, or the program's name.
+fn target_name(t: &TargetSpec) -> String {
+    if let Some(url) = &t.url {
+        let host = url
+            .split("://")
+            .nth(1)
+            .unwrap_or(url)
+            .split('/')
+            .next()
+            .unwrap_or("http");
+        return host.replace(':', "-");
+    }
+    if let Some(cmd) = &t.stdio {
+        let program = cmd.split_whitespace().next().unwrap_or("stdio");
+        return Path::new(program)
+            .file_name()
+            .map_or_else(|| "stdio".into(), |n| n.to_string_lossy().into_owned());
+    }
+    "builtin".into()
+}
+
+/// The profile a run with flags alone starts from: echo against whatever target the flags name.
+fn flags_only_profile() -> Profile {
+    Profile {
+        name: None,
+        description: None,
+        target: toml::Spanned::new(0..0, TargetSpec::default()),
+        load: Load::default(),
+        mix: Vec::new(),
+        batch: None,
+        criteria: Criteria::default(),
+        thresholds: Vec::new(),
+    }
+}
+
+/// The default mix: `tools/call echo {"message": "hi"}`.
+fn default_mix() -> Vec<Op> {
+    let mut args = toml::Table::new();
+    args.insert("message".into(), toml::Value::String("hi".into()));
+    vec![tool_call("echo", Some(args))]
+}
+
+impl Plan {
+    /// What the run folder is created with: the settings (header values redacted), the
+    /// criteria and the profile as it was read.
+    pub(super) fn run_spec(&self, mix: &Mix) -> RunSpec {
+        let t = &self.target;
+        let target = if let Some(url) = &t.url {
+            json!({"url": url, "headers": t.headers})
+        } else if let Some(cmd) = &t.stdio {
+            json!({"stdio": cmd, "env": t.env.keys().collect::<Vec<_>>(), "cwd": t.cwd})
+        } else {
+            json!({"builtin": self.builtin_raw})
+        };
+        let l = &self.load;
+        let c = &self.sweep.criteria;
+        let mut spec = RunSpec::new(self.dir.clone(), &self.name);
+        spec.settings = json!({
+            "name": self.name,
+            "profile": self.source.as_ref().map(|s| s.path.display().to_string()),
+            "target": target,
+            "protocol": match t.protocol {
+                ProtocolChoice::Auto => "auto",
+                ProtocolChoice::Pinned(r) => r.as_str(),
+            },
+            "load": {
+                "model": match self.model { Model::Closed => "closed", Model::Open => "open" },
+                "levels": self.sweep.levels,
+                "duration_s": l.duration.as_secs_f64(),
+                "warmup_s": l.warmup.as_secs_f64(),
+                "timeout_s": l.timeout.as_secs_f64(),
+                "think_time_s": l.think_time.as_secs_f64(),
+                "spacing": match l.spacing { Spacing::Constant => "constant", Spacing::Poisson => "poisson" },
+                "max_in_flight": l.max_in_flight,
+                "stop_on_failure": self.sweep.stop_on_failure,
+            },
+            "mix": mix.ops().iter().map(|o| o.label.clone()).collect::<Vec<_>>(),
+            "batch": self.batch.as_ref().map(|b| json!({"size": b.size, "notifications": b.notifications, "force": b.force})),
+            "criteria": {
+                "error_rate": c.max_error_rate,
+                "p99_ms": c.p99_slo_ms,
+                "fail_on_anomaly": c.fail_on_anomaly,
+            },
+            "thresholds": self.threshold_texts,
+            "seed": self.seed,
+        });
+        spec.redact = t
+            .headers
+            .keys()
+            .map(|k| {
+                format!(
+                    "/target/headers/{}",
+                    k.replace('~', "~0").replace('/', "~1")
+                )
+            })
+            .collect();
+        spec.criteria = c.clone();
+        spec.profile = self.source.as_ref().map(|s| ProfileCopy {
+            source: s.path.display().to_string(),
+            text: s.text.clone(),
+        });
+        spec
+    }
+}
