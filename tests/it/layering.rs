@@ -53,7 +53,10 @@ fn imports(text: &str, modules: &[String]) -> BTreeSet<String> {
 fn every_module_imports_only_the_layers_below_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let order = crate_map(&fs::read_to_string(root.join("src/lib.rs")).unwrap());
-    assert!(order.len() >= 14, "the crate map lists the modules: {order:?}");
+    assert!(
+        order.len() >= 14,
+        "the crate map lists the modules: {order:?}"
+    );
     let mut upward = vec![];
     for (rank, module) in order.iter().enumerate() {
         let mut files = vec![];
@@ -75,7 +78,11 @@ fn every_module_imports_only_the_layers_below_it() {
             }
         }
     }
-    assert!(upward.is_empty(), "arrows pointing up:\n{}", upward.join("\n"));
+    assert!(
+        upward.is_empty(),
+        "arrows pointing up:\n{}",
+        upward.join("\n")
+    );
 }
 
 #[test]
