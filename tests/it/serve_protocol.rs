@@ -286,6 +286,44 @@ async fn modern_discovery_and_header_rules() {
     assert_eq!(stats["malformed_received"], 0);
 }
 
+/// The official header check calls the first listed tool with `{}` and an `Mcp-Name` padded
+/// with spaces: HTTP trims the padding, and `echo` answers its default `message`.
+#[tokio::test]
+async fn the_first_tool_takes_empty_arguments_under_a_padded_name() {
+    let (_t, mut c) = target(ServeConfig::default()).await;
+    let (hs, body) = modern(json!(1), "tools/list", json!({}));
+    let first = c.post(&hs, &body).await.json()["result"]["tools"][0].clone();
+    assert_eq!(first["name"], "echo");
+    let schema = &first["inputSchema"];
+    assert_eq!(schema["properties"]["message"]["default"], "hello");
+    assert!(
+        !schema["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("message"))
+    );
+
+    let call = |id: u64| {
+        modern(
+            json!(id),
+            "tools/call",
+            json!({"name": "echo", "arguments": {}}),
+        )
+    };
+    let (mut hs, body) = call(2);
+    hs.retain(|(n, _)| n != "mcp-name");
+    hs.push(("mcp-name".into(), "  echo  ".into()));
+    let r = c.post(&hs, &body).await;
+    assert_eq!(r.status, 200, "{}", r.json());
+    assert_eq!(r.json()["result"]["content"][0]["text"], "hello");
+    // Spaces inside the base64 wrapping belong to the name: " echo " is not `echo`.
+    let (mut hs, body) = call(3);
+    hs.retain(|(n, _)| n != "mcp-name");
+    hs.push(("mcp-name".into(), "=?base64?IGVjaG8g?=".into()));
+    let r = c.post(&hs, &body).await;
+    assert_eq!((r.status, error_code(&r)), (400, -32020));
+}
+
 #[tokio::test]
 async fn batches_per_revision_in_completion_order() {
     let (_t, mut c) = target(ServeConfig::default()).await;
