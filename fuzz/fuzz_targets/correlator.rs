@@ -19,7 +19,7 @@ impl IdPick {
     fn id(&self) -> Id {
         match self {
             IdPick::Num(n) => Id::Num(i64::from(*n)),
-            IdPick::Str(n) => Id::Str(format!("s{n}")),
+            IdPick::Str(n) => Id::Str(format!("s{n}").into()),
         }
     }
     fn json(&self) -> String {

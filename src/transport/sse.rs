@@ -2,13 +2,19 @@
 //! turns body chunks into the `data` of each event, bounded in memory.
 //!
 //! Chunks may split lines, `CRLF` pairs and UTF-8 sequences anywhere. Lines end with CRLF, LF
-//! or CR; `:` lines are comments; `event:`, `id:` and `retry:` are read and not needed for
+//! or CR (a leading byte order mark is dropped, even split across chunks); `:` lines are
+//! comments; `event:`, `id:` and `retry:` are read and not needed for
 //! pairing (`retry:` is kept for the record); several `data:` lines join with `\n`. An event
 //! whose data is empty (the priming event of 2025-11-25) is skipped, as the standard says. An
 //! event larger than the bound is dropped and reported once as [`SseEvent::Oversized`]; an
 //! event cut off by the end of the stream is reported by [`SseParser::finish`].
 
 use bytes::{Bytes, BytesMut};
+
+/// The UTF-8 byte order mark a stream may open with.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+/// `SseParser::bom_matched` once the stream is past its first bytes.
+const BOM_DECIDED: usize = usize::MAX;
 
 /// One complete event off the stream.
 #[derive(Debug, PartialEq, Eq)]
@@ -36,8 +42,9 @@ pub struct SseParser {
     /// The line being read has at least one byte (kept while discarding, so the end of an
     /// oversized line is not taken for a blank line).
     line_nonempty: bool,
-    /// The stream's first bytes are still to come (a leading BOM is dropped).
-    at_start: bool,
+    /// How many bytes of a leading UTF-8 byte order mark the stream has opened with so far
+    /// (they are dropped when it completes), or [`BOM_DECIDED`] once the stream is past it.
+    bom_matched: usize,
     max_event_bytes: usize,
     retry_ms: Option<u64>,
 }
@@ -51,7 +58,7 @@ impl SseParser {
             after_cr: false,
             discarding: false,
             line_nonempty: false,
-            at_start: true,
+            bom_matched: 0,
             max_event_bytes: max_event_bytes.max(1),
             retry_ms: None,
         }
@@ -63,14 +70,31 @@ impl SseParser {
     }
 
     /// Parses one chunk, calling `out` for every event it completes.
-    pub fn feed(&mut self, mut chunk: &[u8], mut out: impl FnMut(SseEvent)) {
-        if self.at_start && !chunk.is_empty() {
-            self.at_start = false;
-            // A UTF-8 byte order mark may open the stream (only whole, in the first chunk).
-            if let Some(rest) = chunk.strip_prefix(b"\xEF\xBB\xBF") {
-                chunk = rest;
-            }
+    pub fn feed(&mut self, chunk: &[u8], mut out: impl FnMut(SseEvent)) {
+        if self.bom_matched == BOM_DECIDED {
+            return self.feed_lines(chunk, &mut out);
         }
+        // A UTF-8 byte order mark may open the stream, whole or split across chunks.
+        let before = self.bom_matched;
+        let matched = chunk
+            .iter()
+            .zip(&BOM[before..])
+            .take_while(|(a, b)| a == b)
+            .count();
+        if before + matched == BOM.len() {
+            self.bom_matched = BOM_DECIDED;
+            self.feed_lines(&chunk[matched..], &mut out);
+        } else if matched == chunk.len() {
+            self.bom_matched = before + matched;
+        } else {
+            // Not a BOM after all: the bytes held back were the stream's first.
+            self.bom_matched = BOM_DECIDED;
+            self.feed_lines(&BOM[..before], &mut out);
+            self.feed_lines(chunk, &mut out);
+        }
+    }
+
+    fn feed_lines(&mut self, mut chunk: &[u8], out: &mut impl FnMut(SseEvent)) {
         if self.after_cr {
             self.after_cr = false;
             if chunk.first() == Some(&b'\n') {
@@ -81,8 +105,8 @@ impl SseParser {
             match memchr::memchr2(b'\n', b'\r', chunk) {
                 Some(i) => {
                     let end = chunk[i];
-                    self.push_line_bytes(&chunk[..i], &mut out);
-                    self.end_line(&mut out);
+                    self.push_line_bytes(&chunk[..i], out);
+                    self.end_line(out);
                     chunk = &chunk[i + 1..];
                     if end == b'\r' {
                         match chunk.first() {
@@ -93,7 +117,7 @@ impl SseParser {
                     }
                 }
                 None => {
-                    self.push_line_bytes(chunk, &mut out);
+                    self.push_line_bytes(chunk, out);
                     break;
                 }
             }
@@ -103,7 +127,8 @@ impl SseParser {
     /// The stream ended. Returns true when an event was cut off (data or a partial line that
     /// never got its terminating blank line); its bytes are discarded, as the standard says.
     pub fn finish(&mut self) -> bool {
-        let cut = self.has_data || self.line.iter().any(|b| !b.is_ascii_whitespace());
+        let held_back = self.bom_matched != BOM_DECIDED && self.bom_matched > 0;
+        let cut = held_back || self.has_data || self.line.iter().any(|b| !b.is_ascii_whitespace());
         self.line.clear();
         self.data.clear();
         self.has_data = false;
@@ -236,6 +261,33 @@ mod tests {
         let (ev, _) = parse_chunks(&[b"\xEF\xBB\xBFdata\n\ndata:x\n\n"], 64);
         // `data` alone is a data line with an empty value: an empty event, skipped.
         assert_eq!(ev, vec![data("x")]);
+    }
+
+    #[test]
+    fn a_bom_split_across_chunks_is_still_dropped() {
+        // Found by the sse_split fuzz target: a BOM was dropped only when whole in the first
+        // chunk, so one split across reads hid the stream's first event.
+        let stream = b"\xEF\xBB\xBFdata: x\n\n";
+        for at in 0..=stream.len() {
+            for second in [at, (at + 1).min(stream.len())] {
+                let (ev, cut) =
+                    parse_chunks(&[&stream[..at], &stream[at..second], &stream[second..]], 64);
+                assert_eq!(
+                    ev,
+                    vec![SseEvent::Data(Bytes::from_static(b"x"))],
+                    "split at {at}"
+                );
+                assert!(!cut);
+            }
+        }
+        // Bytes that start like a BOM and are not one are the stream's own.
+        let (ev, _) = parse_chunks(&[b"\xEF", b"\xBB", b"data: y\n\n"], 64);
+        assert!(
+            ev.is_empty(),
+            "a field named \\xEF\\xBBdata is no data field"
+        );
+        let (_, cut) = parse_chunks(&[b"\xEF\xBB"], 64);
+        assert!(cut, "a stream that ends inside what could be a BOM was cut");
     }
 
     #[test]
