@@ -52,7 +52,7 @@ mod terminal;
 
 pub use hlog::{Interval, read_hlog, step_histograms};
 pub use progress::Progress;
-pub use redact::{REDACTED, SECRET_KEY_PARTS, redact};
+pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
 pub use summary::{RunStatus, RunSummary, SCHEMA_VERSION, StepRecord};
 pub use tables::{TimeseriesRow, read_steps, read_timeseries};
 pub use terminal::use_color;
@@ -143,8 +143,8 @@ pub struct ProfileCopy {
     /// The profile's file name (or path) as the user gave it; its extension names the copy,
     /// `profile.<ext>` (`profile.toml` without one).
     pub source: String,
-    /// The text exactly as read. Secrets should reach the profile through environment
-    /// variables, since the copy is verbatim.
+    /// The text to store, as given: the caller redacts what may be secret in it (the run
+    /// does; docs/results.md).
     pub text: String,
 }
 

@@ -1,0 +1,188 @@
+//! Issue #11, "never fooled, never stuck", on the run side: no secret of the target's URL or
+//! headers reaches the run folder, the terminal or an error message; closing comes before the
+//! built-in target stops; a dead stdio target stops the sweep instead of being "sent" to.
+
+mod run_common;
+use run_common::*;
+use std::path::Path;
+
+/// Every secret a run against `url_host` is given, each recognizable.
+const USER: &str = "user-s3cr1t-A";
+const PASSWORD: &str = "pw-s3cr1t-B";
+const QUERY_TOKEN: &str = "qs-s3cr1t-C";
+const QUERY_KEY: &str = "qs-s3cr1t-D";
+const AUTHORIZATION: &str = "auth-s3cr1t-E";
+const FROM_ENV: &str = "env-s3cr1t-F";
+const ENV_VAR: &str = "MCPLOAD_TEST_HEADER_SECRET";
+
+fn secret_url(host_port: &str) -> String {
+    format!("http://{USER}:{PASSWORD}@{host_port}/mcp?token={QUERY_TOKEN}&api_key={QUERY_KEY}")
+}
+
+/// `host:port` of a served target's URL.
+fn host_port(url: &str) -> &str {
+    url.trim_start_matches("http://").split('/').next().unwrap()
+}
+
+/// No secret in any name or file under `dir`, nor in the output of the run.
+fn assert_no_secret(dir: &Path, out: &std::process::Output) {
+    let mut texts = vec![
+        (
+            "stdout".to_owned(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        ),
+        (
+            "stderr".to_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ),
+    ];
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            let name = path.display().to_string();
+            texts.push((format!("the name {name}"), name.clone()));
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                texts.push((name, String::from_utf8_lossy(&bytes).into_owned()));
+            }
+        }
+    }
+    for (what, text) in &texts {
+        for secret in [
+            USER,
+            PASSWORD,
+            QUERY_TOKEN,
+            QUERY_KEY,
+            AUTHORIZATION,
+            FROM_ENV,
+        ] {
+            assert!(
+                !text.contains(secret),
+                "{what} holds the secret {secret}:\n{text}"
+            );
+        }
+    }
+}
+
+fn run_with_env(args: &[&str]) -> std::process::Output {
+    bin()
+        .arg("run")
+        .arg("--quiet")
+        .args(args)
+        .env(ENV_VAR, FROM_ENV)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn no_secret_of_the_command_line_leaks_into_the_run_folder_or_the_terminal() {
+    let target = serve(&["--bind", "127.0.0.1:0"]);
+    let dir = scratch("secrets_flags");
+    let url = secret_url(host_port(&target.url));
+    let auth = format!("Authorization: Bearer {AUTHORIZATION}");
+    let from_env = format!("X-Key: ${{{ENV_VAR}}}");
+    let out = run_with_env(&[
+        "--url",
+        &url,
+        "-H",
+        &auth,
+        "-H",
+        &from_env,
+        "-c",
+        "1",
+        "-d",
+        "1s",
+        "--warmup",
+        "0s",
+        "--results",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let runs: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(runs.len(), 1, "one run folder");
+    let run_dir = runs.into_iter().next().unwrap().unwrap().path();
+    assert!(
+        run_dir
+            .display()
+            .to_string()
+            .ends_with(&host_port(&target.url).replace(':', "-")),
+        "the folder is named after host and port: {}",
+        run_dir.display()
+    );
+    let s = summary(&run_dir);
+    assert_eq!(
+        s["steps"][0]["ok"].as_u64().map(|n| n > 0),
+        Some(true),
+        "{s}"
+    );
+    assert_no_secret(&dir, &out);
+}
+
+#[test]
+fn no_secret_of_a_profile_leaks_into_its_copy() {
+    let target = serve(&["--bind", "127.0.0.1:0"]);
+    let dir = scratch("secrets_profile");
+    let profile = profile(
+        &dir,
+        "with-secrets",
+        &format!(
+            "[target]\nurl = \"{}\"\nheaders = {{ Authorization = \"Bearer {AUTHORIZATION}\", \
+             X-Key = \"${{{ENV_VAR}}}\", X-Other = \"a\\\"quoted\\\\{PASSWORD}\" }}\n\
+             [load]\nconcurrency = [1]\nduration = \"1s\"\nwarmup = \"0s\"\n",
+            secret_url(host_port(&target.url))
+        ),
+    );
+    let results = dir.join("results");
+    let out = run_with_env(&[
+        profile.to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let run_dir = std::fs::read_dir(&results)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let copy = std::fs::read_to_string(run_dir.join("profile.toml")).unwrap();
+    let parsed: toml::Table = copy.parse().expect("the copy is still TOML");
+    assert_eq!(parsed["load"]["duration"].as_str(), Some("1s"), "{copy}");
+    assert!(copy.contains("[redacted]"), "{copy}");
+    assert_no_secret(&results, &out);
+}
+
+#[test]
+fn no_secret_leaks_when_the_target_is_unreachable() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = scratch("secrets_unreachable");
+    let url = secret_url(&format!("127.0.0.1:{port}"));
+    let auth = format!("Authorization: Bearer {AUTHORIZATION}");
+    let from_env = format!("X-Key: ${{{ENV_VAR}}}");
+    let out = run_with_env(&[
+        "--url",
+        &url,
+        "-H",
+        &auth,
+        "-H",
+        &from_env,
+        "-c",
+        "1",
+        "-d",
+        "1s",
+        "--warmup",
+        "0s",
+        "--results",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
+    assert_no_secret(&dir, &out);
+}
