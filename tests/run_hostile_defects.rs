@@ -186,3 +186,34 @@ fn no_secret_leaks_when_the_target_is_unreachable() {
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
     assert_no_secret(&dir, &out);
 }
+
+#[test]
+fn the_built_in_target_stops_after_the_sessions_are_closed() {
+    let dir = scratch("builtin_shutdown");
+    let out = run(&[
+        "--builtin",
+        "--protocol",
+        "2025-11-25",
+        "-c",
+        "2",
+        "-d",
+        "1s",
+        "--warmup",
+        "0s",
+        "--workers",
+        "2",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = std::fs::read_to_string(dir.join("target-stats.json")).expect("target-stats.json");
+    let stats: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let opened = stats["sessions_opened"].as_u64().unwrap();
+    assert!(opened >= 2, "a session per connection: {stats}");
+    assert_eq!(
+        stats["sessions_closed"].as_u64(),
+        Some(opened),
+        "every session's DELETE reached the target before it stopped: {stats}"
+    );
+    assert_eq!(stats["in_flight"], 0, "{stats}");
+}

@@ -80,6 +80,8 @@ pub const SUMMARY_JSON: &str = "summary.json";
 pub const REPORT_HTML: &str = "report.html";
 /// The stdio target's standard error, when the engine captured it.
 pub const TARGET_STDERR: &str = "target-stderr.log";
+/// The built-in target's own counters when it stopped (what `mcpload serve --stats` writes).
+pub const TARGET_STATS: &str = "target-stats.json";
 
 /// Why a run folder could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -383,6 +385,14 @@ impl RunFolder {
         };
         s.finished_at = Some(now_rfc3339());
         self.each(|r, s| r.changed(s))
+    }
+
+    /// Records the built-in target's final counters, once it has stopped.
+    pub fn record_target_stats(&self, stats: &impl serde::Serialize) -> Result<(), ReportError> {
+        let path = self.dir.join(TARGET_STATS);
+        let mut text = serde_json::to_vec_pretty(stats).map_err(|e| ReportError::json(&path, e))?;
+        text.push(b'\n');
+        fs::write(&path, text).map_err(|e| ReportError::io(&path, e))
     }
 
     /// Ends the run (after [`RunFolder::record_end`]) with the gates checked on it: writes the

@@ -101,9 +101,6 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         cancel,
     )
     .await;
-    if let Some(b) = builtin {
-        b.shutdown().await;
-    }
     let color = report::use_color(&std::io::stdout());
     let (end, mut transports) = match swept {
         Ok(done) => done,
@@ -114,7 +111,12 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
             return Err(RunError::Sink(e));
         }
     };
+    // The connections close first (a legacy session's DELETE must reach the target), then
+    // the built-in target stops and its final counters are kept.
     engine::close_all(&mut transports).await;
+    if let Some(b) = builtin {
+        folder.record_target_stats(&b.shutdown().await)?;
+    }
     let done = finish(folder, &plan.thresholds, color)?;
     let failed_gates = done
         .summary
