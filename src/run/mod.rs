@@ -4,8 +4,10 @@
 //! gates.
 
 mod plan;
+mod signals;
 
 pub use plan::{LevelsFlag, Overrides, Plan, PlanError, TargetFlag, plan};
+pub use signals::{signals, stop_on_signals};
 
 use crate::analysis::Thresholds;
 use crate::client::{ConnectOptions, Connected, Connector, Endpoint, Revision, ServerInfo};
