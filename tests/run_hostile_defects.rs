@@ -217,3 +217,73 @@ fn the_built_in_target_stops_after_the_sessions_are_closed() {
     );
     assert_eq!(stats["in_flight"], 0, "{stats}");
 }
+
+/// A stdio target that dies after a few answers: no request is sent after it is down, the step
+/// fails naming the death, the sweep stops there (even with --keep-going) and the run does
+/// not wait out its planned time.
+fn a_dead_stdio_target_is_not_sent_to(kind: &str) {
+    let dir = scratch(&format!("dead_stdio_{kind}"));
+    let command = format!(
+        "{} serve --stdio --hostile {kind} --hostile-every 7",
+        env!("CARGO_BIN_EXE_mcpload")
+    );
+    let started = std::time::Instant::now();
+    let out = run(&[
+        "--stdio",
+        &command,
+        "--protocol",
+        "2025-03-26",
+        "-c",
+        "4,8",
+        "-d",
+        "10s",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "1s",
+        "--keep-going",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{kind}: {out:?}");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "{kind}: took {took:?}"
+    );
+    let rows = steps(&dir);
+    assert_eq!(rows.len(), 1, "{kind}: no step after the target died");
+    let row = &rows[0];
+    assert_identity(row);
+    let (requests, ok) = (num(row, "requests"), num(row, "ok"));
+    assert!(
+        requests <= ok + 4.0,
+        "{kind}: {requests} requests, {ok} ok: {row:?}"
+    );
+    assert!(num(row, "transport_errors") <= 4.0, "{kind}: {row:?}");
+    assert_eq!(row["verdict"], "failed", "{kind}");
+    let s = summary(&dir);
+    let tripped = &s["steps"][0]["tripped"];
+    let down = tripped
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["criterion"] == "target_down")
+        .unwrap_or_else(|| panic!("{kind}: no target_down in {tripped}"));
+    assert!(
+        down["reason"].as_str().unwrap().contains("child"),
+        "{kind}: {down}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("the target went down"), "{kind}: {stdout}");
+}
+
+#[test]
+fn a_stdio_target_that_dies_mid_line_stops_the_sweep() {
+    a_dead_stdio_target_is_not_sent_to("die-mid-line");
+}
+
+#[test]
+fn a_stdio_target_that_closes_its_stdout_stops_the_sweep() {
+    a_dead_stdio_target_is_not_sent_to("stdout-closed");
+}
