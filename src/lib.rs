@@ -1,8 +1,26 @@
-//! mcpload: a load generator and benchmarking tool for MCP servers.
+//! mcpload: a load generator and benchmarking tool for MCP servers. A library with a thin
+//! binary (`src/main.rs`, `src/cli.rs`); docs/architecture.md draws how data flows.
 //!
-//! The crate is a library with a thin binary. Data flows one way:
-//! `jsonrpc` (the codec) → `correlator` (pairing by id, classification) → `metrics`
-//! (counters and HDR histograms, merged per step).
+//! The crate map, lowest layer first; a module imports only from the lines above it:
+//!
+//! - [`jsonrpc`]: the JSON-RPC 2.0 codec: ids, re-stampable requests, a classifying decoder.
+//! - [`protocol`]: the one MCP vocabulary: revisions, eras, header names and encoding, codes.
+//! - [`metrics`]: counters, HDR histograms, the steps.csv row; merged with `+=`.
+//! - [`transport`]: bytes to and from a target: Streamable HTTP, SSE, stdio; reports facts.
+//! - [`correlator`]: pairing by id, the classes of docs/metrics.md, and the `Ledger` that
+//!   applies a transport's events.
+//! - [`client`]: the MCP client: connect, negotiate the era, sessions, operations.
+//! - [`server`]: `mcpload serve`, the reference server (from `jsonrpc` and `protocol` only):
+//!   one transport-free handler, thin HTTP and stdio fronts, a capacity model, faults, a
+//!   hostile mode, ground truth.
+//! - [`profile`]: TOML profiles, typed and checked; errors name file, line and field.
+//! - [`load`]: the workload: mix, templates, tool arguments from schemas, arrival schedules.
+//! - [`analysis`]: verdicts, the knee, the USL fit, gates, comparing runs.
+//! - [`engine`]: workers (the hot loop) and the step coordinator; hands finished steps to a
+//!   `StepSink`.
+//! - [`report`]: sinks and readers: the run folder, terminal, report.html, progress.
+//! - [`run`]: `mcpload run`: flags and profile become a plan; the plan runs.
+//! - [`probe`]: `mcpload probe`: one verdict per pairing edge case.
 
 pub mod analysis;
 pub mod client;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the third-party MCP clients that tests/serve_interop.rs drives against
+# Installs the third-party MCP clients that tests/it/serve_interop.rs drives against
 # `mcpload serve`: the Python SDK (PyPI `mcp`, pinned in requirements.txt) into .venv and the
 # TypeScript SDK (npm `@modelcontextprotocol/sdk`, pinned in package.json/package-lock.json)
 # into node_modules. Idempotent and cheap when nothing changed (a stamp file records the hash

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the real MCP servers that tests/transport_*.rs and tests/probe_*.rs load, pinned
-# (with every transitive dependency) into git-ignored folders beside this script:
+# Installs the real MCP servers that tests/it/transport_*.rs and tests/it/probe_servers.rs
+# load, pinned (with every transitive dependency) into git-ignored folders beside this script:
 #   node_modules/  npm @modelcontextprotocol/server-everything 2026.8.31 (package-lock.json)
 #   .venv/         PyPI mcp 2.3.0, the official Python SDK (requirements.txt)
 # Idempotent and quick when already done: a stamp records the hash of what was installed.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs headless Chromium (Debian package `chromium`) for tests/report_browser.rs, which
+# Installs headless Chromium (Debian package `chromium`) for tests/it/report_browser.rs, which
 # opens report.html from disk in a real browser. Needs root (CI runs as root); quick when
 # Chromium is already there.
 set -euo pipefail

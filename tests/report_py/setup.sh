@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs HdrHistogram's Python port (PyPI hdrhistogram, module hdrh), pinned with its one
 # dependency in requirements.txt, into the git-ignored .venv/ beside this script, for
-# tests/report_hlog_python.rs: an independent reader of latency.hlog.
+# tests/it/report_hlog_python.rs: an independent reader of latency.hlog.
 # Idempotent and quick when already done: a stamp records the hash of what was installed.
 set -euo pipefail
 cd "$(dirname "$0")"

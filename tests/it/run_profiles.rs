@@ -1,8 +1,9 @@
 //! Profile mistakes: each kind gets exit code 2 and a message naming the file, line, column
 //! and field, and what would be valid. Every shipped profile parses.
 
-mod run_common;
-use run_common::*;
+use crate::support::bin;
+use crate::support::run::profile;
+use crate::support::scratch::scratch;
 
 fn expect_error(name: &str, text: &str, extra: &[&str], wants: &[&str]) {
     let dir = scratch(&format!("profile-error-{name}"));

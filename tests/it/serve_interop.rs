@@ -5,30 +5,16 @@
 //! resource, get the prompt and see progress and errors. tests/interop/setup.sh installs the
 //! pinned clients first; if it cannot, these tests fail.
 
-mod serve_common;
-
+use crate::support::http_client::*;
+use crate::support::installed::installed;
+use crate::support::machine;
+use crate::support::servers::{serve, target_stats};
 use serde_json::Value;
-use serve_common::*;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
+/// The SDK clients' folder, installed first.
 fn interop_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
-}
-
-/// Runs tests/interop/setup.sh once per test binary (itself idempotent and locked).
-fn setup() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let status = std::process::Command::new("bash")
-            .arg(interop_dir().join("setup.sh"))
-            .status()
-            .expect("run tests/interop/setup.sh");
-        assert!(
-            status.success(),
-            "tests/interop/setup.sh failed: the SDK clients are required"
-        );
-    });
+    installed("interop")
 }
 
 /// Runs a client script and returns the JSON line it printed.
@@ -94,25 +80,11 @@ fn progress(v: &Value) -> Vec<u64> {
         .collect()
 }
 
-/// `GET /stats` of the target served at `url` (`http://127.0.0.1:PORT/mcp`).
-async fn served_stats(url: &str) -> Value {
-    let port = url
-        .trim_end_matches("/mcp")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse::<u16>()
-        .unwrap();
-    Conn::open(([127, 0, 0, 1], port).into())
-        .await
-        .stats()
-        .await
-}
-
 #[tokio::test]
 async fn python_sdk_over_http_in_both_eras() {
-    setup();
-    let (_server, url) = spawn_serve(&["--answer", "sse"]).await;
+    let _share = machine::loading();
+    let server = serve(&["--answer", "sse"]);
+    let url = server.url.clone();
     let legacy = client(&python(), &["py_client.py", "http", &url, "legacy"]).await;
     assert_eq!(legacy["protocol_version"], "2025-11-25");
     assert_session_worked(&legacy, "python");
@@ -122,7 +94,7 @@ async fn python_sdk_over_http_in_both_eras() {
     assert_session_worked(&modern, "python");
     assert_eq!(progress(&modern), [1, 2, 3]);
     // The target saw it all, answered everything, and counted the two failures.
-    let stats = served_stats(&url).await;
+    let stats = target_stats(&url);
     assert_identity(&stats);
     assert_eq!(stats["errors_sent"], 2, "{stats}");
     assert_eq!(stats["sessions_opened"], 1, "{stats}");
@@ -132,7 +104,7 @@ async fn python_sdk_over_http_in_both_eras() {
 
 #[tokio::test]
 async fn python_sdk_over_stdio_in_both_eras() {
-    setup();
+    let _share = machine::loading();
     for (mode, version) in [("legacy", "2025-11-25"), ("auto", MODERN)] {
         let v = client(&python(), &["py_client.py", "stdio", binary(), mode]).await;
         assert_eq!(v["protocol_version"], version);
@@ -143,15 +115,16 @@ async fn python_sdk_over_stdio_in_both_eras() {
 
 #[tokio::test]
 async fn typescript_sdk_over_http_and_stdio() {
-    setup();
+    let _share = machine::loading();
     let node = PathBuf::from("node");
-    let (_server, url) = spawn_serve(&["--answer", "sse"]).await;
+    let server = serve(&["--answer", "sse"]);
+    let url = server.url.clone();
     let http = client(&node, &["node_client.mjs", "http", &url]).await;
     assert_eq!(http["protocol_version"], "2025-11-25");
     assert_eq!(http["session"], true);
     assert_session_worked(&http, "node");
     assert_eq!(progress(&http), [1, 2, 3]);
-    let stats = served_stats(&url).await;
+    let stats = target_stats(&url);
     assert_identity(&stats);
     // The client ended its session with DELETE.
     assert_eq!(stats["sessions_opened"], 1);

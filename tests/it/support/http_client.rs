@@ -1,7 +1,6 @@
-//! Helpers of the serve_* tests: an independent HTTP/1.1 client (hyper's client connection,
-//! no mcpload transport code), MCP request builders for both eras, an SSE reader, and a
+//! An independent HTTP/1.1 client for the built-in target (hyper's client connection, no
+//! mcpload transport code), MCP request builders for both eras, an SSE reader, and a
 //! classifier that counts a reply the way METRICS.md says a client counts it.
-#![allow(dead_code)]
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -365,30 +364,4 @@ pub fn assert_identity(stats: &Value) {
         u("answers_sent") + lost + u("cancelled"),
         "requests_seen = answers_sent + lost + cancelled: {stats}"
     );
-}
-
-/// Starts `mcpload serve ARGS` (killed when dropped) and reads its first stdout line, which
-/// must be `listening on http://127.0.0.1:PORT/mcp`; returns the child and the URL.
-pub async fn spawn_serve(args: &[&str]) -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpload"))
-        .arg("serve")
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn mcpload serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let first = tokio::time::timeout(DEADLINE, lines.next_line())
-        .await
-        .expect("listening line in time")
-        .expect("read stdout")
-        .expect("a first line");
-    let url = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
-        .to_owned();
-    (child, url)
 }

@@ -3,11 +3,10 @@
 //! revision, SSE answers with progress, era/version restriction, and the safe defaults
 //! (Origin 403, 413, 415, bounded connections). One test runs the real binary.
 
-mod serve_common;
-
+use crate::support::http_client::*;
+use crate::support::servers::serve;
 use mcpload::server::{AnswerMode, ServeConfig, ServedEras, start_http};
 use serde_json::{Value, json};
-use serve_common::*;
 
 async fn target(cfg: ServeConfig) -> (mcpload::server::RunningTarget, Conn) {
     let t = start_http(cfg).await.unwrap();
@@ -557,7 +556,8 @@ async fn connections_beyond_the_bound_are_closed() {
 
 #[tokio::test]
 async fn the_binary_prints_its_url_first_and_serves() {
-    let (_child, url) = spawn_serve(&["--capacity", "2", "--fault", "drop=1000"]).await;
+    let served = serve(&["--capacity", "2", "--fault", "drop=1000"]);
+    let url = &served.url;
     let rest = url.strip_prefix("http://127.0.0.1:").expect("loopback URL");
     let port: u16 = rest
         .strip_suffix("/mcp")

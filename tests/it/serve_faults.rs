@@ -2,11 +2,10 @@
 //! batches) and a real stdio child: N requests in, the faults counted by an independent
 //! client written here, and both compared with the target's /stats exactly.
 
-mod serve_common;
-
+use crate::support::http_client::*;
+use crate::support::scratch::scratch;
 use mcpload::server::{AnswerMode, BatchPolicy, ServeConfig, start_http};
 use serde_json::{Value, json};
-use serve_common::*;
 use std::collections::BTreeMap;
 
 /// Fault names in the documented precedence order, with their /stats keys.
@@ -236,8 +235,7 @@ async fn faults_in_batches_json_and_sse() {
 async fn faults_over_stdio_match_the_stats_file() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let spec = "drop=4,truncate=5,both=6,unknown-id=11";
-    let dir = std::env::temp_dir().join(format!("mcpload-serve-stdio-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("serve-faults-stdio");
     let stats_file = dir.join("stats.json");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpload"))
         .args(["serve", "--stdio", "--fault", spec, "--stats"])

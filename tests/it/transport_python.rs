@@ -3,10 +3,9 @@
 //! deleted legacy session is re-initialized on 404, a timed-out 2026-07-28 call is cancelled
 //! by closing its stream, and answers that come out of order over stdio pair by id.
 
-#[path = "interop_servers/harness.rs"]
-mod harness;
-
-use harness::*;
+use crate::support::load::*;
+use crate::support::machine;
+use crate::support::servers::*;
 use mcpload::client::{ConnectOptions, Connector, Endpoint, Era, ProtocolChoice, Revision};
 use mcpload::transport::{AnyTransport, Transport};
 use serde_json::json;
@@ -65,6 +64,7 @@ fn echo(conn: &mcpload::client::Connected) -> mcpload::client::Operation {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_http_2026_07_28_pairs_cancels_and_counts_progress() {
+    let _share = machine::loading();
     let server = start_http(&python_cmd(&["http"]));
     let mut conn = http(&server.url, ProtocolChoice::Auto)
         .connect()
@@ -123,6 +123,7 @@ async fn python_http_2026_07_28_pairs_cancels_and_counts_progress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_http_legacy_session_is_restarted_after_404() {
+    let _share = machine::loading();
     let server = start_http(&python_cmd(&["http"]));
     let mut conn = http(&server.url, ProtocolChoice::Pinned(Revision::V2025_11_25))
         .connect()
@@ -180,6 +181,7 @@ async fn python_http_legacy_session_is_restarted_after_404() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_http_stateless_json_legacy_pairs_1000_calls() {
+    let _share = machine::loading();
     let server = start_http(&python_cmd(&["http", "--stateless", "--json"]));
     let mut conn = http(&server.url, ProtocolChoice::Pinned(Revision::V2025_06_18))
         .connect()
@@ -194,6 +196,7 @@ async fn python_http_stateless_json_legacy_pairs_1000_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_stdio_discovers_2026_07_28_and_pairs_out_of_order_answers() {
+    let _share = machine::loading();
     let mut conn = stdio(ProtocolChoice::Auto).connect().await.unwrap();
     assert_eq!(conn.server.revision, Revision::V2026_07_28);
     let op = echo(&conn);
@@ -233,6 +236,7 @@ async fn python_stdio_discovers_2026_07_28_and_pairs_out_of_order_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_stdio_legacy_handshake_pairs_calls() {
+    let _share = machine::loading();
     let mut conn = stdio(ProtocolChoice::Pinned(Revision::V2025_11_25))
         .connect()
         .await

@@ -3,26 +3,17 @@
 //! tests/report_py/setup.sh) gives the same intervals, tags, counts and percentiles as the
 //! hdrhistogram crate and the steps' figures.
 
-mod report_common;
-
+use crate::support::installed::installed;
+use crate::support::scratch::scratch;
+use crate::support::synthetic::{SECONDS_PER_STEP, synthetic_run};
 use mcpload::metrics::us_to_ms;
 use mcpload::report::{read_hlog, step_histograms};
-use report_common::{SECONDS_PER_STEP, scratch, synthetic_run};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
 fn python() -> std::path::PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/report_py");
-    let status = Command::new("bash")
-        .arg(dir.join("setup.sh"))
-        .status()
-        .expect("run tests/report_py/setup.sh");
-    assert!(
-        status.success(),
-        "tests/report_py/setup.sh failed: hdrhistogram is required"
-    );
-    dir.join(".venv/bin/python")
+    installed("report_py").join(".venv/bin/python")
 }
 
 #[test]

@@ -1,25 +1,16 @@
-//! A synthetic sweep written through the real `RunFolder`, shared by the report tests: a
-//! server of capacity 8 with a 10 ms service time, swept from 1 to 32 concurrent clients,
-//! failing at 32 with HTTP 429s, with a few anomalies and error responses on the way.
-
-#![allow(dead_code)] // each test file uses part of it
+//! A synthetic sweep written through the real `RunFolder`, shared by the report and analysis
+//! tests: a server of capacity 8 with a 10 ms service time, swept from 1 to 32 concurrent
+//! clients, failing at 32 with HTTP 429s, with a few anomalies and error responses on the way.
 
 use mcpload::analysis::{StopCriteria, SweepJudge, Thresholds};
 use mcpload::engine::{Second, SweepEnd};
 use mcpload::metrics::{Counters, Stats, StepFacts};
 use mcpload::report::{Finished, ProfileCopy, RunFolder, RunSpec};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 pub const SECONDS_PER_STEP: u32 = 3;
 pub const CONCURRENCY: [u64; 6] = [1, 2, 4, 8, 16, 32];
-
-/// A fresh empty folder under the target dir, unique per test.
-pub fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
 
 /// The counts and latencies of one second at concurrency `n`, with the service time
 /// multiplied by `slowdown`.

@@ -2,11 +2,9 @@
 //! queue` POSTs and refusal (429 / 503 with Retry-After) past that, service slots and
 //! service time (the C/S ceiling), and stall windows. Time is only ever a lower bound here.
 
-mod serve_common;
-
+use crate::support::http_client::*;
 use mcpload::server::{RejectStatus, ServeConfig, start_http};
 use serde_json::{Value, json};
-use serve_common::*;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

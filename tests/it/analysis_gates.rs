@@ -1,12 +1,11 @@
 //! Threshold gates: parsing with clear errors, evaluation over steps and the knee, and the
 //! exit codes of `mcpload report DIR --threshold ...` (0 all hold, 1 one fails, 2 usage).
 
-mod report_common;
-
+use crate::support::mcpload;
+use crate::support::scratch::scratch;
+use crate::support::synthetic::synthetic_run;
 use mcpload::analysis::{GateError, Knee, StopCriteria, Threshold, Thresholds, judge};
 use mcpload::metrics::{Stats, StepFacts, StepSummary};
-use report_common::{scratch, synthetic_run};
-use std::process::Command;
 use std::time::Duration;
 
 /// A closed-loop step: `ok` answers at `latency_ms`, `failed` HTTP 429s.
@@ -127,14 +126,6 @@ fn parse_errors_are_specific() {
             .to_string()
             .contains("'abc' is not a number")
     );
-}
-
-fn mcpload(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mcpload"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run mcpload")
 }
 
 #[test]

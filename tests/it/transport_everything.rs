@@ -2,10 +2,10 @@
 //! detection falls back to `initialize`, tools are listed, 1 000 `tools/call` with 64 in
 //! flight all pair, and progress notifications on an SSE stream are counted.
 
-#[path = "interop_servers/harness.rs"]
-mod harness;
-
-use harness::*;
+use crate::support::load::*;
+use crate::support::machine;
+use crate::support::scratch::scratch;
+use crate::support::servers::*;
 use mcpload::client::{ConnectOptions, Connector, Endpoint, Era, Revision};
 use mcpload::transport::{AnyTransport, Transport};
 use serde_json::json;
@@ -38,6 +38,7 @@ async fn load_echo(connector: &Connector) -> (Outcome, mcpload::client::Connecte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_over_http_pairs_1000_calls_with_a_session() {
+    let _share = machine::loading();
     let server = start_http(&everything_cmd("streamableHttp"));
     let connector = Connector::new(
         Endpoint::http(&server.url, vec![]),
@@ -109,8 +110,9 @@ async fn everything_over_http_pairs_1000_calls_with_a_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_over_stdio_pairs_1000_calls() {
+    let _share = machine::loading();
     let cmd = everything_cmd("stdio");
-    let dir = tempdir();
+    let dir = scratch("everything-stdio");
     let mut target = Endpoint::stdio(&line(&cmd)).unwrap();
     if let Endpoint::Stdio(o) = &mut target {
         o.stderr = Some(dir.join("stderr.txt"));
@@ -126,10 +128,4 @@ async fn everything_over_stdio_pairs_1000_calls() {
         stderr.contains("STDIO"),
         "the child's stderr is saved: {stderr:?}"
     );
-}
-
-fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("mcpload-transport-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }

@@ -2,8 +2,10 @@
 //! what the target says a correct client counts (its ground truth), over HTTP with JSON and
 //! with SSE answers, single requests and batches.
 
-mod run_common;
-use run_common::*;
+use crate::support::machine;
+use crate::support::run::*;
+use crate::support::scratch::scratch;
+use crate::support::servers::{serve, target_stats};
 
 /// Every knob at a different prime period, so that each fires and they rarely coincide.
 const FAULTS: &str =
@@ -11,6 +13,7 @@ const FAULTS: &str =
 
 /// Runs one closed-loop step against a served target and compares with its /stats.
 fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
+    let _share = machine::loading();
     let target = serve(serve_args);
     let before = target_stats(&target.url);
     let dir = scratch(name);
@@ -139,6 +142,7 @@ fn json_answers_batches() {
 /// its timeout. So what the target calls `missing` the client ends as `timeouts`.
 #[test]
 fn stdio_single_requests() {
+    let _share = machine::loading();
     let dir = scratch("faults-stdio");
     let stats_file = dir.join("target-stats.json");
     let command = format!(

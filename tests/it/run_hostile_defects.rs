@@ -2,8 +2,11 @@
 //! headers reaches the run folder, the terminal or an error message; closing comes before the
 //! built-in target stops; a dead stdio target stops the sweep instead of being "sent" to.
 
-mod run_common;
-use run_common::*;
+use crate::support::bin;
+use crate::support::machine;
+use crate::support::run::*;
+use crate::support::scratch::scratch;
+use crate::support::servers::serve;
 use std::path::Path;
 
 /// Every secret a run against `url_host` is given, each recognizable.
@@ -79,6 +82,7 @@ fn run_with_env(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn no_secret_of_the_command_line_leaks_into_the_run_folder_or_the_terminal() {
+    let _share = machine::loading();
     let target = serve(&["--bind", "127.0.0.1:0"]);
     let dir = scratch("secrets_flags");
     let url = secret_url(host_port(&target.url));
@@ -123,6 +127,7 @@ fn no_secret_of_the_command_line_leaks_into_the_run_folder_or_the_terminal() {
 
 #[test]
 fn no_secret_of_a_profile_leaks_into_its_copy() {
+    let _share = machine::loading();
     let target = serve(&["--bind", "127.0.0.1:0"]);
     let dir = scratch("secrets_profile");
     let profile = profile(
@@ -189,6 +194,7 @@ fn no_secret_leaks_when_the_target_is_unreachable() {
 
 #[test]
 fn the_built_in_target_stops_after_the_sessions_are_closed() {
+    let _share = machine::loading();
     let dir = scratch("builtin_shutdown");
     let out = run(&[
         "--builtin",
@@ -222,6 +228,7 @@ fn the_built_in_target_stops_after_the_sessions_are_closed() {
 /// fails naming the death, the sweep stops there (even with --keep-going) and the run does
 /// not wait out its planned time.
 fn a_dead_stdio_target_is_not_sent_to(kind: &str) {
+    let _share = machine::loading();
     let dir = scratch(&format!("dead_stdio_{kind}"));
     let command = format!(
         "{} serve --stdio --hostile {kind} --hostile-every 7",

@@ -1,12 +1,16 @@
 //! The main job against ground truth: the built-in target's capacity model (capacity C,
 //! service S: ceiling C/S), a stall seen by open and closed loops, and interruption.
 
-mod run_common;
-use run_common::*;
+use crate::support::bin;
+use crate::support::machine;
+use crate::support::run::*;
+use crate::support::scratch::scratch;
+use crate::support::servers::{serve, target_stats};
 use std::time::{Duration, Instant};
 
 #[test]
 fn a_closed_sweep_finds_the_capacity_models_knee() {
+    let _share = machine::measuring();
     let dir = scratch("sweep-capacity");
     let p = profile(
         &dir,
@@ -97,6 +101,7 @@ timeout = "3s"
 
 #[test]
 fn an_open_loop_sees_a_stall_that_a_closed_loop_hides() {
+    let _share = machine::measuring();
     let open = stall_run("stall-open", "rate = [200]");
     let closed = stall_run("stall-closed", "concurrency = [2]");
     let open_p99 = num(&open, "p99_ms");
@@ -129,6 +134,7 @@ fn an_open_loop_sees_a_stall_that_a_closed_loop_hides() {
 /// connection past its limit, so one opened too many shows as a transport error.
 #[test]
 fn a_closed_loop_holds_no_more_connections_than_clients() {
+    let _share = machine::loading();
     // 64 clients and the handshake's connection.
     let target = serve(&["--max-connections", "65"]);
     let dir = scratch("connections");
@@ -155,6 +161,7 @@ fn a_closed_loop_holds_no_more_connections_than_clients() {
 
 #[test]
 fn arrivals_past_max_in_flight_are_dropped_and_counted() {
+    let _share = machine::measuring();
     let row = stall_run("stall-capped", "rate = [200]\nmax_in_flight = 10");
     let dropped = num(&row, "dropped_arrivals");
     // The stall holds 10 requests; the other ~190 arrivals of that second are dropped.

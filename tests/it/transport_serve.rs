@@ -2,10 +2,9 @@
 //! faults: garbage, truncated SSE, a killed child, a 10 MB answer, refusals, spoiled
 //! answers. Every fault is counted where docs/metrics.md puts it; nothing panics or hangs.
 
-#[path = "interop_servers/harness.rs"]
-mod harness;
-
-use harness::*;
+use crate::support::load::*;
+use crate::support::machine;
+use crate::support::servers::*;
 use mcpload::client::{
     ConnectOptions, Connected, Connector, Endpoint, Era, ProtocolChoice, Revision,
 };
@@ -48,6 +47,7 @@ async fn bounded<F: std::future::Future>(f: F) -> F::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_over_http_pairs_1000_calls_in_every_mode() {
+    let _share = machine::loading();
     let modes: [(&[&str], ProtocolChoice, Revision, bool); 4] = [
         (&[], ProtocolChoice::Auto, Revision::V2026_07_28, false),
         (
@@ -70,7 +70,7 @@ async fn serve_over_http_pairs_1000_calls_in_every_mode() {
         ),
     ];
     for (args, protocol, revision, session) in modes {
-        let server = start_http(&serve_cmd(args));
+        let server = serve(args);
         let mut conn = connect_http(&server.url, opts(protocol)).await;
         assert_eq!(conn.server.revision, revision, "{args:?}");
         assert_eq!(conn.server.session, session, "{args:?}");
@@ -88,7 +88,7 @@ async fn serve_over_http_pairs_1000_calls_in_every_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_legacy_call_is_cancelled_and_its_answer_counted_late() {
     // The target finishes a call whatever the cancel says: the answer comes late.
-    let server = start_http(&serve_cmd(&["--era", "legacy"]));
+    let server = serve(&["--era", "legacy"]);
     let mut conn = connect_http(&server.url, opts(ProtocolChoice::Auto)).await;
     let op = call(&conn, "sleep", json!({"ms": 600}));
     let out = bounded(drive_lingering(
@@ -109,6 +109,7 @@ async fn a_timed_out_legacy_call_is_cancelled_and_its_answer_counted_late() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_over_stdio_pairs_out_of_order_answers() {
+    let _share = machine::loading();
     let cmd = serve_cmd(&["--stdio", "--service-ms", "uniform:0..20"]);
     for protocol in [
         ProtocolChoice::Auto,
@@ -137,12 +138,13 @@ async fn serve_over_stdio_pairs_out_of_order_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_and_truncated_sse_are_parse_errors_and_missing() {
+    let _share = machine::loading();
     for args in [
         &["--fault", "garbage=10"][..],
         &["--answer", "sse", "--fault", "truncate=10"][..],
         &["--fault", "truncate=10"][..],
     ] {
-        let server = start_http(&serve_cmd(args));
+        let server = serve(args);
         let mut conn = connect_http(&server.url, opts(ProtocolChoice::Auto)).await;
         let op = call(&conn, "echo", json!({"message": "hi"}));
         let out = bounded(drive(&mut conn.transport, 200, 8, TIMEOUT, |id| {
@@ -159,10 +161,11 @@ async fn garbage_and_truncated_sse_are_parse_errors_and_missing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spoiled_answers_are_each_counted_once() {
-    let server = start_http(&serve_cmd(&[
+    let _share = machine::loading();
+    let server = serve(&[
         "--fault",
         "duplicate=7,null-id=11,unknown-id=13,both=17,bad-version=19",
-    ]));
+    ]);
     let mut conn = connect_http(&server.url, opts(ProtocolChoice::Auto)).await;
     let op = call(&conn, "echo", json!({"message": "hi"}));
     let out = bounded(drive(&mut conn.transport, 500, 16, TIMEOUT, |id| {
@@ -187,6 +190,7 @@ async fn spoiled_answers_are_each_counted_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_child_ends_its_requests_as_missing() {
+    let _share = machine::loading();
     let cmd = serve_cmd(&["--stdio", "--service-ms", "fixed:20"]);
     let connector = Connector::new(
         Endpoint::stdio(&line(&cmd)).unwrap(),
@@ -228,7 +232,8 @@ async fn a_killed_child_ends_its_requests_as_missing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_10_mb_answer_pairs_within_the_bound_and_is_dropped_beyond_it() {
-    let server = start_http(&serve_cmd(&["--answer", "sse"]));
+    let _share = machine::loading();
+    let server = serve(&["--answer", "sse"]);
     let ten_mb = json!({"bytes": 10_000_000});
     let mut conn = connect_http(&server.url, opts(ProtocolChoice::Auto)).await;
     let op = call(&conn, "payload", ten_mb.clone());
@@ -243,7 +248,7 @@ async fn a_10_mb_answer_pairs_within_the_bound_and_is_dropped_beyond_it() {
         ..opts(ProtocolChoice::Auto)
     };
     for server_args in [&["--answer", "sse"][..], &[][..]] {
-        let server = start_http(&serve_cmd(server_args));
+        let server = serve(server_args);
         let mut conn = connect_http(&server.url, small.clone()).await;
         let op = call(&conn, "payload", ten_mb.clone());
         let out = bounded(drive(&mut conn.transport, 3, 3, TIMEOUT, |id| {
@@ -288,7 +293,7 @@ async fn a_10_mb_answer_pairs_within_the_bound_and_is_dropped_beyond_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_http_429_and_503_with_retry_after() {
     for (reject, retry) in [("429", "3"), ("503", "7")] {
-        let server = start_http(&serve_cmd(&[
+        let server = serve(&[
             "--capacity",
             "1",
             "--queue",
@@ -299,7 +304,7 @@ async fn refusals_are_http_429_and_503_with_retry_after() {
             reject,
             "--retry-after",
             retry,
-        ]));
+        ]);
         let mut conn = connect_http(&server.url, opts(ProtocolChoice::Auto)).await;
         let op = call(&conn, "echo", json!({"message": "hi"}));
         let out = bounded(drive(&mut conn.transport, 100, 8, TIMEOUT, |id| {
@@ -325,7 +330,7 @@ async fn refused_connections_and_tls_failures_are_transport_errors() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let server = start_http(&serve_cmd(&[]));
+    let server = serve(&[]);
     let plain_port = server
         .url
         .trim_start_matches("http://127.0.0.1:")

@@ -2,15 +2,13 @@
 //! MCP-NOTES.md reports of it (the "everything" server answers batches and loses one of two
 //! colliding ids; the Python server rejects batches; over stdio both stay silent).
 
-#[path = "interop_servers/harness.rs"]
-mod harness;
-
-use harness::*;
+use crate::support::bin;
+use crate::support::machine;
+use crate::support::servers::*;
 use serde_json::Value;
-use std::process::Command;
 
 fn probe(args: &[&str]) -> Value {
-    let out = Command::new(mcpload_bin())
+    let out = bin()
         .arg("probe")
         .args(["--json", "--wait", "400ms"])
         .args(args)
@@ -52,6 +50,7 @@ fn expect(report: &Value, rows: &[(&str, Option<&str>, &str)]) {
 
 #[test]
 fn everything_over_http_answers_batches_and_loses_a_colliding_id() {
+    let _share = machine::loading();
     let server = start_http(&everything_cmd("streamableHttp"));
     let r = probe(&["--url", &server.url]);
     assert_eq!(r["transport"], "http");
@@ -86,6 +85,7 @@ fn everything_over_http_answers_batches_and_loses_a_colliding_id() {
 
 #[test]
 fn everything_over_stdio_is_silent_to_batches_null_ids_and_garbage() {
+    let _share = machine::loading();
     let r = probe(&["--stdio", &line(&everything_cmd("stdio"))]);
     assert_eq!(r["transport"], "stdio");
     expect(
@@ -102,6 +102,7 @@ fn everything_over_stdio_is_silent_to_batches_null_ids_and_garbage() {
 
 #[test]
 fn python_over_http_rejects_batches_in_both_eras() {
+    let _share = machine::loading();
     let server = start_http(&python_cmd(&["http"]));
     let r = probe(&["--url", &server.url]);
     assert_eq!(r["server"]["revision"], "2026-07-28");
@@ -135,6 +136,7 @@ fn python_over_http_rejects_batches_in_both_eras() {
 
 #[test]
 fn python_over_stdio_is_silent_to_batches_null_ids_and_garbage() {
+    let _share = machine::loading();
     let r = probe(&["--stdio", &line(&python_cmd(&["stdio"]))]);
     assert_eq!(r["server"]["revision"], "2026-07-28");
     expect(
@@ -151,7 +153,7 @@ fn python_over_stdio_is_silent_to_batches_null_ids_and_garbage() {
 
 #[test]
 fn serve_over_http_and_stdio_follows_its_revision() {
-    let server = start_http(&serve_cmd(&[]));
+    let server = serve(&[]);
     let r = probe(&["--url", &server.url]);
     assert_eq!(r["server"]["revision"], "2026-07-28");
     expect(
@@ -166,7 +168,7 @@ fn serve_over_http_and_stdio_follows_its_revision() {
         ],
     );
     // `--batches accept` makes it answer batches, in order, like a 2025-03-26 server.
-    let server = start_http(&serve_cmd(&["--batches", "accept"]));
+    let server = serve(&["--batches", "accept"]);
     let r = probe(&["--url", &server.url, "--protocol", "2025-11-25"]);
     expect(
         &r,
@@ -190,8 +192,8 @@ fn serve_over_http_and_stdio_follows_its_revision() {
 
 #[test]
 fn the_table_names_every_probe() {
-    let server = start_http(&serve_cmd(&[]));
-    let out = Command::new(mcpload_bin())
+    let server = serve(&[]);
+    let out = bin()
         .args(["probe", "--wait", "300ms", "--url", &server.url])
         .output()
         .unwrap();

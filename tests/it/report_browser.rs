@@ -6,9 +6,9 @@
 //! Chromium's own service traffic (a control page with an external image proves the trap
 //! catches one).
 
-mod report_common;
-
-use report_common::{scratch, synthetic_run};
+use crate::support::machine;
+use crate::support::scratch::scratch;
+use crate::support::synthetic::synthetic_run;
 use std::fs;
 use std::io::{ErrorKind, Read};
 use std::net::TcpListener;
@@ -166,6 +166,7 @@ fn pixels(png_path: &Path) -> Vec<[u8; 3]> {
 
 #[test]
 fn report_html_renders_every_plot_and_fetches_nothing() {
+    let _share = machine::loading();
     let dir = scratch("browser");
     synthetic_run(&dir, &["anomalies==0"]);
     let page = fs::canonicalize(dir.join("report.html")).unwrap();

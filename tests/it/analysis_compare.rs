@@ -1,20 +1,11 @@
 //! `compare`: two synthetic run folders, the same server twice (passes) and a server twice as
 //! slow (fails, naming the regressed figures), through the library and `mcpload compare`.
 
-mod report_common;
-
+use crate::support::mcpload;
+use crate::support::scratch::scratch;
+use crate::support::synthetic::{synthetic_run, synthetic_run_slowed};
 use mcpload::analysis::CompareOptions;
 use mcpload::report::compare_runs;
-use report_common::{scratch, synthetic_run, synthetic_run_slowed};
-use std::process::Command;
-
-fn mcpload(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mcpload"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run mcpload")
-}
 
 #[test]
 fn the_same_server_twice_has_no_regression() {

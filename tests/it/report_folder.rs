@@ -2,15 +2,14 @@
 //! steps.csv equal to summary.json number for number, latency.hlog decoding back to the
 //! step's figures, the knee, redaction, and a summary.json valid after every step.
 
-mod report_common;
-
+use crate::support::scratch::scratch;
+use crate::support::synthetic::{CONCURRENCY, SECONDS_PER_STEP, synthetic_run};
 use hdrhistogram::Histogram;
 use mcpload::analysis::{StopCriteria, SweepJudge};
 use mcpload::metrics::{Stats, StepFacts, Verdict, us_to_ms};
 use mcpload::report::{
     self, RunFolder, RunSpec, RunStatus, RunSummary, read_hlog, step_histograms,
 };
-use report_common::{CONCURRENCY, SECONDS_PER_STEP, scratch, synthetic_run};
 use serde_json::Value;
 use std::fs;
 

@@ -1,8 +1,11 @@
 //! `mcpload compare` on real runs: two runs of one profile against one target agree; a run
 //! against the same target slowed down regresses, exit code 1, naming the figure.
 
-mod run_common;
-use run_common::*;
+use crate::support::bin;
+use crate::support::machine;
+use crate::support::run::run;
+use crate::support::scratch::scratch;
+use crate::support::servers::serve;
 use std::path::Path;
 
 /// A shared 2-core machine makes short steps' tails noisy: latency moves under 40 ms and
@@ -27,6 +30,7 @@ fn sweep(url: &str, out: &Path) {
 
 #[test]
 fn compare_passes_on_the_same_target_and_fails_on_a_slowed_one() {
+    let _share = machine::measuring();
     let dir = scratch("compare");
     let fast = serve(&["--service-ms", "fixed:10"]);
     sweep(&fast.url, &dir.join("base"));

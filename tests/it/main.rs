@@ -1,0 +1,31 @@
+//! The integration tests, one binary: each module is one subject (`cargo test --test it
+//! run_sweep::` runs one), `support` holds what they share. They drive the real `mcpload`
+//! binary, the built-in target and installed third-party servers and clients
+//! (`bash tests/setup.sh` installs those).
+
+mod support;
+
+mod analysis_compare;
+mod analysis_gates;
+mod analysis_knee;
+mod codec;
+mod correlator_identity;
+mod correlator_rows;
+mod layering;
+mod probe_servers;
+mod report_browser;
+mod report_folder;
+mod report_hlog_python;
+mod run_compare;
+mod run_faults;
+mod run_hostile_defects;
+mod run_profiles;
+mod run_sweep;
+mod serve_capacity;
+mod serve_faults;
+mod serve_interop;
+mod serve_protocol;
+mod transport_everything;
+mod transport_python;
+mod transport_serve;
+mod transport_stdio;

@@ -1,0 +1,137 @@
+//! The servers the tests talk to, started as children on 127.0.0.1 and killed when dropped:
+//! the built-in target (`mcpload serve`, the real binary) and the installed third-party ones
+//! (the TypeScript "everything" server, the Python SDK server), by command line.
+
+use super::installed::installed;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// `mcpload serve ARGS` over HTTP: each flag of `mcpload serve` is an option here.
+pub fn serve(args: &[&str]) -> Server {
+    start_http(&serve_cmd(args))
+}
+
+/// The command line of `mcpload serve ARGS` (for `--stdio`, or for [`start_http`]).
+pub fn serve_cmd(args: &[&str]) -> Vec<String> {
+    let mut v = vec![env!("CARGO_BIN_EXE_mcpload").to_string(), "serve".into()];
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// The command line of the TypeScript "everything" server, forced onto 127.0.0.1.
+pub fn everything_cmd(mode: &str) -> Vec<String> {
+    let d = installed("interop_servers");
+    vec![
+        "node".into(),
+        "-r".into(),
+        d.join("force_loopback.cjs").display().to_string(),
+        d.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+            .display()
+            .to_string(),
+        mode.into(),
+    ]
+}
+
+/// The command line of the Python SDK server script.
+pub fn python_cmd(args: &[&str]) -> Vec<String> {
+    let d = installed("interop_servers");
+    let mut v = vec![
+        d.join(".venv/bin/python").display().to_string(),
+        d.join("py_server.py").display().to_string(),
+    ];
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// A command line as one shell-quoted string (for `--stdio`).
+pub fn line(cmd: &[String]) -> String {
+    shell_words::join(cmd)
+}
+
+/// A server process, killed when dropped.
+pub struct Server {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts an HTTP server and waits (20 s at most) for its port: `LISTENING <port>` on stderr
+/// (our preload and script) or `listening on <url>` on stdout (`mcpload serve`). Every other
+/// line the server prints goes to the test's output, shown when the test fails.
+pub fn start_http(cmd: &[String]) -> Server {
+    let mut c = Command::new(&cmd[0]);
+    c.args(&cmd[1..])
+        .env("PORT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        let program = cmd[0].rsplit('/').next().unwrap_or_default().to_owned();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stream).lines().map_while(Result::ok) {
+                let url = if let Some(port) = l.strip_prefix("LISTENING ") {
+                    Some(format!("http://127.0.0.1:{}/mcp", port.trim()))
+                } else {
+                    l.strip_prefix("listening on ")
+                        .map(|u| u.trim().to_string())
+                };
+                match url {
+                    Some(u) => {
+                        let _ = tx.send(u);
+                    }
+                    None => eprintln!("[{program}] {l}"),
+                }
+            }
+        });
+    }
+    let mut server = Server {
+        child,
+        url: String::new(),
+    };
+    server.url = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{cmd:?} did not report a port within 20 s"));
+    assert!(
+        server.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    server
+}
+
+/// `GET /stats` of the target served at `url`, over a plain socket.
+pub fn target_stats(url: &str) -> Value {
+    use std::io::{Read, Write};
+    let authority = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut s = std::net::TcpStream::connect(&authority).unwrap();
+    write!(
+        s,
+        "GET /stats HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").expect("a body").1;
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
