@@ -199,7 +199,7 @@ impl ServeArgs {
             writeln!(out, "listening on {}", running.url())?;
             out.flush()?;
             drop(out);
-            stop_signal().await?;
+            stop_signal().await;
             running.shutdown().await
         };
         if let Some(path) = &self.stats {
@@ -244,7 +244,7 @@ impl ServeArgs {
             writeln!(out, "listening on {}", running.url())?;
             out.flush()?;
             drop(out);
-            stop_signal().await?;
+            stop_signal().await;
             running.shutdown()
         };
         if let Some(path) = &self.stats {
@@ -254,13 +254,11 @@ impl ServeArgs {
     }
 }
 
-async fn stop_signal() -> anyhow::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r?,
-        _ = term.recv() => {}
+/// Waits for Ctrl-C or SIGTERM (forever when neither could be installed).
+async fn stop_signal() {
+    if mcpload::run::signals().recv().await.is_none() {
+        std::future::pending::<()>().await;
     }
-    Ok(())
 }
 
 fn write_stats(path: &Path, snapshot: &impl serde::Serialize) -> anyhow::Result<()> {
@@ -651,7 +649,7 @@ impl RunArgs {
         let plan =
             mcpload::run::plan(profile.as_deref(), overrides).map_err(|e| UsageError(e.into()))?;
         let cancel = tokio_util::sync::CancellationToken::new();
-        tokio::spawn(stop_on_signals(cancel.clone()));
+        tokio::spawn(mcpload::run::stop_on_signals(cancel.clone()));
         let outcome = match mcpload::run::execute(plan, cancel).await {
             Ok(o) => o,
             Err(mcpload::run::RunError::Plan(e)) => return Err(UsageError(e.into()).into()),
@@ -669,28 +667,5 @@ impl RunArgs {
             anyhow::bail!("thresholds failed: {}", outcome.failed_gates.join(", "));
         }
         Ok(())
-    }
-}
-
-/// First Ctrl-C or SIGTERM: stop sending, drain briefly, write what was measured. Second:
-/// exit at once.
-async fn stop_on_signals(cancel: tokio_util::sync::CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        return;
-    };
-    for n in 0.. {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        if n == 0 {
-            eprintln!(
-                "mcpload: stopping: draining in-flight requests, writing results (again to quit at once)"
-            );
-            cancel.cancel();
-        } else {
-            std::process::exit(130);
-        }
     }
 }

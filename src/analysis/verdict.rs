@@ -49,6 +49,8 @@ pub struct Cause {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "criterion", rename_all = "snake_case")]
 pub enum Tripped {
+    /// The target went down for good (a stdio child that exited): nothing more was sent to it.
+    TargetDown { reason: String },
     /// `error_rate` above `max_error_rate`; `cause` is the largest share of the failures.
     ErrorRate {
         value: f64,
@@ -87,6 +89,7 @@ pub(crate) fn counter_phrase(counter: &str) -> &str {
 impl fmt::Display for Tripped {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Tripped::TargetDown { reason } => write!(f, "the target went down: {reason}"),
             Tripped::ErrorRate {
                 value,
                 limit,
@@ -141,9 +144,15 @@ fn dominant_cause(s: &StepSummary) -> Option<Cause> {
     })
 }
 
-/// Every stop criterion this step trips, in the order: error rate, p99 SLO, anomalies.
+/// Every stop criterion this step trips, in the order: the target down (whatever the
+/// criteria), error rate, p99 SLO, anomalies.
 pub fn tripped(s: &StepSummary, c: &StopCriteria) -> Vec<Tripped> {
     let mut out = Vec::new();
+    if let Some(reason) = &s.target_down {
+        out.push(Tripped::TargetDown {
+            reason: reason.clone(),
+        });
+    }
     if s.error_rate > c.max_error_rate {
         out.push(Tripped::ErrorRate {
             value: s.error_rate,
@@ -278,6 +287,21 @@ mod tests {
         assert_eq!(j.tripped[2].to_string(), "2 unknown_id (fail_on_anomaly)");
         // Without the anomaly rule and the SLO, only the error rate trips.
         assert_eq!(judge(&s, None, &StopCriteria::default()).tripped.len(), 1);
+    }
+
+    #[test]
+    fn a_step_whose_target_went_down_fails_whatever_its_figures() {
+        let mut s = closed(1, 4, 6);
+        s.target_down = Some("child exited (exit status: 1)".into());
+        let j = judge(&s, None, &StopCriteria::default());
+        assert_eq!(j.verdict, Verdict::Failed);
+        assert_eq!(
+            j.tripped
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["the target went down: child exited (exit status: 1)"]
+        );
     }
 
     #[test]

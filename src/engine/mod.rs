@@ -104,6 +104,8 @@ pub(crate) enum Report {
         dropped_arrivals: u64,
         in_flight_at_end: u64,
         interrupted: bool,
+        /// Why the worker's transport is down for good, when it is.
+        target_down: Option<String>,
     },
 }
 
@@ -156,6 +158,7 @@ pub async fn sweep(
             work: Arc::clone(&work),
             reports: report_tx.clone(),
             cancel: cancel.clone(),
+            down: None,
         };
         crew.tasks.spawn(async move { (i, w.run(rx).await) });
     }
@@ -194,11 +197,12 @@ pub async fn sweep(
         };
         let judged = judge.judge(step.facts, &step.stats);
         sink.step_ended(&judged)?;
-        if step.facts.interrupted {
+        if judged.figures.interrupted {
             end = SweepEnd::Interrupted;
             break;
         }
-        if plan.stop_on_failure && judged.stop() {
+        // Nothing can be measured against a target that is down, whatever stop_on_failure.
+        if judged.figures.target_down.is_some() || plan.stop_on_failure && judged.stop() {
             break;
         }
     }
@@ -270,6 +274,7 @@ async fn collect_step(
         dropped_arrivals: (work.model == Model::Open).then_some(0),
         in_flight_at_end: 0,
         interrupted: false,
+        target_down: None,
     };
     let mut measured: Option<Duration> = None;
     let mut warmed = 0;
@@ -324,6 +329,7 @@ async fn collect_step(
                 dropped_arrivals,
                 in_flight_at_end,
                 interrupted,
+                target_down,
             } if step == order.step => {
                 finished[worker as usize] = true;
                 if let Some(m) = m {
@@ -335,6 +341,7 @@ async fn collect_step(
                 }
                 facts.in_flight_at_end += in_flight_at_end;
                 facts.interrupted |= interrupted;
+                facts.target_down = facts.target_down.take().or(target_down);
             }
             _ => {}
         }

@@ -8,7 +8,7 @@ use crate::jsonrpc::{BatchWriter, Id, encode_notification};
 use crate::load::mix::Renderer;
 use crate::load::schedule::Arrivals;
 use crate::metrics::{Counters, LatencyHistogram, Model};
-use crate::transport::{AnyTransport, Outgoing, Transport};
+use crate::transport::{AnyTransport, Event, Outgoing, Transport};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
@@ -29,6 +29,9 @@ pub(super) struct Worker {
     pub work: Arc<Workload>,
     pub reports: mpsc::UnboundedSender<Report>,
     pub cancel: CancellationToken,
+    /// Why the transport went down for good, once it has: nothing is sent on it any more, and
+    /// every step from then on ends at once.
+    pub down: Option<String>,
 }
 
 /// Where a step is.
@@ -125,7 +128,7 @@ impl Worker {
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut timer = SendTimer::new();
         loop {
-            let sending = matches!(st.phase, Phase::Warmup | Phase::Measure);
+            let sending = matches!(st.phase, Phase::Warmup | Phase::Measure) && self.down.is_none();
             let next_send = match work.model {
                 Model::Open => st.arrivals.as_ref().map(Arrivals::next_due),
                 Model::Closed => st.ready.front().copied(),
@@ -143,6 +146,10 @@ impl Worker {
                     st.phase = Phase::Drain;
                 }
                 ev = self.transport.next_event() => {
+                    if let Event::Down { error } = &ev {
+                        self.down = Some(error.to_string());
+                    }
+                    // A transport that is down ends its requests in flight (`missing`).
                     ledger.apply(s.corr, ev);
                 }
                 go = orders.recv(), if st.phase == Phase::WaitGo => match go {
@@ -191,11 +198,13 @@ impl Worker {
             && (self.transport.open_exchanges() == 0 || now >= st.drain_began + self.work.timeout)
     }
 
-    /// Moves the step through its phases; true when the step is over.
+    /// Moves the step through its phases; true when the step is over. A transport that is down
+    /// ends the sending at once.
     fn advance(&mut self, st: &mut StepState, s: &mut Sending<'_>, now: Instant) -> bool {
         let work = &self.work;
+        let down = self.down.is_some();
         match st.phase {
-            Phase::Warmup if now >= st.measure_start => {
+            Phase::Warmup if now >= st.measure_start || down => {
                 st.phase = Phase::WarmupDrain;
                 st.drain_began = now;
             }
@@ -208,7 +217,7 @@ impl Worker {
                     step: st.order.step,
                 });
             }
-            Phase::Measure if now >= st.measure_start + work.duration => {
+            Phase::Measure if now >= st.measure_start + work.duration || down => {
                 st.phase = Phase::Drain;
                 st.drain_began = now;
             }
@@ -257,6 +266,7 @@ impl Worker {
             dropped_arrivals: st.dropped_arrivals,
             in_flight_at_end: s.corr.in_flight() as u64,
             interrupted: st.interrupted_at.is_some(),
+            target_down: self.down.clone(),
         });
     }
 

@@ -84,6 +84,10 @@ pub struct StepSummary {
     pub in_flight_at_end: u64,
     /// The step was cut short by Ctrl-C / SIGTERM.
     pub interrupted: bool,
+    /// Why the target went down for good during the step (a stdio child that exited): the
+    /// step failed and the sweep ended there. Empty otherwise.
+    #[serde(default)]
+    pub target_down: Option<String>,
 }
 
 /// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
@@ -121,7 +125,7 @@ pub fn us_to_ms(us: f64) -> f64 {
 }
 
 /// What the engine knows of a step besides its merged [`Stats`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct StepFacts {
     pub step: u32,
     pub model: Model,
@@ -133,6 +137,8 @@ pub struct StepFacts {
     pub dropped_arrivals: Option<u64>,
     pub in_flight_at_end: u64,
     pub interrupted: bool,
+    /// Why the target went down for good during the step, when it did.
+    pub target_down: Option<String>,
 }
 
 impl StepFacts {
@@ -149,6 +155,7 @@ impl StepFacts {
             dropped_arrivals: None,
             in_flight_at_end: 0,
             interrupted: false,
+            target_down: None,
         }
     }
 }
@@ -222,6 +229,7 @@ impl StepSummary {
             service_mean_ms: service.mean,
             in_flight_at_end: f.in_flight_at_end,
             interrupted: f.interrupted,
+            target_down: f.target_down,
         }
     }
 

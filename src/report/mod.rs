@@ -52,7 +52,7 @@ mod terminal;
 
 pub use hlog::{Interval, read_hlog, step_histograms};
 pub use progress::Progress;
-pub use redact::{REDACTED, SECRET_KEY_PARTS, redact};
+pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
 pub use summary::{RunStatus, RunSummary, SCHEMA_VERSION, StepRecord};
 pub use tables::{TimeseriesRow, read_steps, read_timeseries};
 pub use terminal::use_color;
@@ -80,6 +80,8 @@ pub const SUMMARY_JSON: &str = "summary.json";
 pub const REPORT_HTML: &str = "report.html";
 /// The stdio target's standard error, when the engine captured it.
 pub const TARGET_STDERR: &str = "target-stderr.log";
+/// The built-in target's own counters when it stopped (what `mcpload serve --stats` writes).
+pub const TARGET_STATS: &str = "target-stats.json";
 
 /// Why a run folder could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -143,8 +145,8 @@ pub struct ProfileCopy {
     /// The profile's file name (or path) as the user gave it; its extension names the copy,
     /// `profile.<ext>` (`profile.toml` without one).
     pub source: String,
-    /// The text exactly as read. Secrets should reach the profile through environment
-    /// variables, since the copy is verbatim.
+    /// The text to store, as given: the caller redacts what may be secret in it (the run
+    /// does; docs/results.md).
     pub text: String,
 }
 
@@ -383,6 +385,14 @@ impl RunFolder {
         };
         s.finished_at = Some(now_rfc3339());
         self.each(|r, s| r.changed(s))
+    }
+
+    /// Records the built-in target's final counters, once it has stopped.
+    pub fn record_target_stats(&self, stats: &impl serde::Serialize) -> Result<(), ReportError> {
+        let path = self.dir.join(TARGET_STATS);
+        let mut text = serde_json::to_vec_pretty(stats).map_err(|e| ReportError::json(&path, e))?;
+        text.push(b'\n');
+        fs::write(&path, text).map_err(|e| ReportError::io(&path, e))
     }
 
     /// Ends the run (after [`RunFolder::record_end`]) with the gates checked on it: writes the

@@ -4,15 +4,17 @@
 //! gates.
 
 mod plan;
+mod signals;
 
 pub use plan::{LevelsFlag, Overrides, Plan, PlanError, TargetFlag, plan};
+pub use signals::{signals, stop_on_signals};
 
 use crate::analysis::Thresholds;
 use crate::client::{ConnectOptions, Connected, Connector, Endpoint, Revision, ServerInfo};
 use crate::engine::{self, BatchShape, FanOut, SweepEnd, Workload};
 use crate::load::mix::Mix;
 use crate::metrics::Model;
-use crate::report::{self, Finished, Progress, RunFolder};
+use crate::report::{self, Finished, Progress, RunFolder, Secrets};
 use crate::server::{self, RunningTarget};
 use crate::transport::{AnyTransport, StdioOptions};
 use std::path::PathBuf;
@@ -50,11 +52,23 @@ pub enum RunError {
 /// its first step leaves no empty folder behind (a stdio child's stderr log is kept).
 pub async fn execute(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
     let dir = plan.dir.clone();
+    let secrets = plan.secrets();
     let result = run_plan(plan, cancel).await;
     if result.is_err() {
         let _ = std::fs::remove_dir(&dir); // only succeeds when empty
     }
-    result
+    result.map_err(|e| e.scrubbed(&secrets))
+}
+
+impl RunError {
+    /// The error with the run's secrets scrubbed out of its message (a URL's password in a
+    /// connection error, a header value in a transport's complaint).
+    fn scrubbed(self, secrets: &Secrets) -> RunError {
+        match self {
+            RunError::Plan(e) => RunError::Plan(PlanError::Usage(secrets.scrub(&e.to_string()))),
+            other => RunError::Failed(secrets.scrub(&other.to_string())),
+        }
+    }
 }
 
 async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
@@ -89,9 +103,6 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         cancel,
     )
     .await;
-    if let Some(b) = builtin {
-        b.shutdown().await;
-    }
     let color = report::use_color(&std::io::stdout());
     let (end, mut transports) = match swept {
         Ok(done) => done,
@@ -102,7 +113,12 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
             return Err(RunError::Sink(e));
         }
     };
+    // The connections close first (a legacy session's DELETE must reach the target), then
+    // the built-in target stops and its final counters are kept.
     engine::close_all(&mut transports).await;
+    if let Some(b) = builtin {
+        folder.record_target_stats(&b.shutdown().await)?;
+    }
     let done = finish(folder, &plan.thresholds, color)?;
     let failed_gates = done
         .summary

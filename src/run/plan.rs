@@ -3,7 +3,7 @@
 //! settings as summary.json records them.
 
 use crate::analysis::{StopCriteria, Thresholds};
-use crate::client::ProtocolChoice;
+use crate::client::{ProtocolChoice, expand_env};
 use crate::engine::Sweep;
 use crate::load::mix::Mix;
 use crate::metrics::Model;
@@ -11,9 +11,11 @@ use crate::profile::{
     Batch, Criteria, Levels, Load, LoadModel, Method, Op, Profile, ProfileError, Source, Spacing,
     TargetSpec,
 };
-use crate::report::{self, ProfileCopy, RunSpec};
+use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
+use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -305,17 +307,11 @@ fn criteria(c: &Criteria, o: &Overrides) -> StopCriteria {
     }
 }
 
-/// A run name from the target alone: `builtin`, the URL's `host-port`, or the program's name.
+/// A run name from the target alone: `builtin`, the URL's `host-port` (never its userinfo),
+/// or the program's name.
 fn target_name(t: &TargetSpec) -> String {
     if let Some(url) = &t.url {
-        let host = url
-            .split("://")
-            .nth(1)
-            .unwrap_or(url)
-            .split('/')
-            .next()
-            .unwrap_or("http");
-        return host.replace(':', "-");
+        return report::url_host(url).unwrap_or("http").replace(':', "-");
     }
     if let Some(cmd) = &t.stdio {
         let program = cmd.split_whitespace().next().unwrap_or("stdio");
@@ -404,8 +400,65 @@ impl Plan {
         spec.criteria = c.clone();
         spec.profile = self.source.as_ref().map(|s| ProfileCopy {
             source: s.path.display().to_string(),
-            text: s.text.clone(),
+            text: redacted_profile(&s.text),
         });
         spec
     }
+
+    /// The run's secret values, to scrub out of its error messages: header values (as written
+    /// and expanded), environment values, the URL's userinfo and query values.
+    pub(super) fn secrets(&self) -> Secrets {
+        let t = &self.target;
+        let mut secrets = Secrets::default();
+        for value in t.headers.values() {
+            secrets.add(value);
+            if let Ok(expanded) = expand_env(value, |var| std::env::var(var).ok()) {
+                secrets.add(&expanded);
+            }
+        }
+        t.env.values().for_each(|v| secrets.add(v));
+        if let Some(url) = &t.url {
+            secrets.add_url(url);
+        }
+        secrets
+    }
+}
+
+/// Where a profile writes what may be secret: `target.url`, the header values and the
+/// environment values.
+#[derive(Default, Deserialize)]
+struct SecretPlaces {
+    #[serde(default)]
+    target: SecretTargetPlaces,
+}
+
+#[derive(Default, Deserialize)]
+struct SecretTargetPlaces {
+    url: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    headers: BTreeMap<String, toml::Spanned<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, toml::Spanned<String>>,
+}
+
+/// The profile's text with the URL shown as [`report::redact_url`] shows it and every header and
+/// environment value replaced by `"[redacted]"`, in place: the rest of the text (comments,
+/// layout) stays as written and the copy is still a profile that parses.
+fn redacted_profile(text: &str) -> String {
+    let places: SecretPlaces = toml::from_str(text).unwrap_or_default();
+    let t = places.target;
+    let mut edits: Vec<(std::ops::Range<usize>, String)> = t
+        .headers
+        .values()
+        .chain(t.env.values())
+        .map(|v| (v.span(), report::REDACTED.to_owned()))
+        .chain(t.url.map(|u| (u.span(), report::redact_url(u.get_ref()))))
+        .collect();
+    edits.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
+    let mut out = text.to_owned();
+    for (span, value) in edits {
+        // A JSON string is also a TOML basic string.
+        out.replace_range(span, &Value::String(value).to_string());
+    }
+    out
 }

@@ -241,7 +241,10 @@ fn delete(shared: &Shared, h: &HeaderMap) -> Response<Body> {
     }
     match header(h, SESSION_HEADER) {
         None => text(400, "DELETE needs Mcp-Session-Id\n"),
-        Some(id) if shared.sessions.close(id) => respond(200, "", Bytes::new()),
+        Some(id) if shared.sessions.close(id) => {
+            Stats::add(&shared.stats.sessions_closed, 1);
+            respond(200, "", Bytes::new())
+        }
         Some(_) => text(404, "unknown session\n"),
     }
 }

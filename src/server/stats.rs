@@ -41,6 +41,7 @@ pub(crate) struct Stats {
     pub batches: AtomicU64,
     pub batch_rejected: AtomicU64,
     pub sessions_opened: AtomicU64,
+    pub sessions_closed: AtomicU64,
     pub connections_refused: AtomicU64,
     in_flight: AtomicU64,
     in_flight_max: AtomicU64,
@@ -139,6 +140,7 @@ impl Stats {
             connections_max: g(&self.connections_max),
             connections_refused: g(&self.connections_refused),
             sessions_opened: g(&self.sessions_opened),
+            sessions_closed: g(&self.sessions_closed),
             faults: FaultCounts {
                 drop: f(FaultKind::Drop),
                 null_id: f(FaultKind::NullId),
@@ -253,6 +255,8 @@ pub struct StatsSnapshot {
     pub connections_refused: u64,
     /// Legacy sessions handed out.
     pub sessions_opened: u64,
+    /// Legacy sessions ended by the client's DELETE.
+    pub sessions_closed: u64,
     /// Faults injected, by kind.
     pub faults: FaultCounts,
     /// What a correct client counts for the answers written.

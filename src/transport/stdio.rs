@@ -241,6 +241,7 @@ impl StdioTransport {
             self.ready.push_back(self.unreadable(Unreadable::Truncated));
         }
         self.rbuf.clear();
+        self.scanned = 0;
         let status = match self.child.try_wait() {
             Ok(Some(s)) => format!("child exited ({s})"),
             _ => "child closed its output".to_string(),

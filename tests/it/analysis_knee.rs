@@ -29,6 +29,7 @@ fn sweep(model: Model, points: &[(f64, f64)]) -> Vec<StepSummary> {
                 dropped_arrivals: None,
                 in_flight_at_end: 0,
                 interrupted: false,
+                target_down: None,
             },
             &stats,
         );

@@ -18,6 +18,7 @@ mod report_folder;
 mod report_hlog_python;
 mod run_compare;
 mod run_faults;
+mod run_hostile_defects;
 mod run_profiles;
 mod run_sweep;
 mod serve_capacity;
