@@ -1,6 +1,7 @@
 //! The servers the tests talk to, started as children on 127.0.0.1 and killed when dropped:
-//! the built-in target (`mcpload serve`, the real binary) and the installed third-party ones
-//! (the TypeScript "everything" server, the Python SDK server), by command line.
+//! the built-in target (`mcpload serve`, the real binary, also playing a hostile server) and
+//! the installed third-party ones (the TypeScript "everything" server, the Python SDK
+//! server), by command line.
 
 use super::installed::installed;
 use serde_json::Value;
@@ -11,6 +12,13 @@ use std::time::Duration;
 /// `mcpload serve ARGS` over HTTP: each flag of `mcpload serve` is an option here.
 pub fn serve(args: &[&str]) -> Server {
     start_http(&serve_cmd(args))
+}
+
+/// `mcpload serve --hostile KIND --hostile-every EVERY` over HTTP: every EVERYth tools/call
+/// gets the misbehaviour KIND. Its `GET /stats` ([`target_stats`]) is the ground truth
+/// `{calls_received, hostile_answers, connections}`.
+pub fn serve_hostile(kind: &str, every: u64) -> Server {
+    serve(&["--hostile", kind, "--hostile-every", &every.to_string()])
 }
 
 /// The command line of `mcpload serve ARGS` (for `--stdio`, or for [`start_http`]).
