@@ -11,6 +11,7 @@ mod analysis_knee;
 mod codec;
 mod correlator_identity;
 mod correlator_rows;
+mod hostile;
 mod layering;
 mod probe_servers;
 mod report_browser;

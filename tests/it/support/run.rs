@@ -1,10 +1,13 @@
-//! `mcpload run` end to end: write a profile, run the real binary, read the run folder back
-//! (steps.csv, summary.json).
+//! `mcpload run` end to end: write a profile, run the real binary (or watch it: time and
+//! peak memory), read the run folder back (steps.csv, summary.json).
 
 use super::bin;
 use serde_json::Value;
+use std::collections::HashSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// Writes `text` as `<dir>/<name>.toml` and returns its path.
 pub fn profile(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -55,26 +58,147 @@ pub fn num(row: &std::collections::HashMap<String, String>, col: &str) -> f64 {
         .unwrap_or_else(|_| panic!("{col} = {:?} is no number", row[col]))
 }
 
+/// The ends of a request in the pairing identity of docs/metrics.md: each request sent ends
+/// as exactly one of these.
+pub const ENDS: [&str; 11] = [
+    "ok",
+    "errors",
+    "both_result_error",
+    "invalid_jsonrpc",
+    "missing",
+    "timeouts",
+    "http_429",
+    "http_503",
+    "http_other",
+    "transport_errors",
+    "in_flight_at_end",
+];
+
+/// The requests of one steps.csv row that ended one way or another (the identity's right side).
+pub fn ended(row: &std::collections::HashMap<String, String>) -> f64 {
+    ENDS.iter().map(|t| num(row, t)).sum()
+}
+
 /// The pairing identity of docs/metrics.md on one steps.csv row.
 pub fn assert_identity(row: &std::collections::HashMap<String, String>) {
-    let terms = [
-        "ok",
-        "errors",
-        "both_result_error",
-        "invalid_jsonrpc",
-        "missing",
-        "timeouts",
-        "http_429",
-        "http_503",
-        "http_other",
-        "transport_errors",
-        "in_flight_at_end",
-    ];
-    let sum: f64 = terms.iter().map(|t| num(row, t)).sum();
     assert_eq!(
         num(row, "requests"),
-        sum,
+        ended(row),
         "pairing identity, step {}",
         row["step"]
     );
+}
+
+/// What [`run_watched`] saw of one `mcpload run`.
+pub struct Watched {
+    /// What it printed, and how it ended (killed, when it overran its budget).
+    pub output: Output,
+    pub elapsed: Duration,
+    /// Its peak resident memory (VmHWM), KiB: the last value read before it exited. The
+    /// process alone: a stdio target it started is not counted.
+    pub peak_rss_kib: u64,
+    /// The most TCP connections it held open at once (of those seen every 50 ms).
+    pub peak_tcp_connections: usize,
+    /// Still running at its budget, so killed.
+    pub overran: bool,
+}
+
+/// Runs `mcpload run --quiet ARGS` (no colour), reading its peak memory and open connections
+/// every 50 ms; kills it
+/// when it is still running after `budget`, so that a hang fails the test instead of stalling
+/// it.
+pub fn run_watched(args: &[&str], budget: Duration) -> Watched {
+    let start = Instant::now();
+    let mut child = bin()
+        .arg("run")
+        .arg("--quiet")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcpload run");
+    let stdout = read_all(child.stdout.take().unwrap());
+    let stderr = read_all(child.stderr.take().unwrap());
+    let pid = child.id();
+    let proc_status = format!("/proc/{pid}/status");
+    let mut peak_rss_kib = 0;
+    let mut peak_tcp_connections = 0;
+    let mut overran = false;
+    let status = loop {
+        // Read before reaping: an exited process has no VmHWM line any more.
+        if let Some(kib) = vm_hwm_kib(&proc_status) {
+            peak_rss_kib = kib;
+        }
+        peak_tcp_connections = peak_tcp_connections.max(open_tcp_connections(pid));
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > budget {
+            overran = true;
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let elapsed = start.elapsed();
+    Watched {
+        output: Output {
+            status,
+            stdout: stdout.join().unwrap(),
+            stderr: stderr.join().unwrap(),
+        },
+        elapsed,
+        peak_rss_kib,
+        peak_tcp_connections,
+        overran,
+    }
+}
+
+/// Reads a child's pipe to its end on a thread of its own.
+fn read_all(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    })
+}
+
+/// The `VmHWM` line of a /proc/<pid>/status file, in KiB.
+fn vm_hwm_kib(proc_status: &str) -> Option<u64> {
+    std::fs::read_to_string(proc_status)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The established IPv4 TCP connections of process `pid`: its socket descriptors that
+/// /proc/net/tcp lists in state 01. Counted by inode: a table read while sockets come and go
+/// may list one twice.
+fn open_tcp_connections(pid: u32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    let sockets: HashSet<String> = fds
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy();
+            Some(link.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let established: HashSet<&str> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|cols| cols.len() > 9 && cols[3] == "01" && sockets.contains(cols[9]))
+        .map(|cols| cols[9])
+        .collect();
+    established.len()
 }

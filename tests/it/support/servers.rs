@@ -1,6 +1,7 @@
 //! The servers the tests talk to, started as children on 127.0.0.1 and killed when dropped:
-//! the built-in target (`mcpload serve`, the real binary) and the installed third-party ones
-//! (the TypeScript "everything" server, the Python SDK server), by command line.
+//! the built-in target (`mcpload serve`, the real binary, also playing a hostile server) and
+//! the installed third-party ones (the TypeScript "everything" server, the Python SDK
+//! server), by command line.
 
 use super::installed::installed;
 use serde_json::Value;
@@ -11,6 +12,13 @@ use std::time::Duration;
 /// `mcpload serve ARGS` over HTTP: each flag of `mcpload serve` is an option here.
 pub fn serve(args: &[&str]) -> Server {
     start_http(&serve_cmd(args))
+}
+
+/// `mcpload serve --hostile KIND --hostile-every EVERY` over HTTP: every EVERYth tools/call
+/// gets the misbehaviour KIND. Its `GET /stats` ([`target_stats`]) is the ground truth
+/// `{calls_received, hostile_answers, connections}`.
+pub fn serve_hostile(kind: &str, every: u64) -> Server {
+    serve(&["--hostile", kind, "--hostile-every", &every.to_string()])
 }
 
 /// The command line of `mcpload serve ARGS` (for `--stdio`, or for [`start_http`]).
@@ -115,7 +123,8 @@ pub fn start_http(cmd: &[String]) -> Server {
     server
 }
 
-/// `GET /stats` of the target served at `url`, over a plain socket.
+/// `GET /stats` of the target served at `url`, over a plain socket. The body is read by its
+/// `Content-Length`, not to the end of the connection: a hostile server keeps it open.
 pub fn target_stats(url: &str) -> Value {
     use std::io::{Read, Write};
     let authority = url
@@ -131,7 +140,21 @@ pub fn target_stats(url: &str) -> Value {
     )
     .unwrap();
     let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let body = text.split_once("\r\n\r\n").expect("a body").1;
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    let mut chunk = [0u8; 8192];
+    let body = loop {
+        let n = s.read(&mut chunk).unwrap();
+        text.push_str(std::str::from_utf8(&chunk[..n]).expect("a UTF-8 answer"));
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let length = head
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+        match length {
+            Some(length) if body.len() >= length => break &body[..length],
+            _ if n == 0 => break body,
+            _ => {}
+        }
+    };
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
