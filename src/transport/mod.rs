@@ -24,7 +24,6 @@
 //! Every [`Event::Message`] carries the instant its bytes were parsed off the wire, so the
 //! latency does not include the time the worker took to look at it.
 
-mod h1;
 mod http;
 pub mod sse;
 mod stdio;

@@ -1,9 +1,10 @@
 //! A bare HTTP/1.1 client connection for `http://` load, polled inline by the exchange using
 //! it (no task, no channel, no header map per request): the request is written from one
-//! buffer, the answer's head parsed with httparse, its body framed by Content-Length, chunked
-//! coding or the connection's end. One request at a time; nothing is ever retried.
+//! buffer, the answer's head parsed with httparse, its body framed by `body`. One request at a
+//! time; nothing is ever retried.
 
-use super::{BodyKind, TransportError};
+use super::body::{Chunk, Framing, Step, next_piece};
+use crate::transport::{BodyKind, TransportError};
 use bytes::{Buf, BytesMut};
 use std::mem::MaybeUninit;
 use std::pin::Pin;
@@ -13,13 +14,11 @@ use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 
 /// Largest answer head (or trailer section) accepted.
-const MAX_HEAD: usize = 64 << 10;
+pub(super) const MAX_HEAD: usize = 64 << 10;
 /// Most headers an answer head may have (as many as hyper allows).
 const MAX_HEADERS: usize = 100;
 /// Room a read offers the socket at least.
 const READ_CHUNK: usize = 8 << 10;
-/// Longest chunk-size line accepted (extensions included).
-const MAX_CHUNK_LINE: usize = 1024;
 
 /// What the exchange needs of an answer's head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,39 +59,8 @@ pub fn retry_after_seconds(value: &[u8]) -> Option<u64> {
     )
 }
 
-/// How the body's end is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Framing {
-    Length(u64),
-    Chunked(Chunk),
-    UntilClose,
-    Empty,
-}
-
-/// Where a chunked body is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Chunk {
-    /// Before a chunk-size line.
-    Size,
-    /// Inside a chunk's data, so many bytes left.
-    Data(u64),
-    /// After a chunk's data, before its CRLF.
-    DataEnd,
-    /// After the last chunk: trailer lines up to an empty one.
-    Trailers,
-}
-
-/// What the buffer yields next of a body.
-#[derive(Debug, PartialEq, Eq)]
-enum Step {
-    /// The first `n` bytes of the buffer are body data.
-    Data(usize),
-    NeedMore,
-    End,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
+pub(super) enum State {
     Idle,
     Writing,
     ReadingHead,
@@ -102,21 +70,21 @@ enum State {
 /// One HTTP/1.1 connection and its buffers, reused request after request.
 #[derive(Debug)]
 pub struct H1Conn {
-    tcp: TcpStream,
-    state: State,
+    pub(super) tcp: TcpStream,
+    pub(super) state: State,
     /// The request being written; `written` bytes of it are out.
-    wbuf: Vec<u8>,
-    written: usize,
-    rbuf: BytesMut,
+    pub(super) wbuf: Vec<u8>,
+    pub(super) written: usize,
+    pub(super) rbuf: BytesMut,
     /// The answer (or its framing) ends the connection after this exchange.
-    closing: bool,
+    pub(super) closing: bool,
 }
 
-fn malformed(what: &str) -> TransportError {
+pub(super) fn malformed(what: &str) -> TransportError {
     TransportError::Request(format!("malformed HTTP answer: {what}"))
 }
 
-fn io_error(e: std::io::Error) -> TransportError {
+pub(super) fn io_error(e: std::io::Error) -> TransportError {
     if e.kind() == std::io::ErrorKind::TimedOut {
         TransportError::Timeout(e.to_string())
     } else {
@@ -124,7 +92,7 @@ fn io_error(e: std::io::Error) -> TransportError {
     }
 }
 
-fn closed_early() -> TransportError {
+pub(super) fn closed_early() -> TransportError {
     TransportError::Request("the connection closed before the answer's end".into())
 }
 
@@ -355,138 +323,9 @@ impl H1Conn {
     }
 }
 
-/// Moves a body along on what the buffer holds.
-fn next_piece(framing: &mut Framing, buf: &mut BytesMut) -> Result<Step, TransportError> {
-    let chunk = match framing {
-        Framing::Empty | Framing::Length(0) => return Ok(Step::End),
-        _ if buf.is_empty() => return Ok(Step::NeedMore),
-        Framing::UntilClose => return Ok(Step::Data(buf.len())),
-        Framing::Length(left) => {
-            let n = (*left).min(buf.len() as u64);
-            *left -= n;
-            return Ok(Step::Data(n as usize));
-        }
-        Framing::Chunked(chunk) => chunk,
-    };
-    loop {
-        match chunk {
-            Chunk::Size => match httparse::parse_chunk_size(buf) {
-                Ok(httparse::Status::Complete((len, size))) => {
-                    buf.advance(len);
-                    *chunk = if size == 0 {
-                        Chunk::Trailers
-                    } else {
-                        Chunk::Data(size)
-                    };
-                }
-                Ok(httparse::Status::Partial) if buf.len() > MAX_CHUNK_LINE => {
-                    return Err(malformed("chunk-size line over 1 KiB"));
-                }
-                Ok(httparse::Status::Partial) => return Ok(Step::NeedMore),
-                Err(_) => return Err(malformed("bad chunk size")),
-            },
-            Chunk::Data(left) => {
-                if buf.is_empty() {
-                    return Ok(Step::NeedMore);
-                }
-                let n = (*left).min(buf.len() as u64);
-                *left -= n;
-                if *left == 0 {
-                    *chunk = Chunk::DataEnd;
-                }
-                return Ok(Step::Data(n as usize));
-            }
-            Chunk::DataEnd => {
-                if buf.len() < 2 {
-                    return Ok(Step::NeedMore);
-                }
-                if &buf[..2] != b"\r\n" {
-                    return Err(malformed("chunk data not followed by CRLF"));
-                }
-                buf.advance(2);
-                *chunk = Chunk::Size;
-            }
-            Chunk::Trailers => match memchr::memmem::find(buf, b"\r\n") {
-                Some(0) => {
-                    buf.advance(2);
-                    *framing = Framing::Empty;
-                    return Ok(Step::End);
-                }
-                Some(at) => buf.advance(at + 2),
-                None if buf.len() > MAX_HEAD => return Err(malformed("trailers over 64 KiB")),
-                None => return Ok(Step::NeedMore),
-            },
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Feeds `wire` to a body framed as `framing`, cut into pieces of `cut` bytes, and
-    /// collects the data; `Err` names the first failure.
-    fn decode(framing: Framing, wire: &[u8], cut: usize) -> Result<Vec<u8>, TransportError> {
-        let mut framing = framing;
-        let mut buf = BytesMut::new();
-        let mut data = Vec::new();
-        let mut pieces = wire.chunks(cut);
-        loop {
-            match next_piece(&mut framing, &mut buf)? {
-                Step::Data(n) => {
-                    data.extend_from_slice(&buf[..n]);
-                    buf.advance(n);
-                }
-                Step::End => return Ok(data),
-                Step::NeedMore => match pieces.next() {
-                    Some(p) => buf.extend_from_slice(p),
-                    None => return Err(closed_early()),
-                },
-            }
-        }
-    }
-
-    #[test]
-    fn chunked_bodies_decode_whatever_the_cuts() {
-        let wire = b"5\r\nhello\r\n1;ext=1\r\n \r\n6\r\nworld!\r\n0\r\nx-trailer: 1\r\n\r\n";
-        for cut in 1..wire.len() {
-            let got = decode(Framing::Chunked(Chunk::Size), wire, cut).unwrap();
-            assert_eq!(got, b"hello world!", "cut {cut}");
-        }
-        let plain = b"0\r\n\r\n";
-        assert_eq!(
-            decode(Framing::Chunked(Chunk::Size), plain, 2).unwrap(),
-            b""
-        );
-    }
-
-    #[test]
-    fn broken_chunked_bodies_are_errors_not_hangs() {
-        let cases: [&[u8]; 4] = [
-            b"zz\r\nhello\r\n0\r\n\r\n",
-            b"5\r\nhelloXX0\r\n\r\n",
-            b"5\r\nhel",
-            b"5\r\nhello\r\n",
-        ];
-        for wire in cases {
-            assert!(
-                decode(Framing::Chunked(Chunk::Size), wire, 3).is_err(),
-                "{:?}",
-                String::from_utf8_lossy(wire)
-            );
-        }
-        let endless_size = vec![b'1'; 2 * MAX_CHUNK_LINE];
-        assert!(decode(Framing::Chunked(Chunk::Size), &endless_size, 64).is_err());
-    }
-
-    #[test]
-    fn length_and_close_framing_stop_where_they_should() {
-        assert_eq!(decode(Framing::Length(5), b"hello", 2).unwrap(), b"hello");
-        assert!(decode(Framing::Length(6), b"hello", 2).is_err());
-        assert_eq!(decode(Framing::Empty, b"", 1).unwrap(), b"");
-        // A body read to the connection's end: the end shows as the pieces running out.
-        assert!(decode(Framing::UntilClose, b"abc", 1).is_err());
-    }
 
     #[test]
     fn content_types_name_the_body_kind() {
