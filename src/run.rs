@@ -466,9 +466,19 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         Model::Open => plan.load.max_in_flight,
     }
     .clamp(1, 4096);
+    // Over HTTP the workers split the pool: each needs a connection of its own.
+    let workers = match &plan.target.stdio {
+        Some(_) => 1,
+        None => plan
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .min(pool),
+    }
+    .clamp(1, 64);
     let opts = ConnectOptions {
         protocol: t.protocol,
         pool_size: pool,
+        transports: workers,
         list_tools: true,
         ..ConnectOptions::default()
     };
@@ -509,13 +519,6 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         source: s.path.display().to_string(),
         text: s.text.clone(),
     });
-    let workers = match &plan.target.stdio {
-        Some(_) => 1,
-        None => plan
-            .workers
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
-    }
-    .clamp(1, 64);
     let mut transports = vec![connected.transport];
     for _ in 1..workers {
         let t = connector

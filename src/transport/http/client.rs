@@ -1,41 +1,39 @@
-//! How requests reach the target: the options, hyper's pooled client (rustls with the
-//! platform's roots; it carries `https://` load, handshakes and side requests) and the headers
-//! every request carries.
+//! Where the target is and what every request to it carries: the URL's parts, how a
+//! connection is opened (TCP, or rustls with ring and the platform's roots for `https://`,
+//! HTTP/1.1 only), and the head each request starts with.
 
-use super::Reply;
-use super::body::{BodyReader, Piece};
-use super::connection::{content_kind, retry_after_seconds};
+use super::connection::{Connection, Tls};
 use crate::protocol::headers;
-use crate::transport::TransportError;
-use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::{Client, ResponseFuture};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use crate::transport::{McpHeaders, TransportError};
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use rustls::pki_types::ServerName;
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub(super) const SESSION_HEADER: HeaderName = HeaderName::from_static(headers::SESSION_ID);
 pub(super) const VERSION_HEADER: HeaderName = HeaderName::from_static(headers::PROTOCOL_VERSION);
 pub(super) const METHOD_HEADER: HeaderName = HeaderName::from_static(headers::METHOD);
 pub(super) const NAME_HEADER: HeaderName = HeaderName::from_static(headers::NAME);
-/// Headers an own connection writes per request, never from the custom headers' prefix.
-pub(super) const SET_PER_REQUEST: [HeaderName; 3] = [CONTENT_LENGTH, METHOD_HEADER, NAME_HEADER];
+/// Headers written per request, never from the custom headers into the prefix.
+const SET_PER_REQUEST: [HeaderName; 3] = [CONTENT_LENGTH, METHOD_HEADER, NAME_HEADER];
 
-/// How the HTTP client is built.
+/// How the HTTP client and its transports are set up.
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
-    /// Idle connections kept per host: size it to the requests in flight, so a steady load
-    /// never reconnects.
+    /// The most connections a transport has open to the target at once, busy or idle.
+    /// Everything it sends goes over them (the load, the handshake, cancel notifications,
+    /// a session's re-initialization and DELETE, probes); a request that finds them all busy
+    /// waits for the first one free. Size it to the requests in flight, so a steady load
+    /// never waits or reconnects.
     pub pool_size: usize,
     /// Headers sent on every request (custom headers, already expanded). Values are marked
     /// sensitive so they never show in debug output.
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Largest JSON body or SSE event accepted; a larger one is dropped and counted.
     pub max_message_bytes: usize,
+    /// Bound on opening a connection: TCP, and TLS for `https://`.
     pub connect_timeout: Duration,
     /// Longest an exchange may stay open (request, answer and stream); `None`: unbounded.
     pub exchange_timeout: Option<Duration>,
@@ -53,201 +51,236 @@ impl Default for HttpOptions {
     }
 }
 
-/// The shared HTTP client: one hyper connection pool and the headers every request carries.
-/// Cloning shares the pool.
+/// The target of every transport made from it: its URL, how to connect, the headers every
+/// request carries. Cloning shares it.
 #[derive(Clone)]
 pub struct HttpClient {
-    pub(super) pool: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    target: Arc<Target>,
+}
+
+struct Target {
+    url: Uri,
+    /// The host to connect to (an IPv6 literal without its brackets) and its port.
+    host: String,
+    port: u16,
+    /// `Some` for `https://`.
+    tls: Option<Tls>,
+    connect_timeout: Duration,
+    /// The request target in origin form (`/path?query`).
+    path: String,
+    /// The `Host` header: the URL's host, and its port when the URL names one.
+    host_header: HeaderValue,
     /// `Accept`, `Content-Type` and the custom headers (values marked sensitive).
-    pub(super) base: Arc<HeaderMap>,
+    base: HeaderMap,
 }
 
 impl std::fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Custom headers may hold secrets: only their number is shown.
         f.debug_struct("HttpClient")
-            .field("headers", &self.base.len())
+            .field("url", &self.target.url)
+            .field("headers", &self.target.base.len())
             .finish_non_exhaustive()
     }
 }
 
-impl HttpClient {
-    /// A request to `uri` with the base headers and each `extra` header that is set. Built
-    /// from parts already parsed: no URL parsing, no header map cloned.
-    pub(super) fn request(
-        &self,
-        method: Method,
-        uri: &Uri,
-        body: Bytes,
-        extra: [(HeaderName, Option<&HeaderValue>); 5],
-    ) -> Request<Full<Bytes>> {
-        let mut req = Request::new(Full::new(body));
-        *req.method_mut() = method;
-        *req.uri_mut() = uri.clone();
-        let headers = req.headers_mut();
-        headers.reserve(self.base.len() + extra.len());
-        for (k, v) in self.base.iter() {
-            headers.append(k.clone(), v.clone());
-        }
-        for (k, v) in extra {
-            if let Some(v) = v {
-                headers.insert(k, v.clone());
-            }
-        }
-        req
-    }
-
-    pub(super) fn send(&self, req: Request<Full<Bytes>>) -> ResponseFuture {
-        self.pool.request(req)
-    }
-}
-
-/// Builds the shared HTTP client: hyper's pooled client, rustls (ring) with the platform's
-/// roots, HTTP/1.1 and h2 by ALPN, no proxy (a proxy would be measured too), Nagle off.
-pub fn build_client(opts: &HttpOptions) -> Result<HttpClient, TransportError> {
+/// rustls with ring, the platform's roots, HTTP/1.1 by ALPN.
+fn platform_tls() -> Result<rustls::ClientConfig, TransportError> {
     use rustls_platform_verifier::BuilderVerifierExt;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| TransportError::Invalid(format!("TLS setup: {e}")))?
         .with_platform_verifier()
         .map_err(|e| TransportError::Invalid(format!("TLS roots: {e}")))?
-        .with_no_client_auth();
-    let mut tcp = HttpConnector::new();
-    tcp.enforce_http(false);
-    tcp.set_nodelay(true);
-    tcp.set_connect_timeout(Some(opts.connect_timeout));
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(tcp);
-    let pool = Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(opts.pool_size.max(1))
-        .pool_idle_timeout(Duration::from_secs(90))
-        .pool_timer(TokioTimer::new())
-        .build(connector);
-    let mut base = HeaderMap::new();
-    base.insert(
-        ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    base.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    for (k, v) in &opts.headers {
-        let mut v = v.clone();
-        v.set_sensitive(true);
-        base.insert(k.clone(), v);
-    }
-    Ok(HttpClient {
-        pool,
-        base: Arc::new(base),
-    })
+        .with_no_client_auth())
 }
 
-/// A transport failure from the client (before the answer's head) or from the body.
-pub(super) fn transport_error(
-    e: &(dyn std::error::Error + 'static),
-    connect: bool,
-) -> TransportError {
-    // The chain carries the useful part (refused, reset, certificate); the outer message
-    // alone often says only "client error".
-    let mut msg = e.to_string();
-    let mut timed_out = false;
-    let mut src = Some(e);
-    while let Some(s) = src {
-        if !std::ptr::addr_eq(s, e) {
-            msg.push_str(": ");
-            msg.push_str(&s.to_string());
+impl HttpClient {
+    /// The client for `url` (`http://` or `https://`): no proxy (a proxy would be measured
+    /// too), Nagle off, certificates checked against the platform's roots.
+    pub fn new(url: &Uri, opts: &HttpOptions) -> Result<Self, TransportError> {
+        let tls = match url.scheme_str() {
+            Some("https") => Some(platform_tls()?),
+            _ => None,
+        };
+        Self::with_tls(url, opts, tls)
+    }
+
+    /// The client for `url`, with `tls` for an `https://` one (tests bring their own roots).
+    pub(super) fn with_tls(
+        url: &Uri,
+        opts: &HttpOptions,
+        tls: Option<rustls::ClientConfig>,
+    ) -> Result<Self, TransportError> {
+        let invalid = |why: &str| TransportError::Invalid(format!("url {url}: {why}"));
+        let https = match url.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(invalid("use http or https")),
+        };
+        let bracketed = url
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or(invalid("no host"))?;
+        let host = bracketed.trim_start_matches('[').trim_end_matches(']');
+        let tls = match (https, tls) {
+            (false, _) => None,
+            (true, None) => return Err(invalid("no TLS setup for https")),
+            (true, Some(mut config)) => {
+                config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                let name = ServerName::try_from(host.to_owned())
+                    .map_err(|e| invalid(&format!("TLS server name: {e}")))?;
+                Some(Tls {
+                    connector: Arc::new(config).into(),
+                    name,
+                })
+            }
+        };
+        let host_header = HeaderValue::from_str(&match url.port_u16() {
+            Some(port) => format!("{bracketed}:{port}"),
+            None => bracketed.to_owned(),
+        })
+        .map_err(|_| invalid("host is not a valid header value"))?;
+        let mut base = HeaderMap::new();
+        base.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        base.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (k, v) in &opts.headers {
+            let mut v = v.clone();
+            v.set_sensitive(true);
+            base.insert(k.clone(), v);
         }
-        timed_out |= s
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
-            || s.downcast_ref::<hyper::Error>()
-                .is_some_and(hyper::Error::is_timeout);
-        src = s.source();
+        Ok(HttpClient {
+            target: Arc::new(Target {
+                url: url.clone(),
+                host: host.to_owned(),
+                port: url.port_u16().unwrap_or(if https { 443 } else { 80 }),
+                tls,
+                connect_timeout: opts.connect_timeout,
+                path: url.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
+                host_header,
+                base,
+            }),
+        })
     }
-    if timed_out {
-        TransportError::Timeout(msg)
-    } else if connect {
-        TransportError::Connect(msg)
-    } else {
-        TransportError::Request(msg)
+
+    pub fn url(&self) -> &Uri {
+        &self.target.url
     }
-}
 
-pub(super) fn client_error(e: &hyper_util::client::legacy::Error) -> TransportError {
-    transport_error(e, e.is_connect())
-}
-
-pub(super) fn body_error(e: &hyper::Error) -> TransportError {
-    transport_error(e, false)
-}
-
-/// The next data chunk of a body (trailers skipped); `None` at its end.
-pub(super) async fn next_chunk(body: &mut Incoming) -> Result<Option<Bytes>, TransportError> {
-    loop {
-        match body.frame().await {
-            None => return Ok(None),
-            Some(Err(e)) => return Err(body_error(&e)),
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    return Ok(Some(data));
-                }
-            }
-        }
-    }
-}
-
-/// Awaits a sent request and reads the whole answer.
-pub(super) async fn read_reply(sent: ResponseFuture, max: usize) -> Result<Reply, TransportError> {
-    let resp = sent.await.map_err(|e| client_error(&e))?;
-    let status = resp.status().as_u16();
-    let headers = resp.headers();
-    let content_type = headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let session_id = headers.get(SESSION_HEADER).cloned();
-    let retry_after_s = headers
-        .get(RETRY_AFTER)
-        .and_then(|v| retry_after_seconds(v.as_bytes()));
-    let kind = content_kind(headers.get(CONTENT_TYPE).map(|v| v.as_bytes()));
-    let mut reader = BodyReader::new(kind, max);
-    let mut body = resp.into_body();
-    let mut messages = Vec::new();
-    let mut unreadable = Vec::new();
-    let mut sink = |p: Piece| match p {
-        Piece::Message(at, b) => messages.push((at, b)),
-        Piece::Unreadable(_, why) => unreadable.push(why),
-    };
-    let mut broken = None;
-    loop {
-        match next_chunk(&mut body).await {
-            Ok(Some(chunk)) => {
-                if !reader.feed(&chunk, Instant::now(), &mut sink) {
-                    break;
-                }
-            }
-            Ok(None) => {
-                reader.finish(Instant::now(), status < 400, &mut sink);
-                break;
-            }
-            Err(e) => {
-                reader.finish(Instant::now(), false, &mut sink);
-                broken = Some(e);
-                break;
-            }
+    /// Opens a new connection to the target (TCP, then TLS for `https://`).
+    pub(super) fn connect(
+        &self,
+    ) -> impl Future<Output = Result<Connection, TransportError>> + Send + use<> {
+        let target = Arc::clone(&self.target);
+        async move {
+            let t = &*target;
+            Connection::connect(&t.host, t.port, t.tls.as_ref(), t.connect_timeout).await
         }
     }
-    Ok(Reply {
-        status,
-        body: reader.kind(),
-        content_type,
-        session_id,
-        retry_after_s,
-        messages,
-        unreadable,
-        broken,
-    })
+}
+
+/// The request methods mcpload sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Method {
+    Post,
+    /// Ends a legacy session.
+    Delete,
+}
+
+/// What every request of one transport starts with: the request line, `Host`, the base
+/// headers, the protocol version and the session, encoded once (and again when the version or
+/// the session changes), so a request costs no header map and no formatting.
+#[derive(Debug)]
+pub(super) struct RequestHead {
+    /// `POST <path> HTTP/1.1` and the headers up to the per-request ones.
+    prefix: Vec<u8>,
+    /// Custom `Mcp-Method` / `Mcp-Name` headers, sent when a request carries none of its own.
+    custom_method: Option<HeaderValue>,
+    custom_name: Option<HeaderValue>,
+}
+
+impl RequestHead {
+    pub(super) fn new(
+        client: &HttpClient,
+        version: Option<&HeaderValue>,
+        session: Option<&HeaderValue>,
+    ) -> Self {
+        let t = &*client.target;
+        let mut w = Vec::with_capacity(256);
+        w.extend_from_slice(b"POST ");
+        w.extend_from_slice(t.path.as_bytes());
+        w.extend_from_slice(b" HTTP/1.1\r\n");
+        // The headers mcpload sets win over custom headers of the same name.
+        let custom = &t.base;
+        let ours = [
+            (&HOST, Some(&t.host_header)),
+            (&VERSION_HEADER, version),
+            (&SESSION_HEADER, session),
+        ];
+        for (name, value) in ours {
+            if let Some(v) = value.or_else(|| custom.get(name)) {
+                push_header(&mut w, name.as_str(), v.as_bytes());
+            }
+        }
+        for (name, value) in custom {
+            if !SET_PER_REQUEST.contains(name) && !ours.iter().any(|(n, _)| *n == name) {
+                push_header(&mut w, name.as_str(), value.as_bytes());
+            }
+        }
+        RequestHead {
+            prefix: w,
+            custom_method: custom.get(METHOD_HEADER).cloned(),
+            custom_name: custom.get(NAME_HEADER).cloned(),
+        }
+    }
+
+    /// Writes a whole request: the prefix, the per-request headers, the body.
+    pub(super) fn encode(
+        &self,
+        method: Method,
+        headers: &McpHeaders,
+        body: &[u8],
+        w: &mut Vec<u8>,
+    ) {
+        match method {
+            Method::Post => w.extend_from_slice(&self.prefix),
+            Method::Delete => {
+                w.extend_from_slice(b"DELETE");
+                w.extend_from_slice(&self.prefix[b"POST".len()..]);
+            }
+        }
+        let per_request = [
+            (
+                &METHOD_HEADER,
+                headers.method.as_ref().or(self.custom_method.as_ref()),
+            ),
+            (
+                &NAME_HEADER,
+                headers.name.as_ref().or(self.custom_name.as_ref()),
+            ),
+        ];
+        for (name, value) in per_request {
+            if let Some(v) = value {
+                push_header(w, name.as_str(), v.as_bytes());
+            }
+        }
+        push_header(
+            w,
+            "content-length",
+            itoa::Buffer::new().format(body.len()).as_bytes(),
+        );
+        w.extend_from_slice(b"\r\n");
+        w.extend_from_slice(body);
+    }
+}
+
+fn push_header(w: &mut Vec<u8>, name: &str, value: &[u8]) {
+    w.extend_from_slice(name.as_bytes());
+    w.extend_from_slice(b": ");
+    w.extend_from_slice(value);
+    w.extend_from_slice(b"\r\n");
 }

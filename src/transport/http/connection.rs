@@ -1,17 +1,23 @@
-//! A bare HTTP/1.1 client connection for `http://` load, polled inline by the exchange using
-//! it (no task, no channel, no header map per request): the request is written from one
+//! One HTTP/1.1 connection to the target, over TCP or rustls, polled inline by the exchange
+//! using it (no task, no channel, no header map per request): the request is written from one
 //! buffer, the answer's head parsed with httparse, its body framed by `body`. One request at a
-//! time; nothing is ever retried.
+//! time; nothing is ever retried. Idle, it tells whether it can take another request.
 
 use super::body::{Chunk, Framing, Step, next_piece};
+use super::client::SESSION_HEADER;
 use crate::transport::{BodyKind, TransportError};
 use bytes::{Buf, BytesMut};
+use http::HeaderValue;
+use rustls::pki_types::ServerName;
+use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, SystemTime};
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncBufRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 /// Largest answer head (or trailer section) accepted.
 pub(super) const MAX_HEAD: usize = 64 << 10;
@@ -21,16 +27,20 @@ const MAX_HEADERS: usize = 100;
 const READ_CHUNK: usize = 8 << 10;
 
 /// What the exchange needs of an answer's head.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Head {
-    pub status: u16,
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Head {
+    pub(super) status: u16,
     /// What `Content-Type` announces.
-    pub kind: BodyKind,
-    pub retry_after_s: Option<u64>,
+    pub(super) kind: BodyKind,
+    pub(super) retry_after_s: Option<u64>,
+    /// `Content-Type` and the session id, kept only for an answer read whole (handshakes,
+    /// probes): a load answer needs neither.
+    pub(super) content_type: Option<String>,
+    pub(super) session_id: Option<HeaderValue>,
 }
 
 /// The body kind a `Content-Type` value announces (`Other` when absent).
-pub fn content_kind(content_type: Option<&[u8]>) -> BodyKind {
+pub(super) fn content_kind(content_type: Option<&[u8]>) -> BodyKind {
     let Some(ct) = content_type else {
         return BodyKind::Other;
     };
@@ -47,7 +57,7 @@ pub fn content_kind(content_type: Option<&[u8]>) -> BodyKind {
 }
 
 /// `Retry-After`: delay-seconds or an HTTP date (seconds from now, 0 if past).
-pub fn retry_after_seconds(value: &[u8]) -> Option<u64> {
+pub(super) fn retry_after_seconds(value: &[u8]) -> Option<u64> {
     let s = std::str::from_utf8(value).ok()?.trim();
     if let Ok(n) = s.parse::<u64>() {
         return Some(n);
@@ -60,32 +70,100 @@ pub fn retry_after_seconds(value: &[u8]) -> Option<u64> {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum State {
+enum State {
     Idle,
     Writing,
     ReadingHead,
     Body(Framing),
 }
 
+/// The bytes under a connection: plain TCP (`http://`) or rustls over TCP (`https://`).
+#[derive(Debug)]
+enum Stream {
+    Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+        }
+    }
+
+    /// Pushes out what TLS still holds of the request (plain TCP holds nothing).
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Stream::Tcp(_) => Poll::Ready(Ok(())),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+
+    fn poll_read_buf(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            Stream::Tcp(s) => tokio_util::io::poll_read_buf(Pin::new(s), cx, buf),
+            Stream::Tls(s) => tokio_util::io::poll_read_buf(Pin::new(&mut **s), cx, buf),
+        }
+    }
+
+    /// Whether the server has neither closed the stream nor sent anything since the last
+    /// answer. Costs no system call unless the socket has news; TLS records that carry no
+    /// data (a TLS 1.3 session ticket) are read and leave the stream quiet.
+    fn is_quiet(&mut self) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self {
+            Stream::Tcp(tcp) => match tcp.poll_read_ready(&mut cx) {
+                Poll::Pending => true,
+                Poll::Ready(Err(_)) => false,
+                // Readiness may be left over from the last answer's read: look once.
+                Poll::Ready(Ok(())) => matches!(
+                    tcp.try_read(&mut [0u8; 1]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock
+                ),
+            },
+            Stream::Tls(tls) => {
+                let (tcp, session) = tls.get_mut();
+                // Data or a close the TLS layer already holds.
+                if !matches!(
+                    session.reader().into_first_chunk(),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock
+                ) {
+                    return false;
+                }
+                match tcp.poll_read_ready(&mut cx) {
+                    Poll::Pending => true,
+                    Poll::Ready(Err(_)) => false,
+                    Poll::Ready(Ok(())) => Pin::new(&mut **tls).poll_fill_buf(&mut cx).is_pending(),
+                }
+            }
+        }
+    }
+}
+
 /// One HTTP/1.1 connection and its buffers, reused request after request.
 #[derive(Debug)]
-pub struct H1Conn {
-    pub(super) tcp: TcpStream,
-    pub(super) state: State,
+pub(super) struct Connection {
+    stream: Stream,
+    state: State,
     /// The request being written; `written` bytes of it are out.
-    pub(super) wbuf: Vec<u8>,
-    pub(super) written: usize,
-    pub(super) rbuf: BytesMut,
+    wbuf: Vec<u8>,
+    written: usize,
+    rbuf: BytesMut,
     /// The answer (or its framing) ends the connection after this exchange.
-    pub(super) closing: bool,
+    closing: bool,
 }
 
 pub(super) fn malformed(what: &str) -> TransportError {
     TransportError::Request(format!("malformed HTTP answer: {what}"))
 }
 
-pub(super) fn io_error(e: std::io::Error) -> TransportError {
-    if e.kind() == std::io::ErrorKind::TimedOut {
+fn io_error(e: io::Error) -> TransportError {
+    if e.kind() == io::ErrorKind::TimedOut {
         TransportError::Timeout(e.to_string())
     } else {
         TransportError::Request(e.to_string())
@@ -96,21 +174,47 @@ pub(super) fn closed_early() -> TransportError {
     TransportError::Request("the connection closed before the answer's end".into())
 }
 
-impl H1Conn {
-    /// Connects (Nagle off) within `timeout`.
-    pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<Self, TransportError> {
-        let tcp = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
-            Ok(Ok(tcp)) => tcp,
-            Ok(Err(e)) => return Err(TransportError::Connect(format!("{host}:{port}: {e}"))),
+/// How `https://` connections are secured: rustls, and the name the certificate must bear.
+#[derive(Clone)]
+pub(super) struct Tls {
+    pub(super) connector: TlsConnector,
+    pub(super) name: ServerName<'static>,
+}
+
+impl Connection {
+    /// Connects (Nagle off) and, with `tls`, completes the TLS handshake, all within
+    /// `timeout`.
+    pub(super) async fn connect(
+        host: &str,
+        port: u16,
+        tls: Option<&Tls>,
+        timeout: Duration,
+    ) -> Result<Self, TransportError> {
+        let open = async {
+            let tcp = TcpStream::connect((host, port))
+                .await
+                .map_err(|e| TransportError::Connect(format!("{host}:{port}: {e}")))?;
+            let _ = tcp.set_nodelay(true);
+            Ok(match tls {
+                None => Stream::Tcp(tcp),
+                Some(tls) => Stream::Tls(Box::new(
+                    tls.connector
+                        .connect(tls.name.clone(), tcp)
+                        .await
+                        .map_err(|e| TransportError::Connect(format!("{host}:{port}: TLS: {e}")))?,
+                )),
+            })
+        };
+        let stream = match tokio::time::timeout(timeout, open).await {
+            Ok(stream) => stream?,
             Err(_) => {
                 return Err(TransportError::Timeout(format!(
                     "connecting to {host}:{port} took over {timeout:?}"
                 )));
             }
         };
-        let _ = tcp.set_nodelay(true);
-        Ok(H1Conn {
-            tcp,
+        Ok(Connection {
+            stream,
             state: State::Idle,
             wbuf: Vec::with_capacity(1024),
             written: 0,
@@ -120,27 +224,14 @@ impl H1Conn {
     }
 
     /// Whether an idle connection can take a request: its last answer was read whole, and
-    /// the server has neither closed it nor sent anything unasked since. Costs no system call
-    /// unless the socket has news.
-    pub fn reusable(&mut self) -> bool {
-        if self.state != State::Idle || self.closing || !self.rbuf.is_empty() {
-            return false;
-        }
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        match self.tcp.poll_read_ready(&mut cx) {
-            Poll::Pending => true,
-            Poll::Ready(Err(_)) => false,
-            // Readiness may be left over from the last answer's read: look once.
-            Poll::Ready(Ok(())) => matches!(
-                self.tcp.try_read(&mut [0u8; 1]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-            ),
-        }
+    /// the server has neither closed it nor sent anything unasked since.
+    pub(super) fn reusable(&mut self) -> bool {
+        self.state == State::Idle && !self.closing && self.rbuf.is_empty() && self.stream.is_quiet()
     }
 
     /// Starts a request on an idle connection: `encode` fills the emptied request buffer
     /// with the whole request, head and body.
-    pub fn start(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
+    pub(super) fn start(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
         debug_assert_eq!(self.state, State::Idle);
         self.wbuf.clear();
         encode(&mut self.wbuf);
@@ -148,22 +239,33 @@ impl H1Conn {
         self.state = State::Writing;
     }
 
-    /// Writes the request, then reads the answer's head (informational heads skipped). A
-    /// server may answer (413, 429) before it has read the whole request: while the write
-    /// is held up, the answer is looked for too, and the connection ends with the exchange.
-    pub fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Head, TransportError>> {
+    /// Writes the request, then reads the answer's head (informational heads skipped);
+    /// `details`: keep what an answer read whole needs ([`Head::content_type`],
+    /// [`Head::session_id`]). A server may answer (413, 429) before it has read the whole
+    /// request: while the write is held up, the answer is looked for too, and the connection
+    /// ends with the exchange.
+    pub(super) fn poll_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        details: bool,
+    ) -> Poll<Result<Head, TransportError>> {
         while self.state == State::Writing {
-            match Pin::new(&mut self.tcp).poll_write(cx, &self.wbuf[self.written..]) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(closed_early())),
-                Poll::Ready(Ok(n)) => {
-                    self.written += n;
-                    if self.written == self.wbuf.len() {
-                        self.state = State::ReadingHead;
-                    }
+            let wrote = if self.written < self.wbuf.len() {
+                match self.stream.poll_write(cx, &self.wbuf[self.written..]) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(closed_early())),
+                    wrote => wrote.map_ok(|n| self.written += n),
                 }
+            } else {
+                // All of it handed over: TLS may still hold some.
+                self.stream
+                    .poll_flush(cx)
+                    .map_ok(|()| self.state = State::ReadingHead)
+            };
+            match wrote {
+                Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(io_error(e))),
                 Poll::Pending => {
-                    if let Some(head) = ready!(self.poll_read_head(cx))? {
+                    if let Some(head) = ready!(self.poll_read_head(cx, details))? {
                         self.closing = true;
                         return Poll::Ready(Ok(head));
                     }
@@ -171,7 +273,7 @@ impl H1Conn {
             }
         }
         loop {
-            if let Some(head) = ready!(self.poll_read_head(cx))? {
+            if let Some(head) = ready!(self.poll_read_head(cx, details))? {
                 return Poll::Ready(Ok(head));
             }
         }
@@ -182,8 +284,9 @@ impl H1Conn {
     fn poll_read_head(
         &mut self,
         cx: &mut Context<'_>,
+        details: bool,
     ) -> Poll<Result<Option<Head>, TransportError>> {
-        if let Some(head) = self.parse_head()? {
+        if let Some(head) = self.parse_head(details)? {
             return Poll::Ready(Ok(Some(head)));
         }
         if self.rbuf.len() > MAX_HEAD {
@@ -192,12 +295,12 @@ impl H1Conn {
         if ready!(self.poll_fill(cx))? == 0 {
             return Poll::Ready(Err(closed_early()));
         }
-        Poll::Ready(self.parse_head())
+        Poll::Ready(self.parse_head(details))
     }
 
     /// Takes a complete final head off the read buffer, if there is one, and sets the
     /// body's framing.
-    fn parse_head(&mut self) -> Result<Option<Head>, TransportError> {
+    fn parse_head(&mut self, details: bool) -> Result<Option<Head>, TransportError> {
         loop {
             // Left uninitialised: zeroing 100 headers per answer would cost more than parsing.
             let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
@@ -222,6 +325,8 @@ impl H1Conn {
                 status,
                 kind: content_kind(None),
                 retry_after_s: None,
+                content_type: None,
+                session_id: None,
             };
             let mut length = None;
             // `Transfer-Encoding`, if any: whether chunked is its last coding.
@@ -231,6 +336,9 @@ impl H1Conn {
                 let name = h.name;
                 if name.eq_ignore_ascii_case("content-type") {
                     head.kind = content_kind(Some(h.value));
+                    if details {
+                        head.content_type = std::str::from_utf8(h.value).ok().map(str::to_owned);
+                    }
                 } else if name.eq_ignore_ascii_case("retry-after") {
                     head.retry_after_s = retry_after_seconds(h.value);
                 } else if name.eq_ignore_ascii_case("content-length") {
@@ -247,6 +355,8 @@ impl H1Conn {
                         Some(h.value.rsplit(|&b| b == b',').next().is_some_and(|last| {
                             last.trim_ascii().eq_ignore_ascii_case(b"chunked")
                         }));
+                } else if details && name.eq_ignore_ascii_case(SESSION_HEADER.as_str()) {
+                    head.session_id = HeaderValue::from_bytes(h.value).ok();
                 } else if name.eq_ignore_ascii_case("connection") {
                     for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                         if token.eq_ignore_ascii_case(b"close") {
@@ -278,12 +388,14 @@ impl H1Conn {
     /// Reads more of the answer into the buffer; `Ready(Ok(0))` at the connection's end.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, TransportError>> {
         self.rbuf.reserve(READ_CHUNK);
-        tokio_util::io::poll_read_buf(Pin::new(&mut self.tcp), cx, &mut self.rbuf).map_err(io_error)
+        self.stream
+            .poll_read_buf(cx, &mut self.rbuf)
+            .map_err(io_error)
     }
 
     /// Hands the next piece of the body to `take`: `Ready(Ok(true))` after a piece,
     /// `Ready(Ok(false))` once the body is over (the connection is then idle).
-    pub fn poll_body(
+    pub(super) fn poll_body(
         &mut self,
         cx: &mut Context<'_>,
         take: &mut impl FnMut(&[u8]),
@@ -318,7 +430,7 @@ impl H1Conn {
 
     /// Whether the connection may serve another request: the answer was read to its end and
     /// neither side means to close.
-    pub fn keeps_alive(&self) -> bool {
+    pub(super) fn keeps_alive(&self) -> bool {
         self.state == State::Idle && !self.closing
     }
 }
@@ -366,11 +478,11 @@ mod tests {
     }
 
     /// Sends one request on `conn` and reads the whole answer: its head and its body.
-    async fn exchange(conn: &mut H1Conn) -> Result<(Head, Vec<u8>), TransportError> {
+    async fn exchange(conn: &mut Connection) -> Result<(Head, Vec<u8>), TransportError> {
         conn.start(|w| {
             w.extend_from_slice(b"POST /mcp HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}");
         });
-        let head = std::future::poll_fn(|cx| conn.poll_head(cx)).await?;
+        let head = std::future::poll_fn(|cx| conn.poll_head(cx, false)).await?;
         let mut body = Vec::new();
         while std::future::poll_fn(|cx| conn.poll_body(cx, &mut |b| body.extend_from_slice(b)))
             .await?
@@ -378,8 +490,8 @@ mod tests {
         Ok((head, body))
     }
 
-    async fn connect(port: u16) -> H1Conn {
-        H1Conn::connect("127.0.0.1", port, Duration::from_secs(5))
+    async fn connect(port: u16) -> Connection {
+        Connection::connect("127.0.0.1", port, None, Duration::from_secs(5))
             .await
             .unwrap()
     }
@@ -462,7 +574,7 @@ mod tests {
         });
         let head = tokio::time::timeout(
             Duration::from_secs(5),
-            std::future::poll_fn(|cx| conn.poll_head(cx)),
+            std::future::poll_fn(|cx| conn.poll_head(cx, false)),
         )
         .await
         .expect("the answer is seen while the write is held up")
@@ -497,5 +609,53 @@ mod tests {
         let port = raw_server(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"]).await;
         let err = exchange(&mut connect(port).await).await.unwrap_err();
         assert!(err.to_string().contains("closed before"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_tls_connection_is_reused_until_the_server_closes_it() {
+        use tokio::io::AsyncWriteExt;
+        let (acceptor, client) = crate::transport::wire_for_tests::self_signed_tls();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.unwrap();
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let request = crate::transport::wire_for_tests::read_request(&mut tls, &mut seen);
+                assert!(request.await.is_some(), "the client hung up mid-request");
+                let answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+                tls.write_all(answer).await.unwrap();
+                tls.flush().await.unwrap();
+            }
+            // close_notify, then the connection stays open until the client goes.
+            tls.shutdown().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        });
+        let tls = Tls {
+            connector: std::sync::Arc::new(client).into(),
+            name: ServerName::try_from("127.0.0.1").unwrap(),
+        };
+        let mut conn = Connection::connect("127.0.0.1", port, Some(&tls), Duration::from_secs(5))
+            .await
+            .unwrap();
+        let (head, body) = exchange(&mut conn).await.unwrap();
+        assert_eq!((head.status, &body[..]), (200, &b"{}"[..]));
+        // TLS 1.3 session tickets may come after the answer: they carry no data.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            conn.reusable(),
+            "an idle TLS connection takes the next request"
+        );
+        let (head, _) = exchange(&mut conn).await.unwrap();
+        assert_eq!(head.status, 200);
+        let closed = async {
+            while conn.reusable() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), closed)
+            .await
+            .expect("the server's close_notify shows");
     }
 }

@@ -1,7 +1,15 @@
-//! Streamable HTTP: one POST per message or batch, answered by one JSON body or an SSE stream
-//! read incrementally; every exchange in flight is a stream polled by the owning worker task
-//! (no task per request, no channel). Legacy sessions are echoed and re-initialized on 404;
-//! 2026-07-28 requests carry `Mcp-Method` / `Mcp-Name`, and a cancel closes their stream.
+//! Streamable HTTP over the transport's own HTTP/1.1 connections, plain TCP for `http://`
+//! and rustls for `https://`: one POST per message or batch, answered by one JSON body or an
+//! SSE stream read incrementally; every exchange in flight is a stream polled by the owning
+//! worker task (no task per request, no channel, no lock). Everything a transport sends to its
+//! target (the load, the handshake, probes, cancel notifications, a legacy session's
+//! re-initialization and DELETE) goes over the same connections, at most
+//! [`HttpOptions::pool_size`] of them. 2026-07-28 requests carry `Mcp-Method` / `Mcp-Name`,
+//! and a cancel closes their stream. HTTP/2 is not spoken.
+//!
+//! The parts: `client` (the target, TLS, request heads), `pool` (a transport's connections
+//! and their limit), `connection` (one HTTP/1.1 connection), `exchange` (one request and its
+//! answer), `body` (framing, and bodies into JSON texts), `session` (legacy sessions).
 
 mod body;
 mod client;
@@ -10,7 +18,7 @@ mod exchange;
 mod pool;
 mod session;
 
-pub use client::{HttpClient, HttpOptions, build_client};
+pub use client::{HttpClient, HttpOptions};
 pub use session::LegacyInit;
 
 use super::{
@@ -20,38 +28,26 @@ use super::{
 use crate::jsonrpc::Id;
 use crate::metrics::Counters;
 use bytes::Bytes;
-use client::{
-    METHOD_HEADER, NAME_HEADER, SESSION_HEADER, SET_PER_REQUEST, VERSION_HEADER, read_reply,
-};
-use connection::H1Conn;
-use exchange::{Exchange, ExchangeState, Flow, Item, Meta, Owed, Phase};
+use client::{Method, RequestHead};
+use connection::Connection;
+use exchange::{Exchange, Flow, Item, Phase, Request};
 use futures_util::StreamExt;
 use futures_util::stream::{AbortHandle, Abortable, SelectAll};
-use http::header::HOST;
-use http::{HeaderMap, HeaderValue, Method, Request, Uri};
-use http_body_util::Full;
-use pool::{Conns, push_header};
+use http::{HeaderValue, Uri};
+use pool::Pool;
 use rustc_hash::FxHashMap;
+use session::RestartStep;
 use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-pub(super) fn too_slow() -> TransportError {
-    TransportError::Timeout("the exchange outlasted its time limit".into())
-}
+/// Longest a cancel notification's answer is waited for (nobody reads it; its connection
+/// is held meanwhile).
+const QUIET_LIMIT: Duration = Duration::from_secs(30);
 
-/// Awaits `f`, bounded by `deadline` when there is one.
-pub(super) async fn within<F: Future>(
-    deadline: Option<tokio::time::Instant>,
-    f: F,
-) -> Result<F::Output, TransportError> {
-    match deadline {
-        None => Ok(f.await),
-        Some(d) => tokio::time::timeout_at(d, f).await.map_err(|_| too_slow()),
-    }
-}
 /// One whole HTTP answer, read to its end (handshakes and probes).
 #[derive(Clone, Debug)]
 pub struct Reply {
@@ -63,16 +59,37 @@ pub struct Reply {
     /// Every JSON text of the body, with the instant it was parsed.
     pub messages: Vec<(Instant, Bytes)>,
     pub unreadable: Vec<Unreadable>,
-    /// The body broke off (reset, timeout) after the head.
+    /// The body broke off (reset) after the head.
     pub broken: Option<TransportError>,
+}
+
+/// What a side exchange's whole answer is for (a cancel notification's has no entry: it is
+/// dropped).
+enum Side {
+    /// Someone awaits it ([`HttpTransport::post`], a session's DELETE).
+    Awaited {
+        state: Awaiting,
+        reply: Option<Result<Reply, TransportError>>,
+    },
+    /// A step of a session restart.
+    Restart(RestartStep),
+}
+
+/// Where an awaited exchange is, so giving it up undoes the right thing.
+enum Awaiting {
+    /// Waiting for a connection.
+    Queued,
+    /// On a connection, until its answer is read: aborted, it takes its connection along.
+    Running(AbortHandle),
+    /// Its answer is read and its connection back.
+    Read,
 }
 
 /// The Streamable HTTP transport. See [`super::Transport`].
 pub struct HttpTransport {
     client: HttpClient,
-    url: Uri,
-    /// `Host`, built once (hyper would format it on every request).
-    host: Option<HeaderValue>,
+    /// The head every request starts with (version and session included).
+    head: RequestHead,
     max_message_bytes: usize,
     exchange_timeout: Option<Duration>,
     protocol_version: Option<HeaderValue>,
@@ -86,8 +103,10 @@ pub struct HttpTransport {
     /// Abort handles of single-request exchanges, by request id (`CloseStream` only).
     streams: FxHashMap<Id, (ExchangeId, AbortHandle)>,
     exchanges: SelectAll<Flow>,
-    /// The transport's own HTTP/1.1 connections (`http://` targets); `None`: the pool.
-    direct: Option<Conns>,
+    pool: Pool,
+    /// The side exchanges whose answer someone wants.
+    side: Vec<(ExchangeId, Side)>,
+    /// Load exchanges sent and not yet ended.
     open: usize,
     next_exchange: u64,
     ready: VecDeque<Event>,
@@ -98,26 +117,19 @@ impl std::fmt::Debug for HttpTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Headers may hold secrets: only the shape is shown.
         f.debug_struct("HttpTransport")
-            .field("url", &self.url)
+            .field("url", self.client.url())
             .field("session", &self.session.is_some())
             .field("open", &self.open)
             .finish_non_exhaustive()
     }
 }
+
 impl HttpTransport {
-    pub fn new(client: HttpClient, url: Uri, opts: &HttpOptions) -> Self {
-        let host = url.host().and_then(|h| {
-            HeaderValue::from_str(&match url.port_u16() {
-                Some(port) => format!("{h}:{port}"),
-                None => h.to_owned(),
-            })
-            .ok()
-        });
-        let direct = Conns::for_url(&url, opts);
-        let mut t = HttpTransport {
+    /// A transport to `client`'s target, with at most `opts.pool_size` connections open.
+    pub fn new(client: HttpClient, opts: &HttpOptions) -> Self {
+        HttpTransport {
+            head: RequestHead::new(&client, None, None),
             client,
-            url,
-            host,
             max_message_bytes: opts.max_message_bytes,
             exchange_timeout: opts.exchange_timeout,
             protocol_version: None,
@@ -129,62 +141,30 @@ impl HttpTransport {
             cancel_style: CancelStyle::Notify,
             streams: FxHashMap::default(),
             exchanges: SelectAll::new(),
-            direct,
+            pool: Pool::new(opts.pool_size),
+            side: Vec::new(),
             open: 0,
             next_exchange: 0,
             ready: VecDeque::new(),
             counters: TransportCounters::default(),
-        };
-        t.encode_prefix();
-        t
-    }
-
-    /// Re-encodes the head every request on an own connection starts with.
-    fn encode_prefix(&mut self) {
-        let Some(conns) = &mut self.direct else {
-            return;
-        };
-        let w = &mut conns.prefix;
-        w.clear();
-        w.extend_from_slice(b"POST ");
-        w.extend_from_slice(conns.path.as_bytes());
-        w.extend_from_slice(b" HTTP/1.1\r\n");
-        // The headers mcpload sets win over custom headers of the same name, as on the pool.
-        let custom: &HeaderMap = &self.client.base;
-        let ours = [
-            (&HOST, self.host.as_ref()),
-            (&VERSION_HEADER, self.protocol_version.as_ref()),
-            (&SESSION_HEADER, self.session.as_ref()),
-        ];
-        for (name, value) in ours {
-            if let Some(v) = value.or_else(|| custom.get(name)) {
-                push_header(w, name.as_str(), v.as_bytes());
-            }
         }
-        for (name, value) in custom {
-            if !SET_PER_REQUEST.contains(name) && !ours.iter().any(|(n, _)| *n == name) {
-                push_header(w, name.as_str(), value.as_bytes());
-            }
-        }
-        conns.custom_method = custom.get(METHOD_HEADER).cloned();
-        conns.custom_name = custom.get(NAME_HEADER).cloned();
     }
 
     pub fn url(&self) -> &Uri {
-        &self.url
+        self.client.url()
     }
 
     /// The `MCP-Protocol-Version` header sent on every request (`None`: not sent).
     pub fn set_protocol_version(&mut self, version: Option<&str>) {
         self.protocol_version = version.and_then(|v| HeaderValue::from_str(v).ok());
-        self.encode_prefix();
+        self.encode_head();
     }
 
     /// The session id echoed on every request.
     pub fn set_session(&mut self, session: Option<HeaderValue>) {
         self.session = session;
         self.generation += 1;
-        self.encode_prefix();
+        self.encode_head();
     }
 
     pub fn session(&self) -> Option<&HeaderValue> {
@@ -200,111 +180,204 @@ impl HttpTransport {
         self.cancel_style = style;
     }
 
-    /// A POST to `uri` with the session, version and era headers.
-    fn request(&self, uri: &Uri, body: Bytes, headers: &McpHeaders) -> Request<Full<Bytes>> {
-        self.client.request(
-            Method::POST,
-            uri,
-            body,
-            [
-                (HOST, self.host.as_ref()),
-                (VERSION_HEADER, self.protocol_version.as_ref()),
-                (SESSION_HEADER, self.session.as_ref()),
-                (METHOD_HEADER, headers.method.as_ref()),
-                (NAME_HEADER, headers.name.as_ref()),
-            ],
-        )
+    fn encode_head(&mut self) {
+        self.head = RequestHead::new(
+            &self.client,
+            self.protocol_version.as_ref(),
+            self.session.as_ref(),
+        );
     }
 
-    /// Sends a POST, on the pool or on a connection of the transport's own; with every own
-    /// connection busy it waits its turn. Its time limit runs from `since`.
-    fn launch(&mut self, exchange: ExchangeId, out: Outgoing, since: tokio::time::Instant) {
-        let (phase, owed) = match &mut self.direct {
+    fn next_exchange(&mut self) -> ExchangeId {
+        let ex = ExchangeId(self.next_exchange);
+        self.next_exchange += 1;
+        ex
+    }
+
+    /// Sends a request on an idle connection or a new one; with every connection busy it
+    /// waits its turn (its time limit runs from `request.since` all the same).
+    fn launch(&mut self, request: Request) {
+        let phase = match self.pool.take() {
             None => {
-                let sent = self
-                    .client
-                    .send(self.request(&self.url, out.body, &out.headers));
-                (Phase::Pooled(sent), Owed::Nothing)
+                self.pool.wait(request);
+                return;
             }
-            Some(conns) => match conns.take() {
-                None => {
-                    conns.waiting.push_back((exchange, out, since));
-                    return;
-                }
-                Some(Some(mut conn)) => {
-                    conn.start(|w| conns.encode(&out.headers, &out.body, w));
-                    (Phase::Head(conn), Owed::Lost)
-                }
-                Some(None) => {
-                    let mut request = Vec::new();
-                    conns.encode(&out.headers, &out.body, &mut request);
-                    let dial = conns.dial.clone().open(request);
-                    (Phase::Dialing(Box::pin(dial)), Owed::Lost)
-                }
-            },
+            Some(Some(mut conn)) => {
+                let head = request.head.as_deref().unwrap_or(&self.head);
+                let out = &request.out;
+                conn.start(|w| head.encode(request.method, &out.headers, &out.body, w));
+                Phase::Head(conn)
+            }
+            Some(None) => {
+                let head = request.head.as_deref().unwrap_or(&self.head);
+                let mut bytes = Vec::new();
+                head.encode(
+                    request.method,
+                    &request.out.headers,
+                    &request.out.body,
+                    &mut bytes,
+                );
+                let dial = self.client.connect();
+                Phase::Dialing(Box::pin(async move {
+                    let mut conn = dial.await?;
+                    conn.start(|w| *w = bytes);
+                    Ok(conn)
+                }))
+            }
         };
+        let exchange = request.exchange;
         // A single request's stream is closed to cancel it (2026-07-28).
-        let closable = (matches!(self.cancel_style, CancelStyle::CloseStream)
-            && !out.batch
-            && out.ids.len() == 1)
-            .then(|| out.ids[0].clone());
-        let ex = Box::new(Exchange {
-            st: ExchangeState {
-                meta: Meta {
-                    exchange,
-                    ids: out.ids,
-                    batch: out.batch,
-                },
-                queue: VecDeque::new(),
-                answered_array: false,
-                error_code: None,
-            },
+        let closable = (request.is_load()
+            && matches!(self.cancel_style, CancelStyle::CloseStream)
+            && !request.out.batch
+            && request.out.ids.len() == 1)
+            .then(|| request.out.ids[0].clone());
+        let awaited = if request.is_load() {
+            None
+        } else {
+            self.side.iter_mut().find_map(|(ex, side)| match side {
+                Side::Awaited { state, .. } if *ex == exchange => Some(state),
+                _ => None,
+            })
+        };
+        let ex = Box::new(Exchange::new(
+            request,
             phase,
-            timer: self
-                .exchange_timeout
-                .map(|t| Box::pin(tokio::time::sleep_until(since + t))),
-            owed,
-            closable: closable.clone(),
-            generation: self.generation,
-            max: self.max_message_bytes,
+            self.generation,
+            self.max_message_bytes,
+            closable.clone(),
+        ));
+        let flow = if let Some(id) = closable {
+            let (handle, reg) = AbortHandle::new_pair();
+            self.streams.insert(id, (exchange, handle));
+            Flow::Abortable(Abortable::new(ex, reg))
+        } else if let Some(state) = awaited {
+            let (handle, reg) = AbortHandle::new_pair();
+            *state = Awaiting::Running(handle);
+            Flow::Abortable(Abortable::new(ex, reg))
+        } else {
+            Flow::Plain(ex)
+        };
+        self.exchanges.push(flow);
+    }
+
+    /// Sends a request whose answer is read whole (a side request), bounded by `limit`.
+    fn send_whole(
+        &mut self,
+        exchange: ExchangeId,
+        method: Method,
+        out: Outgoing,
+        head: Option<RequestHead>,
+        limit: Duration,
+    ) {
+        self.launch(Request {
+            exchange,
+            method,
+            out,
+            whole: true,
+            head: head.map(Box::new),
+            since: tokio::time::Instant::now(),
+            limit: Some(limit),
         });
-        match closable {
-            Some(id) => {
-                let (handle, reg) = AbortHandle::new_pair();
-                self.streams.insert(id, (exchange, handle));
-                self.exchanges
-                    .push(Flow::Abortable(Abortable::new(ex, reg)));
+    }
+
+    /// Sends a request whose whole answer [`HttpTransport::reply`] awaits.
+    fn send_awaited(&mut self, method: Method, out: Outgoing, limit: Duration) -> ExchangeId {
+        let ex = self.next_exchange();
+        self.side.push((
+            ex,
+            Side::Awaited {
+                state: Awaiting::Queued,
+                reply: None,
+            },
+        ));
+        self.send_whole(ex, method, out, None, limit);
+        ex
+    }
+
+    /// Sends one POST outside the event machinery, on the transport's connections, and
+    /// returns its exchange for [`HttpTransport::reply`] or [`HttpTransport::abandon`]: for
+    /// handshakes, discovery and probes, where status and headers are the evidence. `timeout`
+    /// bounds all of it, from now to the answer's end.
+    pub fn post(&mut self, body: Bytes, headers: &McpHeaders, timeout: Duration) -> ExchangeId {
+        let out = Outgoing::single(body, None, headers.clone());
+        self.send_awaited(Method::Post, out, timeout)
+    }
+
+    /// The whole answer to a [`HttpTransport::post`]. Dropping this future loses nothing;
+    /// the exchange goes on.
+    pub async fn reply(&mut self, exchange: ExchangeId) -> Result<Reply, TransportError> {
+        std::future::poll_fn(|cx| self.poll_reply(cx, exchange)).await
+    }
+
+    /// Gives up a [`HttpTransport::post`]: its stream is closed, its answer dropped.
+    pub fn abandon(&mut self, exchange: ExchangeId) {
+        let Some(at) = self.side.iter().position(|(ex, _)| *ex == exchange) else {
+            return;
+        };
+        if let (_, Side::Awaited { state, .. }) = self.side.swap_remove(at) {
+            match state {
+                Awaiting::Queued => {
+                    self.pool.withdraw(|r| r.exchange == exchange);
+                }
+                Awaiting::Running(handle) => {
+                    handle.abort();
+                    self.on_conn(None);
+                }
+                Awaiting::Read => {}
             }
-            None => self.exchanges.push(Flow::Plain(ex)),
+        }
+    }
+
+    /// [`HttpTransport::post`] and its [`HttpTransport::reply`]. Dropping the future before
+    /// the answer's end closes the stream ([`HttpTransport::abandon`]).
+    pub fn post_once(
+        &mut self,
+        body: Bytes,
+        headers: &McpHeaders,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Reply, TransportError>> + Send + '_ {
+        let exchange = self.post(body, headers, timeout);
+        Awaited {
+            transport: self,
+            exchange,
+            done: false,
         }
     }
 
     /// Posts a message nobody waits for (a cancel notification); its answer is dropped.
     fn post_quietly(&mut self, body: Bytes) {
-        let fut = self
-            .client
-            .send(self.request(&self.url, body, &McpHeaders::default()));
-        self.exchanges.push(Flow::Other(
-            futures_util::stream::once(fut)
-                .filter_map(|_| std::future::ready(None::<Item>))
-                .boxed(),
-        ));
+        let ex = self.next_exchange();
+        let out = Outgoing::single(body, None, McpHeaders::default());
+        self.send_whole(ex, Method::Post, out, None, QUIET_LIMIT);
     }
 
-    /// Sends one POST outside the event machinery and reads its whole answer: for
-    /// handshakes, discovery and probes, where status and headers are the evidence.
-    pub async fn post_once(
-        &self,
-        body: Bytes,
-        headers: &McpHeaders,
-        timeout: Duration,
-    ) -> Result<Reply, TransportError> {
-        let sent = self.client.send(self.request(&self.url, body, headers));
-        within(
-            Some(tokio::time::Instant::now() + timeout),
-            read_reply(sent, self.max_message_bytes),
-        )
-        .await?
+    fn poll_reply(
+        &mut self,
+        cx: &mut Context<'_>,
+        exchange: ExchangeId,
+    ) -> Poll<Result<Reply, TransportError>> {
+        loop {
+            let Some(at) = self.side.iter().position(|(ex, _)| *ex == exchange) else {
+                return Poll::Ready(Err(TransportError::Invalid(
+                    "no answer is awaited for this exchange".into(),
+                )));
+            };
+            if let Side::Awaited { reply, .. } = &mut self.side[at].1
+                && let Some(reply) = reply.take()
+            {
+                self.side.swap_remove(at);
+                return Poll::Ready(reply);
+            }
+            match self.exchanges.poll_next_unpin(cx) {
+                Poll::Ready(Some(item)) => {
+                    if let Some(event) = self.on_item(item) {
+                        self.ready.push_back(event);
+                    }
+                }
+                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 
     /// Drops `exchange`'s entry among the streams that can be closed to cancel (the id may
@@ -315,18 +388,49 @@ impl HttpTransport {
         }
     }
 
-    /// An own connection came back (or closed): it serves the longest-waiting request.
-    fn on_conn(&mut self, back: Option<H1Conn>) {
-        let Some(conns) = &mut self.direct else {
-            return;
-        };
-        match back {
-            Some(conn) => conns.idle.push(conn),
-            None => conns.live -= 1,
+    /// A connection came back (or closed): it serves the longest-waiting request.
+    fn on_conn(&mut self, back: Option<Connection>) {
+        self.pool.put_back(back);
+        if let Some(request) = self.pool.next_waiting() {
+            self.launch(request);
         }
-        if let Some((ex, out, since)) = conns.waiting.pop_front() {
-            self.launch(ex, out, since);
+    }
+
+    /// Bookkeeping for what an exchange yielded; a load event is handed on.
+    fn on_item(&mut self, item: Item) -> Option<Event> {
+        match item {
+            Item::Event { event, generation } => {
+                self.on_event(&event, generation);
+                return Some(event);
+            }
+            Item::Conn {
+                exchange,
+                back,
+                closable,
+            } => {
+                if let Some(id) = closable {
+                    self.forget_stream(&id, exchange);
+                }
+                if let Some((_, Side::Awaited { state, .. })) =
+                    self.side.iter_mut().find(|(ex, _)| *ex == exchange)
+                {
+                    *state = Awaiting::Read;
+                }
+                self.on_conn(back);
+            }
+            Item::Reply { exchange, reply } => {
+                let at = self.side.iter().position(|(ex, _)| *ex == exchange)?;
+                match &mut self.side[at].1 {
+                    Side::Awaited { reply: slot, .. } => *slot = Some(reply),
+                    Side::Restart(_) => {
+                        if let (_, Side::Restart(step)) = self.side.swap_remove(at) {
+                            self.on_restart_step(step, reply);
+                        }
+                    }
+                }
+            }
         }
+        None
     }
 
     /// Bookkeeping for an event about to be handed over.
@@ -359,15 +463,43 @@ impl HttpTransport {
     }
 }
 
+/// The future of [`HttpTransport::post_once`]: the reply, or the exchange given up when
+/// dropped before it.
+struct Awaited<'a> {
+    transport: &'a mut HttpTransport,
+    exchange: ExchangeId,
+    done: bool,
+}
+
+impl Future for Awaited<'_> {
+    type Output = Result<Reply, TransportError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let reply = std::task::ready!(this.transport.poll_reply(cx, this.exchange));
+        this.done = true;
+        Poll::Ready(reply)
+    }
+}
+
+impl Drop for Awaited<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.transport.abandon(self.exchange);
+        }
+    }
+}
+
 impl Transport for HttpTransport {
     fn send(&mut self, out: Outgoing) -> ExchangeId {
-        let ex = ExchangeId(self.next_exchange);
-        self.next_exchange += 1;
+        let ex = self.next_exchange();
         self.open += 1;
         if self.restarting {
             self.held.push((ex, out));
         } else {
-            self.launch(ex, out, tokio::time::Instant::now());
+            let request =
+                Request::load(ex, out, self.exchange_timeout, tokio::time::Instant::now());
+            self.launch(request);
         }
         ex
     }
@@ -380,12 +512,7 @@ impl Transport for HttpTransport {
                     self.open -= 1;
                     // Its connection goes with it (an answer left half read).
                     self.on_conn(None);
-                } else if let Some(conns) = &mut self.direct
-                    && let Some(at) = conns.waiting.iter().position(|(_, out, _)| {
-                        !out.batch && out.ids.len() == 1 && out.ids[0] == *id
-                    })
-                {
-                    conns.waiting.remove(at);
+                } else if self.pool.withdraw(|r| r.is_single(id)).is_some() {
                     self.open -= 1;
                 }
             }
@@ -399,16 +526,10 @@ impl Transport for HttpTransport {
                 return Poll::Ready(ev);
             }
             match self.exchanges.poll_next_unpin(cx) {
-                Poll::Ready(Some(Item::Event { event, generation })) => {
-                    self.on_event(&event, generation);
-                    return Poll::Ready(event);
-                }
-                Poll::Ready(Some(Item::SessionReady(r))) => self.on_session_ready(r),
-                Poll::Ready(Some(Item::Conn { back, closable })) => {
-                    if let Some((id, exchange)) = closable {
-                        self.forget_stream(&id, exchange);
+                Poll::Ready(Some(item)) => {
+                    if let Some(event) = self.on_item(item) {
+                        return Poll::Ready(event);
                     }
-                    self.on_conn(back);
                 }
                 // Nothing in flight: new sends are polled on the next call.
                 Poll::Ready(None) | Poll::Pending => return Poll::Pending,
@@ -425,37 +546,24 @@ impl Transport for HttpTransport {
     }
 
     async fn close(&mut self) {
+        // Every exchange in flight goes, with its connection; the idle ones stay for the
+        // session's DELETE.
         self.exchanges = SelectAll::new();
-        if let Some(conns) = &mut self.direct {
-            conns.reset();
-        }
+        self.pool.keep_only_idle();
         self.streams.clear();
+        self.side.clear();
+        self.held.clear();
+        self.restarting = false;
         self.open = 0;
-        if self.legacy_init.is_none() {
-            return;
-        }
-        if let Some(session) = self.session.take() {
-            let req = self.client.request(
-                Method::DELETE,
-                &self.url,
-                Bytes::new(),
-                [
-                    (HOST, self.host.as_ref()),
-                    (SESSION_HEADER, Some(&session)),
-                    (VERSION_HEADER, self.protocol_version.as_ref()),
-                    (METHOD_HEADER, None),
-                    (NAME_HEADER, None),
-                ],
-            );
-            // 200, 204 or 405 (the server does not let clients end sessions): all fine.
-            let _ = tokio::time::timeout(Duration::from_secs(5), self.client.send(req)).await;
-        }
+        self.end_session().await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering::SeqCst;
 
     /// A keep-alive server that counts its connections; a request whose body says `stall`
     /// gets the head and part of a body, then nothing more.
@@ -473,7 +581,7 @@ mod tests {
                 count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
-                    while let Some(body) = read_request(&mut sock, &mut buf).await {
+                    while let Some((_, body)) = read_request(&mut sock, &mut buf).await {
                         let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
                         let stall = body.windows(5).any(|w| w == b"stall");
                         let head = format!(
@@ -512,7 +620,7 @@ mod tests {
     async fn a_cancel_after_the_answer_was_read_closes_nothing() {
         let (url, accepted) = counting_server().await;
         let opts = HttpOptions::default();
-        let mut t = HttpTransport::new(build_client(&opts).unwrap(), url, &opts);
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
         t.set_cancel_style(CancelStyle::CloseStream);
         let ping: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
         let id = Id::Num(1);
@@ -534,8 +642,7 @@ mod tests {
             .unwrap();
         assert!(matches!(ev, Event::Closed { status: 200, .. }), "{ev:?}");
         assert_eq!(t.open_exchanges(), 0);
-        let conns = t.direct.as_ref().unwrap();
-        assert_eq!((conns.live, conns.idle.len()), (1, 1));
+        assert_eq!(t.pool.counts(), (1, 1));
         assert!(matches!(
             exchange(&mut t, ping).await,
             Event::Closed { status: 200, .. }
@@ -545,7 +652,8 @@ mod tests {
 
     #[test]
     fn own_requests_carry_each_header_once_with_mcploads_first() {
-        use http::header::{AUTHORIZATION, CONTENT_LENGTH};
+        use client::METHOD_HEADER;
+        use http::header::{AUTHORIZATION, CONTENT_LENGTH, HOST};
         let value = HeaderValue::from_static;
         let opts = HttpOptions {
             headers: vec![
@@ -557,13 +665,13 @@ mod tests {
             ..HttpOptions::default()
         };
         let url: Uri = "http://127.0.0.1:9/mcp".parse().unwrap();
-        let mut t = HttpTransport::new(build_client(&opts).unwrap(), url, &opts);
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
         t.set_protocol_version(Some("2026-07-28"));
         t.set_session(Some(value("s-1")));
         let encoded = |t: &HttpTransport, method: Option<HeaderValue>| {
             let mut w = Vec::new();
             let headers = McpHeaders { method, name: None };
-            t.direct.as_ref().unwrap().encode(&headers, b"{}", &mut w);
+            t.head.encode(Method::Post, &headers, b"{}", &mut w);
             let mut parsed = [httparse::EMPTY_HEADER; 16];
             let mut req = httparse::Request::new(&mut parsed);
             let head = match req.parse(&w).unwrap() {
@@ -612,11 +720,7 @@ mod tests {
             exchange_timeout: Some(Duration::from_millis(300)),
             ..HttpOptions::default()
         };
-        let mut t = HttpTransport::new(build_client(&opts).unwrap(), url, &opts);
-        assert!(
-            t.direct.is_some(),
-            "http:// targets use the transport's connections"
-        );
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
         let ping: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
         for _ in 0..5 {
             assert!(matches!(
@@ -672,7 +776,7 @@ mod tests {
             ..HttpOptions::default()
         };
         let url: Uri = format!("http://{addr}/mcp").parse().unwrap();
-        let mut t = HttpTransport::new(build_client(&opts).unwrap(), url, &opts);
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
         let id = Id::Num(1);
         let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
         let ex = t.send(Outgoing::single(
@@ -693,5 +797,161 @@ mod tests {
         }
         assert_eq!(t.open_exchanges(), 0);
         server.abort();
+    }
+
+    /// A legacy MCP server over TLS on loopback: `initialize` opens session `s-1`, a
+    /// notification gets 202, a call in the session its id back, DELETE 200. Counts the
+    /// connections it accepts and the DELETEs.
+    async fn tls_legacy_server() -> (
+        Uri,
+        rustls::ClientConfig,
+        Arc<AtomicUsize>,
+        Arc<AtomicUsize>,
+    ) {
+        use crate::transport::wire_for_tests::{read_request, self_signed_tls};
+        use tokio::io::AsyncWriteExt;
+        let (acceptor, client) = self_signed_tls();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let deletes = Arc::new(AtomicUsize::new(0));
+        let (count, deleted) = (accepted.clone(), deletes.clone());
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                count.fetch_add(1, SeqCst);
+                let (acceptor, deleted) = (acceptor.clone(), deleted.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let mut buf = Vec::new();
+                    while let Some((head, body)) = read_request(&mut tls, &mut buf).await {
+                        let in_session = head.contains("mcp-session-id: s-1");
+                        let msg: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap_or_default();
+                        let (status, extra, answer) = if head.starts_with("delete") {
+                            deleted.fetch_add(1, SeqCst);
+                            ("200 OK", "", String::new())
+                        } else if msg["method"] == "initialize" {
+                            let result = serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": {}});
+                            ("200 OK", "mcp-session-id: s-1\r\n", result.to_string())
+                        } else if !in_session {
+                            ("400 Bad Request", "", String::new())
+                        } else if msg.get("id").is_none() {
+                            ("202 Accepted", "", String::new())
+                        } else {
+                            let result = serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": {}});
+                            ("200 OK", "", result.to_string())
+                        };
+                        let reply = format!(
+                            "HTTP/1.1 {status}\r\n{extra}content-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if tls.write_all(reply.as_bytes()).await.is_err()
+                            || tls.flush().await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, client, accepted, deletes)
+    }
+
+    #[tokio::test]
+    async fn https_handshake_load_cancels_and_delete_stay_within_the_pool() {
+        let (url, tls, accepted, deletes) = tls_legacy_server().await;
+        let opts = HttpOptions {
+            pool_size: 3,
+            ..HttpOptions::default()
+        };
+        let client = HttpClient::with_tls(&url, &opts, Some(tls)).unwrap();
+        let mut t = HttpTransport::new(client, &opts);
+        let wait = Duration::from_secs(10);
+        // The handshake, as the connector does it.
+        let initialize =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{}}"#);
+        let reply = t
+            .post_once(initialize.clone(), &McpHeaders::default(), wait)
+            .await
+            .unwrap();
+        assert_eq!((reply.status, reply.messages.len()), (200, 1), "{reply:?}");
+        t.set_protocol_version(Some("2025-06-18"));
+        t.set_session(reply.session_id);
+        let initialized =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        let reply = t
+            .post_once(initialized.clone(), &McpHeaders::default(), wait)
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 202);
+        t.set_legacy_init(LegacyInit {
+            initialize,
+            initialized,
+        });
+        // 200 calls, 8 in flight: more than the pool, so some wait for a connection; a cancel
+        // notification now and then takes one too.
+        let (mut sent, mut closed, mut messages) = (0, 0, 0);
+        while closed < 200 {
+            while sent < 200 && t.open_exchanges() < 8 {
+                let body = format!(r#"{{"jsonrpc":"2.0","id":{sent},"method":"ping"}}"#);
+                let id = Id::Num(sent);
+                t.send(Outgoing::single(
+                    body.into(),
+                    Some(id),
+                    McpHeaders::default(),
+                ));
+                sent += 1;
+            }
+            let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+                .await
+                .expect("an answer");
+            match ev {
+                Event::Message { .. } => messages += 1,
+                Event::Closed { status: 200, .. } => {
+                    closed += 1;
+                    if closed % 50 == 0 {
+                        t.cancel(&Id::Num(closed));
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(messages, 200);
+        t.close().await;
+        assert_eq!(deletes.load(SeqCst), 1, "the session ends with DELETE");
+        let opened = accepted.load(SeqCst);
+        assert!(
+            (1..=3).contains(&opened),
+            "{opened} connections opened for a pool of 3"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_post_given_up_closes_its_stream_and_frees_its_connection() {
+        let (url, _) = counting_server().await;
+        let opts = HttpOptions {
+            pool_size: 1,
+            ..HttpOptions::default()
+        };
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let stall = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"stall"}"#);
+        let wait = Duration::from_secs(10);
+        let given_up = tokio::time::timeout(
+            Duration::from_millis(200),
+            t.post_once(stall, &McpHeaders::default(), wait),
+        )
+        .await;
+        assert!(given_up.is_err(), "the stalled answer never ends");
+        assert_eq!(t.pool.counts(), (0, 0), "its connection went with it");
+        let ping = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        let reply = t
+            .post_once(ping, &McpHeaders::default(), wait)
+            .await
+            .unwrap();
+        assert_eq!((reply.status, reply.messages.len()), (200, 1));
     }
 }
