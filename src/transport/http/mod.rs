@@ -9,7 +9,8 @@
 //!
 //! The parts: `client` (the target, TLS, request heads), `pool` (a transport's connections
 //! and their limit), `connection` (one HTTP/1.1 connection), `exchange` (one request and its
-//! answer), `body` (framing, and bodies into JSON texts), `session` (legacy sessions).
+//! answer), `body` (framing, and bodies into JSON texts), `side` (requests beside the load,
+//! answered whole), `session` (legacy sessions).
 
 mod body;
 mod client;
@@ -17,18 +18,18 @@ mod connection;
 mod exchange;
 mod pool;
 mod session;
+mod side;
 
 pub use client::{HttpClient, HttpOptions};
 pub use session::LegacyInit;
+pub use side::Reply;
 
 use super::{
-    BodyKind, CancelStyle, Event, ExchangeId, McpHeaders, Outgoing, Transport, TransportCounters,
-    TransportError, Unreadable, cancel_notification,
+    CancelStyle, Event, ExchangeId, Outgoing, Transport, TransportCounters, cancel_notification,
 };
 use crate::jsonrpc::Id;
 use crate::metrics::Counters;
-use bytes::Bytes;
-use client::{Method, RequestHead};
+use client::RequestHead;
 use connection::Connection;
 use exchange::{Exchange, Flow, Item, Phase, Request};
 use futures_util::StreamExt;
@@ -36,54 +37,11 @@ use futures_util::stream::{AbortHandle, Abortable, SelectAll};
 use http::{HeaderValue, Uri};
 use pool::Pool;
 use rustc_hash::FxHashMap;
-use session::RestartStep;
+use side::Side;
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
-
-/// Longest a cancel notification's answer is waited for (nobody reads it; its connection
-/// is held meanwhile).
-const QUIET_LIMIT: Duration = Duration::from_secs(30);
-
-/// One whole HTTP answer, read to its end (handshakes and probes).
-#[derive(Clone, Debug)]
-pub struct Reply {
-    pub status: u16,
-    pub body: BodyKind,
-    pub content_type: Option<String>,
-    pub session_id: Option<HeaderValue>,
-    pub retry_after_s: Option<u64>,
-    /// Every JSON text of the body, with the instant it was parsed.
-    pub messages: Vec<(Instant, Bytes)>,
-    pub unreadable: Vec<Unreadable>,
-    /// The body broke off (reset) after the head.
-    pub broken: Option<TransportError>,
-}
-
-/// What a side exchange's whole answer is for (a cancel notification's has no entry: it is
-/// dropped).
-enum Side {
-    /// Someone awaits it ([`HttpTransport::post`], a session's DELETE).
-    Awaited {
-        state: Awaiting,
-        reply: Option<Result<Reply, TransportError>>,
-    },
-    /// A step of a session restart.
-    Restart(RestartStep),
-}
-
-/// Where an awaited exchange is, so giving it up undoes the right thing.
-enum Awaiting {
-    /// Waiting for a connection.
-    Queued,
-    /// On a connection, until its answer is read: aborted, it takes its connection along.
-    Running(AbortHandle),
-    /// Its answer is read and its connection back.
-    Read,
-}
+use std::time::Duration;
 
 /// The Streamable HTTP transport. See [`super::Transport`].
 pub struct HttpTransport {
@@ -232,14 +190,7 @@ impl HttpTransport {
             && !request.out.batch
             && request.out.ids.len() == 1)
             .then(|| request.out.ids[0].clone());
-        let awaited = if request.is_load() {
-            None
-        } else {
-            self.side.iter_mut().find_map(|(ex, side)| match side {
-                Side::Awaited { state, .. } if *ex == exchange => Some(state),
-                _ => None,
-            })
-        };
+        let is_load = request.is_load();
         let ex = Box::new(Exchange::new(
             request,
             phase,
@@ -251,133 +202,12 @@ impl HttpTransport {
             let (handle, reg) = AbortHandle::new_pair();
             self.streams.insert(id, (exchange, handle));
             Flow::Abortable(Abortable::new(ex, reg))
-        } else if let Some(state) = awaited {
-            let (handle, reg) = AbortHandle::new_pair();
-            *state = Awaiting::Running(handle);
+        } else if let Some(reg) = (!is_load).then(|| self.running(exchange)).flatten() {
             Flow::Abortable(Abortable::new(ex, reg))
         } else {
             Flow::Plain(ex)
         };
         self.exchanges.push(flow);
-    }
-
-    /// Sends a request whose answer is read whole (a side request), bounded by `limit`.
-    fn send_whole(
-        &mut self,
-        exchange: ExchangeId,
-        method: Method,
-        out: Outgoing,
-        head: Option<RequestHead>,
-        limit: Duration,
-    ) {
-        self.launch(Request {
-            exchange,
-            method,
-            out,
-            whole: true,
-            head: head.map(Box::new),
-            since: tokio::time::Instant::now(),
-            limit: Some(limit),
-        });
-    }
-
-    /// Sends a request whose whole answer [`HttpTransport::reply`] awaits.
-    fn send_awaited(&mut self, method: Method, out: Outgoing, limit: Duration) -> ExchangeId {
-        let ex = self.next_exchange();
-        self.side.push((
-            ex,
-            Side::Awaited {
-                state: Awaiting::Queued,
-                reply: None,
-            },
-        ));
-        self.send_whole(ex, method, out, None, limit);
-        ex
-    }
-
-    /// Sends one POST outside the event machinery, on the transport's connections, and
-    /// returns its exchange for [`HttpTransport::reply`] or [`HttpTransport::abandon`]: for
-    /// handshakes, discovery and probes, where status and headers are the evidence. `timeout`
-    /// bounds all of it, from now to the answer's end.
-    pub fn post(&mut self, body: Bytes, headers: &McpHeaders, timeout: Duration) -> ExchangeId {
-        let out = Outgoing::single(body, None, headers.clone());
-        self.send_awaited(Method::Post, out, timeout)
-    }
-
-    /// The whole answer to a [`HttpTransport::post`]. Dropping this future loses nothing;
-    /// the exchange goes on.
-    pub async fn reply(&mut self, exchange: ExchangeId) -> Result<Reply, TransportError> {
-        std::future::poll_fn(|cx| self.poll_reply(cx, exchange)).await
-    }
-
-    /// Gives up a [`HttpTransport::post`]: its stream is closed, its answer dropped.
-    pub fn abandon(&mut self, exchange: ExchangeId) {
-        let Some(at) = self.side.iter().position(|(ex, _)| *ex == exchange) else {
-            return;
-        };
-        if let (_, Side::Awaited { state, .. }) = self.side.swap_remove(at) {
-            match state {
-                Awaiting::Queued => {
-                    self.pool.withdraw(|r| r.exchange == exchange);
-                }
-                Awaiting::Running(handle) => {
-                    handle.abort();
-                    self.on_conn(None);
-                }
-                Awaiting::Read => {}
-            }
-        }
-    }
-
-    /// [`HttpTransport::post`] and its [`HttpTransport::reply`]. Dropping the future before
-    /// the answer's end closes the stream ([`HttpTransport::abandon`]).
-    pub fn post_once(
-        &mut self,
-        body: Bytes,
-        headers: &McpHeaders,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<Reply, TransportError>> + Send + '_ {
-        let exchange = self.post(body, headers, timeout);
-        Awaited {
-            transport: self,
-            exchange,
-            done: false,
-        }
-    }
-
-    /// Posts a message nobody waits for (a cancel notification); its answer is dropped.
-    fn post_quietly(&mut self, body: Bytes) {
-        let ex = self.next_exchange();
-        let out = Outgoing::single(body, None, McpHeaders::default());
-        self.send_whole(ex, Method::Post, out, None, QUIET_LIMIT);
-    }
-
-    fn poll_reply(
-        &mut self,
-        cx: &mut Context<'_>,
-        exchange: ExchangeId,
-    ) -> Poll<Result<Reply, TransportError>> {
-        loop {
-            let Some(at) = self.side.iter().position(|(ex, _)| *ex == exchange) else {
-                return Poll::Ready(Err(TransportError::Invalid(
-                    "no answer is awaited for this exchange".into(),
-                )));
-            };
-            if let Side::Awaited { reply, .. } = &mut self.side[at].1
-                && let Some(reply) = reply.take()
-            {
-                self.side.swap_remove(at);
-                return Poll::Ready(reply);
-            }
-            match self.exchanges.poll_next_unpin(cx) {
-                Poll::Ready(Some(item)) => {
-                    if let Some(event) = self.on_item(item) {
-                        self.ready.push_back(event);
-                    }
-                }
-                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
-            }
-        }
     }
 
     /// Drops `exchange`'s entry among the streams that can be closed to cancel (the id may
@@ -411,24 +241,10 @@ impl HttpTransport {
                 if let Some(id) = closable {
                     self.forget_stream(&id, exchange);
                 }
-                if let Some((_, Side::Awaited { state, .. })) =
-                    self.side.iter_mut().find(|(ex, _)| *ex == exchange)
-                {
-                    *state = Awaiting::Read;
-                }
+                self.answer_read(exchange);
                 self.on_conn(back);
             }
-            Item::Reply { exchange, reply } => {
-                let at = self.side.iter().position(|(ex, _)| *ex == exchange)?;
-                match &mut self.side[at].1 {
-                    Side::Awaited { reply: slot, .. } => *slot = Some(reply),
-                    Side::Restart(_) => {
-                        if let (_, Side::Restart(step)) = self.side.swap_remove(at) {
-                            self.on_restart_step(step, reply);
-                        }
-                    }
-                }
-            }
+            Item::Reply { exchange, reply } => self.on_reply(exchange, reply),
         }
         None
     }
@@ -459,33 +275,6 @@ impl HttpTransport {
             && !self.restarting
         {
             self.start_restart();
-        }
-    }
-}
-
-/// The future of [`HttpTransport::post_once`]: the reply, or the exchange given up when
-/// dropped before it.
-struct Awaited<'a> {
-    transport: &'a mut HttpTransport,
-    exchange: ExchangeId,
-    done: bool,
-}
-
-impl Future for Awaited<'_> {
-    type Output = Result<Reply, TransportError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let reply = std::task::ready!(this.transport.poll_reply(cx, this.exchange));
-        this.done = true;
-        Poll::Ready(reply)
-    }
-}
-
-impl Drop for Awaited<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.transport.abandon(self.exchange);
         }
     }
 }
@@ -562,6 +351,9 @@ impl Transport for HttpTransport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::{McpHeaders, TransportError};
+    use bytes::Bytes;
+    use client::Method;
     use std::sync::atomic::AtomicUsize;
     use std::sync::atomic::Ordering::SeqCst;
 

@@ -2,8 +2,9 @@
 //! for it (the load waits meanwhile), and its DELETE at the end. Both go over the transport's
 //! own connections, like everything else it sends.
 
+use super::HttpTransport;
 use super::client::{Method, RequestHead};
-use super::{HttpTransport, Reply, Side};
+use super::side::{Reply, Side};
 use crate::transport::{Event, McpHeaders, Outgoing, TransportError};
 use bytes::Bytes;
 use http::HeaderValue;
