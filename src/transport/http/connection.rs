@@ -33,8 +33,14 @@ pub(super) struct Head {
     /// What `Content-Type` announces.
     pub(super) kind: BodyKind,
     pub(super) retry_after_s: Option<u64>,
-    /// `Content-Type` and the session id, kept only for an answer read whole (handshakes,
-    /// probes): a load answer needs neither.
+    /// Kept only for an answer read whole (handshakes, probes); a load answer needs none,
+    /// and its head stays small.
+    pub(super) details: Option<Box<Details>>,
+}
+
+/// What an answer read whole keeps of its head besides the status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Details {
     pub(super) content_type: Option<String>,
     pub(super) session_id: Option<HeaderValue>,
 }
@@ -240,8 +246,7 @@ impl Connection {
     }
 
     /// Writes the request, then reads the answer's head (informational heads skipped);
-    /// `details`: keep what an answer read whole needs ([`Head::content_type`],
-    /// [`Head::session_id`]). A server may answer (413, 429) before it has read the whole
+    /// `details`: keep what an answer read whole needs ([`Head::details`]). A server may answer (413, 429) before it has read the whole
     /// request: while the write is held up, the answer is looked for too, and the connection
     /// ends with the exchange.
     pub(super) fn poll_head(
@@ -325,8 +330,7 @@ impl Connection {
                 status,
                 kind: content_kind(None),
                 retry_after_s: None,
-                content_type: None,
-                session_id: None,
+                details: details.then(Box::default),
             };
             let mut length = None;
             // `Transfer-Encoding`, if any: whether chunked is its last coding.
@@ -336,8 +340,8 @@ impl Connection {
                 let name = h.name;
                 if name.eq_ignore_ascii_case("content-type") {
                     head.kind = content_kind(Some(h.value));
-                    if details {
-                        head.content_type = std::str::from_utf8(h.value).ok().map(str::to_owned);
+                    if let Some(d) = &mut head.details {
+                        d.content_type = std::str::from_utf8(h.value).ok().map(str::to_owned);
                     }
                 } else if name.eq_ignore_ascii_case("retry-after") {
                     head.retry_after_s = retry_after_seconds(h.value);
@@ -355,8 +359,10 @@ impl Connection {
                         Some(h.value.rsplit(|&b| b == b',').next().is_some_and(|last| {
                             last.trim_ascii().eq_ignore_ascii_case(b"chunked")
                         }));
-                } else if details && name.eq_ignore_ascii_case(SESSION_HEADER.as_str()) {
-                    head.session_id = HeaderValue::from_bytes(h.value).ok();
+                } else if let Some(d) = &mut head.details
+                    && name.eq_ignore_ascii_case(SESSION_HEADER.as_str())
+                {
+                    d.session_id = HeaderValue::from_bytes(h.value).ok();
                 } else if name.eq_ignore_ascii_case("connection") {
                     for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                         if token.eq_ignore_ascii_case(b"close") {

@@ -71,10 +71,11 @@ impl Request {
 pub(super) enum Item {
     /// One of a load exchange's events.
     Event { event: Event, generation: u64 },
-    /// A side exchange's whole answer, or why there is none.
+    /// A side exchange's whole answer, or why there is none (boxed: a load exchange's items
+    /// stay small).
     Reply {
         exchange: ExchangeId,
-        reply: Result<Reply, TransportError>,
+        reply: Box<Result<Reply, TransportError>>,
     },
     /// The exchange's connection is free again: ready for the next request, or gone
     /// (`None`). Its answer has been read, so the exchange can no longer be closed to cancel
@@ -356,7 +357,7 @@ impl futures_util::Stream for Exchange {
             },
             Output::Reply(reply) => Item::Reply {
                 exchange: this.exchange,
-                reply,
+                reply: Box::new(reply),
             },
         }))
     }
@@ -437,11 +438,12 @@ impl Sink {
 impl Whole {
     fn reply(&mut self, body: BodyKind, broken: Option<TransportError>) -> Reply {
         let head = self.head.take().expect("a reply has a head");
+        let details = head.details.map(|d| *d).unwrap_or_default();
         Reply {
             status: head.status,
             body,
-            content_type: head.content_type,
-            session_id: head.session_id,
+            content_type: details.content_type,
+            session_id: details.session_id,
             retry_after_s: head.retry_after_s,
             messages: std::mem::take(&mut self.messages),
             unreadable: std::mem::take(&mut self.unreadable),

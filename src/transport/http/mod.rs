@@ -244,7 +244,7 @@ impl HttpTransport {
                 self.answer_read(exchange);
                 self.on_conn(back);
             }
-            Item::Reply { exchange, reply } => self.on_reply(exchange, reply),
+            Item::Reply { exchange, reply } => self.on_reply(exchange, *reply),
         }
         None
     }
