@@ -560,6 +560,14 @@ mod tests {
     }
 
     #[test]
+    fn the_pool_splits_evenly_among_the_transports() {
+        let shares: Vec<usize> = (0..4).map(|k| share(64, k, 3)).collect();
+        // The fourth transport made takes the first share again.
+        assert_eq!(shares, [22, 21, 21, 22]);
+        assert_eq!(share(8, 0, 1), 8);
+    }
+
+    #[test]
     fn modern_meta_names_the_revision() {
         assert_eq!(
             modern_meta()["io.modelcontextprotocol/protocolVersion"],
