@@ -10,12 +10,13 @@ use super::{
 use crate::jsonrpc::Id;
 use crate::transport::{
     AnyTransport, CancelStyle, Event, HttpClient, HttpOptions, HttpTransport, LegacyInit,
-    McpHeaders, Outgoing, StdioTransport, Transport, build_client,
+    McpHeaders, Outgoing, StdioTransport, Transport,
 };
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Uri};
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -32,20 +33,29 @@ pub struct Connected {
     pub transport: AnyTransport,
 }
 
-/// Connects to one target, as often as there are workers. Holds the shared HTTP client (one
-/// connection pool for every worker's transport).
+/// Connects to one target, as often as there are workers. Holds the HTTP client every
+/// transport shares (the target, its TLS setup, the headers) and splits the connection pool
+/// among the transports it makes.
 #[derive(Debug)]
 pub struct Connector {
     target: Endpoint,
     opts: ConnectOptions,
     http: Option<HttpSetup>,
+    /// Transports made so far.
+    made: AtomicUsize,
 }
 
 #[derive(Debug)]
 struct HttpSetup {
     client: HttpClient,
-    url: Uri,
     opts: HttpOptions,
+}
+
+/// Share `k` of `total` split `n` ways: the shares differ by one at most and add up to
+/// `total` (one at least each).
+fn share(total: usize, k: usize, n: usize) -> usize {
+    let n = n.max(1);
+    (total / n + usize::from(k % n < total % n)).max(1)
 }
 
 impl Connector {
@@ -85,14 +95,18 @@ impl Connector {
                     exchange_timeout: opts.exchange_timeout,
                 };
                 Some(HttpSetup {
-                    client: build_client(&http_opts)?,
-                    url,
+                    client: HttpClient::new(&url, &http_opts)?,
                     opts: http_opts,
                 })
             }
             Endpoint::Stdio(_) => None,
         };
-        Ok(Connector { target, opts, http })
+        Ok(Connector {
+            target,
+            opts,
+            http,
+            made: AtomicUsize::new(0),
+        })
     }
 
     pub fn target(&self) -> &Endpoint {
@@ -106,11 +120,17 @@ impl Connector {
     /// A bare transport with nothing negotiated (probes craft their own exchanges).
     pub fn raw_transport(&self) -> Result<AnyTransport, McpError> {
         match (&self.target, &self.http) {
-            (_, Some(h)) => Ok(AnyTransport::Http(Box::new(HttpTransport::new(
-                h.client.clone(),
-                h.url.clone(),
-                &h.opts,
-            )))),
+            (_, Some(h)) => {
+                let k = self.made.fetch_add(1, Ordering::Relaxed);
+                let opts = HttpOptions {
+                    pool_size: share(h.opts.pool_size, k, self.opts.transports),
+                    ..h.opts.clone()
+                };
+                Ok(AnyTransport::Http(Box::new(HttpTransport::new(
+                    h.client.clone(),
+                    &opts,
+                ))))
+            }
             (Endpoint::Stdio(o), None) => {
                 let mut o = o.clone();
                 o.max_line_bytes = self.opts.max_message_bytes;
@@ -537,6 +557,14 @@ mod tests {
         let request = br#"{"jsonrpc":"2.0","id":"mcpload-initialize","method":"ping"}"#;
         assert!(response_for(request, &id).is_none());
         assert!(response_for(b"garbage", &id).is_none());
+    }
+
+    #[test]
+    fn the_pool_splits_evenly_among_the_transports() {
+        let shares: Vec<usize> = (0..4).map(|k| share(64, k, 3)).collect();
+        // The fourth transport made takes the first share again.
+        assert_eq!(shares, [22, 21, 21, 22]);
+        assert_eq!(share(8, 0, 1), 8);
     }
 
     #[test]

@@ -89,8 +89,17 @@ impl Endpoint {
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
     pub protocol: ProtocolChoice,
-    /// HTTP connections kept per host: the most requests the run has in flight.
+    /// HTTP: the most connections open to the target at once, over every transport the
+    /// connector makes. Everything sent to the target goes over them: the handshake, the
+    /// load, cancel notifications, a legacy session's re-initialization and DELETE, probes.
+    /// Each connection carries one request at a time (HTTP/1.1; HTTP/2 is not spoken), and a
+    /// request finding its transport's connections all busy waits for one: size it to the
+    /// requests in flight.
     pub pool_size: usize,
+    /// How many transports share `pool_size` (a run: one per worker). The connector splits
+    /// it evenly: the k-th transport it makes gets share k mod `transports`, one connection
+    /// at least, so keep `transports` at most `pool_size`.
+    pub transports: usize,
     /// Largest JSON text accepted (body, SSE event, stdio line).
     pub max_message_bytes: usize,
     /// Bound on each handshake / discovery / listing step.
@@ -107,6 +116,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             protocol: ProtocolChoice::Auto,
             pool_size: 64,
+            transports: 1,
             max_message_bytes: 16 << 20,
             handshake_timeout: Duration::from_secs(15),
             exchange_timeout: None,

@@ -480,11 +480,10 @@ impl Prober {
         let wait = self.wait;
         let o = match &mut self.transport {
             AnyTransport::Http(h) => {
-                let h = &**h;
-                let (x, y) = tokio::join!(
-                    h.post_once(body.clone(), call.headers(), wait * 4),
-                    h.post_once(body, call.headers(), wait * 4)
-                );
+                // Both are out before either answer is awaited.
+                let x = h.post(body.clone(), call.headers(), wait * 4);
+                let y = h.post(body, call.headers(), wait * 4);
+                let (x, y) = (h.reply(x).await, h.reply(y).await);
                 let mut o = Observed::default();
                 for r in [x, y] {
                     let mut one = Observed::default();
@@ -596,7 +595,6 @@ impl Prober {
         let (o, note) = match &mut self.transport {
             AnyTransport::Http(h) if modern => {
                 // Closing the request's stream is the cancel.
-                let h = &**h;
                 let mut o = Observed::default();
                 let note = match tokio::time::timeout(
                     CANCEL_AFTER,
@@ -617,13 +615,16 @@ impl Prober {
                 (o, Some(note))
             }
             AnyTransport::Http(h) => {
-                let h = &**h;
-                let cancel = async {
-                    tokio::time::sleep(CANCEL_AFTER).await;
-                    h.post_once(cancel_notification(&the_id), &McpHeaders::default(), listen)
-                        .await
+                let cancel_at = tokio::time::Instant::now() + CANCEL_AFTER;
+                let call = h.post(body, op.headers(), listen);
+                let early = tokio::time::timeout_at(cancel_at, h.reply(call)).await;
+                tokio::time::sleep_until(cancel_at).await;
+                let cancel = cancel_notification(&the_id);
+                let sent = h.post_once(cancel, &McpHeaders::default(), listen).await;
+                let slow = match early {
+                    Ok(answered) => answered,
+                    Err(_) => h.reply(call).await,
                 };
-                let (slow, sent) = tokio::join!(h.post_once(body, op.headers(), listen), cancel);
                 let mut o = Observed::default();
                 let mut note = match sent {
                     Ok(r) => format!("notifications/cancelled answered HTTP {}", r.status),

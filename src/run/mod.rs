@@ -166,17 +166,36 @@ async fn endpoint(plan: &Plan) -> Result<(Option<RunningTarget>, Endpoint), RunE
     Ok((None, Endpoint::Stdio(o)))
 }
 
-/// The first connection (handshake, tool list), with a pool sized for the highest level.
-async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connected), RunError> {
+/// The most connections the run opens to an HTTP target: the highest level of a closed loop,
+/// `max_in_flight` of an open one.
+fn pool_size(plan: &Plan) -> usize {
     let max_level = plan.sweep.levels.iter().cloned().fold(1.0, f64::max);
-    let pool = match plan.model {
+    match plan.model {
         Model::Closed => max_level as usize,
         Model::Open => plan.load.max_in_flight,
     }
-    .clamp(1, 4096);
+    .clamp(1, 4096)
+}
+
+/// Workers: one for stdio; else `--workers` or one per core, at most 64, and over HTTP at
+/// most the pool, since the workers split it and each needs a connection of its own.
+fn worker_count(plan: &Plan) -> usize {
+    match &plan.target.stdio {
+        Some(_) => 1,
+        None => plan
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .min(pool_size(plan)),
+    }
+    .clamp(1, 64)
+}
+
+/// The first connection (handshake, tool list), with a pool sized for the highest level.
+async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connected), RunError> {
     let opts = ConnectOptions {
         protocol: plan.target.protocol,
-        pool_size: pool,
+        pool_size: pool_size(plan),
+        transports: worker_count(plan),
         list_tools: true,
         ..ConnectOptions::default()
     };
@@ -190,23 +209,15 @@ async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connecte
     Ok((connector, connected))
 }
 
-/// One connection per worker: `first`, then as many more as workers (one for stdio; else
-/// `--workers` or one per core, at most 64).
+/// One transport per worker ([`worker_count`]): `first`, then the others.
 async fn open_connections(
     plan: &Plan,
     connector: &Connector,
     server: &ServerInfo,
     first: AnyTransport,
 ) -> Result<Vec<AnyTransport>, RunError> {
-    let workers = match &plan.target.stdio {
-        Some(_) => 1,
-        None => plan
-            .workers
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
-    }
-    .clamp(1, 64);
     let mut transports = vec![first];
-    for _ in 1..workers {
+    for _ in 1..worker_count(plan) {
         let t = connector
             .attach(server)
             .await

@@ -24,12 +24,11 @@
 //! Every [`Event::Message`] carries the instant its bytes were parsed off the wire, so the
 //! latency does not include the time the worker took to look at it.
 
-mod h1;
 mod http;
 pub mod sse;
 mod stdio;
 
-pub use http::{HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply, build_client};
+pub use http::{HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply};
 pub use stdio::{StdioOptions, StdioTransport};
 
 use crate::jsonrpc::Id;
@@ -316,16 +315,20 @@ pub(crate) fn cancel_notification(id: &Id) -> Bytes {
     Bytes::from(out)
 }
 
-/// Test servers' side of HTTP/1.1: reading one request off a socket.
+/// Test servers' side of HTTP/1.1: reading one request off a stream, and TLS with a
+/// self-signed certificate.
 #[cfg(test)]
 mod wire_for_tests {
-    use tokio::io::AsyncReadExt;
-    use tokio::net::TcpStream;
+    use std::sync::Arc;
+    use tokio::io::{AsyncRead, AsyncReadExt};
 
     /// Reads the next whole request (its head, then a body of `Content-Length` bytes) and
-    /// returns its body; `None` when the client hangs up first. `buf` keeps what is read
-    /// past it.
-    pub async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+    /// returns its head (lower-cased) and its body; `None` when the client hangs up first.
+    /// `buf` keeps what is read past it.
+    pub async fn read_request<S: AsyncRead + Unpin>(
+        sock: &mut S,
+        buf: &mut Vec<u8>,
+    ) -> Option<(String, Vec<u8>)> {
         loop {
             if let Some(end) = memchr::memmem::find(buf, b"\r\n\r\n") {
                 let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
@@ -334,7 +337,8 @@ mod wire_for_tests {
                     .find_map(|l| l.strip_prefix("content-length:"))
                     .map_or(0, |n| n.trim().parse().unwrap());
                 if buf.len() >= end + 4 + len {
-                    return Some(buf.drain(..end + 4 + len).skip(end + 4).collect());
+                    let body = buf.drain(..end + 4 + len).skip(end + 4).collect();
+                    return Some((head, body));
                 }
             }
             let mut chunk = [0u8; 4096];
@@ -343,6 +347,31 @@ mod wire_for_tests {
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
         }
+    }
+
+    /// A fresh self-signed certificate for 127.0.0.1: a server setup that presents it, and a
+    /// client setup that trusts it alone.
+    pub fn self_signed_tls() -> (tokio_rustls::TlsAcceptor, rustls::ClientConfig) {
+        use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let issued = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+        let cert = issued.cert.der().clone();
+        let key =
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(issued.signing_key.serialize_der()));
+        let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.clone()], key)
+            .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert).unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        (Arc::new(server).into(), client)
     }
 }
 

@@ -27,6 +27,7 @@ mod serve_faults;
 mod serve_interop;
 mod serve_protocol;
 mod transport_everything;
+mod transport_https;
 mod transport_python;
 mod transport_serve;
 mod transport_stdio;

@@ -1,37 +1,52 @@
-//! A bare HTTP/1.1 client connection for `http://` load, polled inline by the exchange using
-//! it (no task, no channel, no header map per request): the request is written from one
-//! buffer, the answer's head parsed with httparse, its body framed by Content-Length, chunked
-//! coding or the connection's end. One request at a time; nothing is ever retried.
+//! One HTTP/1.1 connection to the target, over TCP or rustls, polled inline by the exchange
+//! using it (no task, no channel, no header map per request): the request is written from one
+//! buffer, the answer's head parsed with httparse, its body framed by `body`. One request at a
+//! time; nothing is ever retried. Idle, it tells whether it can take another request.
 
-use super::{BodyKind, TransportError};
+use super::body::{Chunk, Framing, Step, next_piece};
+use super::client::SESSION_HEADER;
+use crate::transport::{BodyKind, TransportError};
 use bytes::{Buf, BytesMut};
+use http::HeaderValue;
+use rustls::pki_types::ServerName;
+use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, SystemTime};
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncBufRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 /// Largest answer head (or trailer section) accepted.
-const MAX_HEAD: usize = 64 << 10;
+pub(super) const MAX_HEAD: usize = 64 << 10;
 /// Most headers an answer head may have (as many as hyper allows).
 const MAX_HEADERS: usize = 100;
 /// Room a read offers the socket at least.
 const READ_CHUNK: usize = 8 << 10;
-/// Longest chunk-size line accepted (extensions included).
-const MAX_CHUNK_LINE: usize = 1024;
 
 /// What the exchange needs of an answer's head.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Head {
-    pub status: u16,
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Head {
+    pub(super) status: u16,
     /// What `Content-Type` announces.
-    pub kind: BodyKind,
-    pub retry_after_s: Option<u64>,
+    pub(super) kind: BodyKind,
+    pub(super) retry_after_s: Option<u64>,
+    /// Kept only for an answer read whole (handshakes, probes); a load answer needs none,
+    /// and its head stays small.
+    pub(super) details: Option<Box<Details>>,
+}
+
+/// What an answer read whole keeps of its head besides the status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Details {
+    pub(super) content_type: Option<String>,
+    pub(super) session_id: Option<HeaderValue>,
 }
 
 /// The body kind a `Content-Type` value announces (`Other` when absent).
-pub fn content_kind(content_type: Option<&[u8]>) -> BodyKind {
+pub(super) fn content_kind(content_type: Option<&[u8]>) -> BodyKind {
     let Some(ct) = content_type else {
         return BodyKind::Other;
     };
@@ -48,7 +63,7 @@ pub fn content_kind(content_type: Option<&[u8]>) -> BodyKind {
 }
 
 /// `Retry-After`: delay-seconds or an HTTP date (seconds from now, 0 if past).
-pub fn retry_after_seconds(value: &[u8]) -> Option<u64> {
+pub(super) fn retry_after_seconds(value: &[u8]) -> Option<u64> {
     let s = std::str::from_utf8(value).ok()?.trim();
     if let Ok(n) = s.parse::<u64>() {
         return Some(n);
@@ -60,37 +75,6 @@ pub fn retry_after_seconds(value: &[u8]) -> Option<u64> {
     )
 }
 
-/// How the body's end is known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Framing {
-    Length(u64),
-    Chunked(Chunk),
-    UntilClose,
-    Empty,
-}
-
-/// Where a chunked body is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Chunk {
-    /// Before a chunk-size line.
-    Size,
-    /// Inside a chunk's data, so many bytes left.
-    Data(u64),
-    /// After a chunk's data, before its CRLF.
-    DataEnd,
-    /// After the last chunk: trailer lines up to an empty one.
-    Trailers,
-}
-
-/// What the buffer yields next of a body.
-#[derive(Debug, PartialEq, Eq)]
-enum Step {
-    /// The first `n` bytes of the buffer are body data.
-    Data(usize),
-    NeedMore,
-    End,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Idle,
@@ -99,10 +83,78 @@ enum State {
     Body(Framing),
 }
 
+/// The bytes under a connection: plain TCP (`http://`) or rustls over TCP (`https://`).
+#[derive(Debug)]
+enum Stream {
+    Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+        }
+    }
+
+    /// Pushes out what TLS still holds of the request (plain TCP holds nothing).
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Stream::Tcp(_) => Poll::Ready(Ok(())),
+            Stream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+
+    fn poll_read_buf(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            Stream::Tcp(s) => tokio_util::io::poll_read_buf(Pin::new(s), cx, buf),
+            Stream::Tls(s) => tokio_util::io::poll_read_buf(Pin::new(&mut **s), cx, buf),
+        }
+    }
+
+    /// Whether the server has neither closed the stream nor sent anything since the last
+    /// answer. Costs no system call unless the socket has news; TLS records that carry no
+    /// data (a TLS 1.3 session ticket) are read and leave the stream quiet.
+    fn is_quiet(&mut self) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match self {
+            Stream::Tcp(tcp) => match tcp.poll_read_ready(&mut cx) {
+                Poll::Pending => true,
+                Poll::Ready(Err(_)) => false,
+                // Readiness may be left over from the last answer's read: look once.
+                Poll::Ready(Ok(())) => matches!(
+                    tcp.try_read(&mut [0u8; 1]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock
+                ),
+            },
+            Stream::Tls(tls) => {
+                let (tcp, session) = tls.get_mut();
+                // Data or a close the TLS layer already holds.
+                if !matches!(
+                    session.reader().into_first_chunk(),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock
+                ) {
+                    return false;
+                }
+                match tcp.poll_read_ready(&mut cx) {
+                    Poll::Pending => true,
+                    Poll::Ready(Err(_)) => false,
+                    Poll::Ready(Ok(())) => Pin::new(&mut **tls).poll_fill_buf(&mut cx).is_pending(),
+                }
+            }
+        }
+    }
+}
+
 /// One HTTP/1.1 connection and its buffers, reused request after request.
 #[derive(Debug)]
-pub struct H1Conn {
-    tcp: TcpStream,
+pub(super) struct Connection {
+    stream: Stream,
     state: State,
     /// The request being written; `written` bytes of it are out.
     wbuf: Vec<u8>,
@@ -112,37 +164,63 @@ pub struct H1Conn {
     closing: bool,
 }
 
-fn malformed(what: &str) -> TransportError {
+pub(super) fn malformed(what: &str) -> TransportError {
     TransportError::Request(format!("malformed HTTP answer: {what}"))
 }
 
-fn io_error(e: std::io::Error) -> TransportError {
-    if e.kind() == std::io::ErrorKind::TimedOut {
+fn io_error(e: io::Error) -> TransportError {
+    if e.kind() == io::ErrorKind::TimedOut {
         TransportError::Timeout(e.to_string())
     } else {
         TransportError::Request(e.to_string())
     }
 }
 
-fn closed_early() -> TransportError {
+pub(super) fn closed_early() -> TransportError {
     TransportError::Request("the connection closed before the answer's end".into())
 }
 
-impl H1Conn {
-    /// Connects (Nagle off) within `timeout`.
-    pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<Self, TransportError> {
-        let tcp = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
-            Ok(Ok(tcp)) => tcp,
-            Ok(Err(e)) => return Err(TransportError::Connect(format!("{host}:{port}: {e}"))),
+/// How `https://` connections are secured: rustls, and the name the certificate must bear.
+#[derive(Clone)]
+pub(super) struct Tls {
+    pub(super) connector: TlsConnector,
+    pub(super) name: ServerName<'static>,
+}
+
+impl Connection {
+    /// Connects (Nagle off) and, with `tls`, completes the TLS handshake, all within
+    /// `timeout`.
+    pub(super) async fn connect(
+        host: &str,
+        port: u16,
+        tls: Option<&Tls>,
+        timeout: Duration,
+    ) -> Result<Self, TransportError> {
+        let open = async {
+            let tcp = TcpStream::connect((host, port))
+                .await
+                .map_err(|e| TransportError::Connect(format!("{host}:{port}: {e}")))?;
+            let _ = tcp.set_nodelay(true);
+            Ok(match tls {
+                None => Stream::Tcp(tcp),
+                Some(tls) => Stream::Tls(Box::new(
+                    tls.connector
+                        .connect(tls.name.clone(), tcp)
+                        .await
+                        .map_err(|e| TransportError::Connect(format!("{host}:{port}: TLS: {e}")))?,
+                )),
+            })
+        };
+        let stream = match tokio::time::timeout(timeout, open).await {
+            Ok(stream) => stream?,
             Err(_) => {
                 return Err(TransportError::Timeout(format!(
                     "connecting to {host}:{port} took over {timeout:?}"
                 )));
             }
         };
-        let _ = tcp.set_nodelay(true);
-        Ok(H1Conn {
-            tcp,
+        Ok(Connection {
+            stream,
             state: State::Idle,
             wbuf: Vec::with_capacity(1024),
             written: 0,
@@ -152,27 +230,14 @@ impl H1Conn {
     }
 
     /// Whether an idle connection can take a request: its last answer was read whole, and
-    /// the server has neither closed it nor sent anything unasked since. Costs no system call
-    /// unless the socket has news.
-    pub fn reusable(&mut self) -> bool {
-        if self.state != State::Idle || self.closing || !self.rbuf.is_empty() {
-            return false;
-        }
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        match self.tcp.poll_read_ready(&mut cx) {
-            Poll::Pending => true,
-            Poll::Ready(Err(_)) => false,
-            // Readiness may be left over from the last answer's read: look once.
-            Poll::Ready(Ok(())) => matches!(
-                self.tcp.try_read(&mut [0u8; 1]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
-            ),
-        }
+    /// the server has neither closed it nor sent anything unasked since.
+    pub(super) fn reusable(&mut self) -> bool {
+        self.state == State::Idle && !self.closing && self.rbuf.is_empty() && self.stream.is_quiet()
     }
 
     /// Starts a request on an idle connection: `encode` fills the emptied request buffer
     /// with the whole request, head and body.
-    pub fn start(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
+    pub(super) fn start(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
         debug_assert_eq!(self.state, State::Idle);
         self.wbuf.clear();
         encode(&mut self.wbuf);
@@ -180,22 +245,32 @@ impl H1Conn {
         self.state = State::Writing;
     }
 
-    /// Writes the request, then reads the answer's head (informational heads skipped). A
-    /// server may answer (413, 429) before it has read the whole request: while the write
-    /// is held up, the answer is looked for too, and the connection ends with the exchange.
-    pub fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Head, TransportError>> {
+    /// Writes the request, then reads the answer's head (informational heads skipped);
+    /// `details`: keep what an answer read whole needs ([`Head::details`]). A server may answer (413, 429) before it has read the whole
+    /// request: while the write is held up, the answer is looked for too, and the connection
+    /// ends with the exchange.
+    pub(super) fn poll_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        details: bool,
+    ) -> Poll<Result<Head, TransportError>> {
         while self.state == State::Writing {
-            match Pin::new(&mut self.tcp).poll_write(cx, &self.wbuf[self.written..]) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(closed_early())),
-                Poll::Ready(Ok(n)) => {
-                    self.written += n;
-                    if self.written == self.wbuf.len() {
-                        self.state = State::ReadingHead;
-                    }
+            let wrote = if self.written < self.wbuf.len() {
+                match self.stream.poll_write(cx, &self.wbuf[self.written..]) {
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(closed_early())),
+                    wrote => wrote.map_ok(|n| self.written += n),
                 }
+            } else {
+                // All of it handed over: TLS may still hold some.
+                self.stream
+                    .poll_flush(cx)
+                    .map_ok(|()| self.state = State::ReadingHead)
+            };
+            match wrote {
+                Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(io_error(e))),
                 Poll::Pending => {
-                    if let Some(head) = ready!(self.poll_read_head(cx))? {
+                    if let Some(head) = ready!(self.poll_read_head(cx, details))? {
                         self.closing = true;
                         return Poll::Ready(Ok(head));
                     }
@@ -203,7 +278,7 @@ impl H1Conn {
             }
         }
         loop {
-            if let Some(head) = ready!(self.poll_read_head(cx))? {
+            if let Some(head) = ready!(self.poll_read_head(cx, details))? {
                 return Poll::Ready(Ok(head));
             }
         }
@@ -214,8 +289,9 @@ impl H1Conn {
     fn poll_read_head(
         &mut self,
         cx: &mut Context<'_>,
+        details: bool,
     ) -> Poll<Result<Option<Head>, TransportError>> {
-        if let Some(head) = self.parse_head()? {
+        if let Some(head) = self.parse_head(details)? {
             return Poll::Ready(Ok(Some(head)));
         }
         if self.rbuf.len() > MAX_HEAD {
@@ -224,12 +300,12 @@ impl H1Conn {
         if ready!(self.poll_fill(cx))? == 0 {
             return Poll::Ready(Err(closed_early()));
         }
-        Poll::Ready(self.parse_head())
+        Poll::Ready(self.parse_head(details))
     }
 
     /// Takes a complete final head off the read buffer, if there is one, and sets the
     /// body's framing.
-    fn parse_head(&mut self) -> Result<Option<Head>, TransportError> {
+    fn parse_head(&mut self, details: bool) -> Result<Option<Head>, TransportError> {
         loop {
             // Left uninitialised: zeroing 100 headers per answer would cost more than parsing.
             let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
@@ -254,6 +330,7 @@ impl H1Conn {
                 status,
                 kind: content_kind(None),
                 retry_after_s: None,
+                details: details.then(Box::default),
             };
             let mut length = None;
             // `Transfer-Encoding`, if any: whether chunked is its last coding.
@@ -263,6 +340,9 @@ impl H1Conn {
                 let name = h.name;
                 if name.eq_ignore_ascii_case("content-type") {
                     head.kind = content_kind(Some(h.value));
+                    if let Some(d) = &mut head.details {
+                        d.content_type = std::str::from_utf8(h.value).ok().map(str::to_owned);
+                    }
                 } else if name.eq_ignore_ascii_case("retry-after") {
                     head.retry_after_s = retry_after_seconds(h.value);
                 } else if name.eq_ignore_ascii_case("content-length") {
@@ -279,6 +359,10 @@ impl H1Conn {
                         Some(h.value.rsplit(|&b| b == b',').next().is_some_and(|last| {
                             last.trim_ascii().eq_ignore_ascii_case(b"chunked")
                         }));
+                } else if let Some(d) = &mut head.details
+                    && name.eq_ignore_ascii_case(SESSION_HEADER.as_str())
+                {
+                    d.session_id = HeaderValue::from_bytes(h.value).ok();
                 } else if name.eq_ignore_ascii_case("connection") {
                     for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                         if token.eq_ignore_ascii_case(b"close") {
@@ -310,12 +394,14 @@ impl H1Conn {
     /// Reads more of the answer into the buffer; `Ready(Ok(0))` at the connection's end.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, TransportError>> {
         self.rbuf.reserve(READ_CHUNK);
-        tokio_util::io::poll_read_buf(Pin::new(&mut self.tcp), cx, &mut self.rbuf).map_err(io_error)
+        self.stream
+            .poll_read_buf(cx, &mut self.rbuf)
+            .map_err(io_error)
     }
 
     /// Hands the next piece of the body to `take`: `Ready(Ok(true))` after a piece,
     /// `Ready(Ok(false))` once the body is over (the connection is then idle).
-    pub fn poll_body(
+    pub(super) fn poll_body(
         &mut self,
         cx: &mut Context<'_>,
         take: &mut impl FnMut(&[u8]),
@@ -350,143 +436,14 @@ impl H1Conn {
 
     /// Whether the connection may serve another request: the answer was read to its end and
     /// neither side means to close.
-    pub fn keeps_alive(&self) -> bool {
+    pub(super) fn keeps_alive(&self) -> bool {
         self.state == State::Idle && !self.closing
-    }
-}
-
-/// Moves a body along on what the buffer holds.
-fn next_piece(framing: &mut Framing, buf: &mut BytesMut) -> Result<Step, TransportError> {
-    let chunk = match framing {
-        Framing::Empty | Framing::Length(0) => return Ok(Step::End),
-        _ if buf.is_empty() => return Ok(Step::NeedMore),
-        Framing::UntilClose => return Ok(Step::Data(buf.len())),
-        Framing::Length(left) => {
-            let n = (*left).min(buf.len() as u64);
-            *left -= n;
-            return Ok(Step::Data(n as usize));
-        }
-        Framing::Chunked(chunk) => chunk,
-    };
-    loop {
-        match chunk {
-            Chunk::Size => match httparse::parse_chunk_size(buf) {
-                Ok(httparse::Status::Complete((len, size))) => {
-                    buf.advance(len);
-                    *chunk = if size == 0 {
-                        Chunk::Trailers
-                    } else {
-                        Chunk::Data(size)
-                    };
-                }
-                Ok(httparse::Status::Partial) if buf.len() > MAX_CHUNK_LINE => {
-                    return Err(malformed("chunk-size line over 1 KiB"));
-                }
-                Ok(httparse::Status::Partial) => return Ok(Step::NeedMore),
-                Err(_) => return Err(malformed("bad chunk size")),
-            },
-            Chunk::Data(left) => {
-                if buf.is_empty() {
-                    return Ok(Step::NeedMore);
-                }
-                let n = (*left).min(buf.len() as u64);
-                *left -= n;
-                if *left == 0 {
-                    *chunk = Chunk::DataEnd;
-                }
-                return Ok(Step::Data(n as usize));
-            }
-            Chunk::DataEnd => {
-                if buf.len() < 2 {
-                    return Ok(Step::NeedMore);
-                }
-                if &buf[..2] != b"\r\n" {
-                    return Err(malformed("chunk data not followed by CRLF"));
-                }
-                buf.advance(2);
-                *chunk = Chunk::Size;
-            }
-            Chunk::Trailers => match memchr::memmem::find(buf, b"\r\n") {
-                Some(0) => {
-                    buf.advance(2);
-                    *framing = Framing::Empty;
-                    return Ok(Step::End);
-                }
-                Some(at) => buf.advance(at + 2),
-                None if buf.len() > MAX_HEAD => return Err(malformed("trailers over 64 KiB")),
-                None => return Ok(Step::NeedMore),
-            },
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Feeds `wire` to a body framed as `framing`, cut into pieces of `cut` bytes, and
-    /// collects the data; `Err` names the first failure.
-    fn decode(framing: Framing, wire: &[u8], cut: usize) -> Result<Vec<u8>, TransportError> {
-        let mut framing = framing;
-        let mut buf = BytesMut::new();
-        let mut data = Vec::new();
-        let mut pieces = wire.chunks(cut);
-        loop {
-            match next_piece(&mut framing, &mut buf)? {
-                Step::Data(n) => {
-                    data.extend_from_slice(&buf[..n]);
-                    buf.advance(n);
-                }
-                Step::End => return Ok(data),
-                Step::NeedMore => match pieces.next() {
-                    Some(p) => buf.extend_from_slice(p),
-                    None => return Err(closed_early()),
-                },
-            }
-        }
-    }
-
-    #[test]
-    fn chunked_bodies_decode_whatever_the_cuts() {
-        let wire = b"5\r\nhello\r\n1;ext=1\r\n \r\n6\r\nworld!\r\n0\r\nx-trailer: 1\r\n\r\n";
-        for cut in 1..wire.len() {
-            let got = decode(Framing::Chunked(Chunk::Size), wire, cut).unwrap();
-            assert_eq!(got, b"hello world!", "cut {cut}");
-        }
-        let plain = b"0\r\n\r\n";
-        assert_eq!(
-            decode(Framing::Chunked(Chunk::Size), plain, 2).unwrap(),
-            b""
-        );
-    }
-
-    #[test]
-    fn broken_chunked_bodies_are_errors_not_hangs() {
-        let cases: [&[u8]; 4] = [
-            b"zz\r\nhello\r\n0\r\n\r\n",
-            b"5\r\nhelloXX0\r\n\r\n",
-            b"5\r\nhel",
-            b"5\r\nhello\r\n",
-        ];
-        for wire in cases {
-            assert!(
-                decode(Framing::Chunked(Chunk::Size), wire, 3).is_err(),
-                "{:?}",
-                String::from_utf8_lossy(wire)
-            );
-        }
-        let endless_size = vec![b'1'; 2 * MAX_CHUNK_LINE];
-        assert!(decode(Framing::Chunked(Chunk::Size), &endless_size, 64).is_err());
-    }
-
-    #[test]
-    fn length_and_close_framing_stop_where_they_should() {
-        assert_eq!(decode(Framing::Length(5), b"hello", 2).unwrap(), b"hello");
-        assert!(decode(Framing::Length(6), b"hello", 2).is_err());
-        assert_eq!(decode(Framing::Empty, b"", 1).unwrap(), b"");
-        // A body read to the connection's end: the end shows as the pieces running out.
-        assert!(decode(Framing::UntilClose, b"abc", 1).is_err());
-    }
 
     #[test]
     fn content_types_name_the_body_kind() {
@@ -527,11 +484,11 @@ mod tests {
     }
 
     /// Sends one request on `conn` and reads the whole answer: its head and its body.
-    async fn exchange(conn: &mut H1Conn) -> Result<(Head, Vec<u8>), TransportError> {
+    async fn exchange(conn: &mut Connection) -> Result<(Head, Vec<u8>), TransportError> {
         conn.start(|w| {
             w.extend_from_slice(b"POST /mcp HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}");
         });
-        let head = std::future::poll_fn(|cx| conn.poll_head(cx)).await?;
+        let head = std::future::poll_fn(|cx| conn.poll_head(cx, false)).await?;
         let mut body = Vec::new();
         while std::future::poll_fn(|cx| conn.poll_body(cx, &mut |b| body.extend_from_slice(b)))
             .await?
@@ -539,8 +496,8 @@ mod tests {
         Ok((head, body))
     }
 
-    async fn connect(port: u16) -> H1Conn {
-        H1Conn::connect("127.0.0.1", port, Duration::from_secs(5))
+    async fn connect(port: u16) -> Connection {
+        Connection::connect("127.0.0.1", port, None, Duration::from_secs(5))
             .await
             .unwrap()
     }
@@ -623,7 +580,7 @@ mod tests {
         });
         let head = tokio::time::timeout(
             Duration::from_secs(5),
-            std::future::poll_fn(|cx| conn.poll_head(cx)),
+            std::future::poll_fn(|cx| conn.poll_head(cx, false)),
         )
         .await
         .expect("the answer is seen while the write is held up")
@@ -658,5 +615,53 @@ mod tests {
         let port = raw_server(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"]).await;
         let err = exchange(&mut connect(port).await).await.unwrap_err();
         assert!(err.to_string().contains("closed before"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_tls_connection_is_reused_until_the_server_closes_it() {
+        use tokio::io::AsyncWriteExt;
+        let (acceptor, client) = crate::transport::wire_for_tests::self_signed_tls();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.unwrap();
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let request = crate::transport::wire_for_tests::read_request(&mut tls, &mut seen);
+                assert!(request.await.is_some(), "the client hung up mid-request");
+                let answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+                tls.write_all(answer).await.unwrap();
+                tls.flush().await.unwrap();
+            }
+            // close_notify, then the connection stays open until the client goes.
+            tls.shutdown().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        });
+        let tls = Tls {
+            connector: std::sync::Arc::new(client).into(),
+            name: ServerName::try_from("127.0.0.1").unwrap(),
+        };
+        let mut conn = Connection::connect("127.0.0.1", port, Some(&tls), Duration::from_secs(5))
+            .await
+            .unwrap();
+        let (head, body) = exchange(&mut conn).await.unwrap();
+        assert_eq!((head.status, &body[..]), (200, &b"{}"[..]));
+        // TLS 1.3 session tickets may come after the answer: they carry no data.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            conn.reusable(),
+            "an idle TLS connection takes the next request"
+        );
+        let (head, _) = exchange(&mut conn).await.unwrap();
+        assert_eq!(head.status, 200);
+        let closed = async {
+            while conn.reusable() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), closed)
+            .await
+            .expect("the server's close_notify shows");
     }
 }

@@ -1,0 +1,538 @@
+//! One exchange: a request and its answer on one connection, from the dial or the first byte
+//! written to the answer's last, as a stream the transport polls inline (no task, no channel).
+//! A load exchange reports events, the terminal one last; a side exchange (a handshake step,
+//! a probe, a cancel notification, a session's DELETE) reads its answer whole into a
+//! [`Reply`].
+
+use super::Reply;
+use super::body::{BodyReader, Piece};
+use super::client::{Method, RequestHead};
+use super::connection::{Connection, Head};
+use crate::jsonrpc::Id;
+use crate::transport::{BodyKind, Event, ExchangeId, Outgoing, TransportError, Unreadable};
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::Abortable;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+pub(super) fn too_slow() -> TransportError {
+    TransportError::Timeout("the exchange outlasted its time limit".into())
+}
+
+/// A request to send, and what its answer is for.
+pub(super) struct Request {
+    pub(super) exchange: ExchangeId,
+    pub(super) method: Method,
+    pub(super) out: Outgoing,
+    /// Read the answer whole into a [`Reply`] (a side request) instead of reporting events.
+    pub(super) whole: bool,
+    /// A head of its own (a session restart's, which must not carry the stale session);
+    /// `None`: the transport's.
+    pub(super) head: Option<Box<RequestHead>>,
+    /// Its time limit runs from `since`.
+    pub(super) since: tokio::time::Instant,
+    pub(super) limit: Option<Duration>,
+}
+
+impl Request {
+    /// A load request: its answer comes as events.
+    pub(super) fn load(
+        exchange: ExchangeId,
+        out: Outgoing,
+        limit: Option<Duration>,
+        since: tokio::time::Instant,
+    ) -> Self {
+        Request {
+            exchange,
+            method: Method::Post,
+            out,
+            whole: false,
+            head: None,
+            since,
+            limit,
+        }
+    }
+
+    pub(super) fn is_load(&self) -> bool {
+        !self.whole
+    }
+
+    /// Whether it is the load request of `id` alone (not in a batch).
+    pub(super) fn is_single(&self, id: &Id) -> bool {
+        self.is_load() && !self.out.batch && self.out.ids.len() == 1 && self.out.ids[0] == *id
+    }
+}
+
+/// What an exchange stream yields to the transport.
+pub(super) enum Item {
+    /// One of a load exchange's events.
+    Event { event: Event, generation: u64 },
+    /// A side exchange's whole answer, or why there is none (boxed: a load exchange's items
+    /// stay small).
+    Reply {
+        exchange: ExchangeId,
+        reply: Box<Result<Reply, TransportError>>,
+    },
+    /// The exchange's connection is free again: ready for the next request, or gone
+    /// (`None`). Its answer has been read, so the exchange can no longer be closed to cancel
+    /// (`closable`: the id it could be closed under).
+    Conn {
+        exchange: ExchangeId,
+        back: Option<Connection>,
+        closable: Option<Id>,
+    },
+}
+
+// An exchange lives in one allocation (its box) whatever its phase; boxing the reader would
+// add one per exchange.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Phase {
+    /// Opening a connection (the request is started on it once open).
+    Dialing(BoxFuture<'static, Result<Connection, TransportError>>),
+    /// Writing the request, reading the answer's head.
+    Head(Connection),
+    Body {
+        conn: Connection,
+        status: u16,
+        retry_after_s: Option<u64>,
+        reader: BodyReader,
+    },
+    Done,
+}
+
+/// What an exchange owes the transport's pool when it ends.
+enum Owed {
+    /// The connection taken or being opened: it comes back closed (`None`) unless its answer
+    /// was read whole.
+    Lost,
+    /// The connection, its answer read whole and fit to serve again.
+    Kept(Connection),
+    Returned,
+}
+
+/// What becomes of an answer.
+enum Sink {
+    Events(Events),
+    /// Boxed: only side exchanges pay for it.
+    Whole(Box<Whole>),
+}
+
+/// A load exchange's events, and what it needs to report its end.
+struct Events {
+    exchange: ExchangeId,
+    ids: Vec<Id>,
+    batch: bool,
+    queue: VecDeque<Event>,
+    /// A batch's answer held a JSON array (so it was answered, not refused as a whole).
+    answered_array: bool,
+    /// The code of the single error a refused batch got.
+    error_code: Option<i64>,
+}
+
+/// A side exchange's answer, gathered until its end.
+struct Whole {
+    head: Option<Head>,
+    messages: Vec<(Instant, bytes::Bytes)>,
+    unreadable: Vec<Unreadable>,
+    done: Option<Result<Reply, TransportError>>,
+}
+
+/// What an exchange hands over, before the transport's bookkeeping.
+enum Output {
+    Event(Event),
+    Reply(Result<Reply, TransportError>),
+}
+
+/// One request and its answer. Lives in one box from its request to its end, so no state is
+/// copied per event.
+pub(super) struct Exchange {
+    exchange: ExchangeId,
+    sink: Sink,
+    phase: Phase,
+    /// The exchange's time limit, if any.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The session generation it was sent in.
+    generation: u64,
+    max: usize,
+    owed: Owed,
+    /// The id its stream is closed under to cancel it, if it is.
+    closable: Option<Id>,
+}
+
+impl Exchange {
+    /// The exchange of `request`, started in `phase` (its connection dialing or taken).
+    pub(super) fn new(
+        request: Request,
+        phase: Phase,
+        generation: u64,
+        max: usize,
+        closable: Option<Id>,
+    ) -> Self {
+        let sink = if request.whole {
+            Sink::Whole(Box::new(Whole {
+                head: None,
+                messages: Vec::new(),
+                unreadable: Vec::new(),
+                done: None,
+            }))
+        } else {
+            Sink::Events(Events {
+                exchange: request.exchange,
+                ids: request.out.ids,
+                batch: request.out.batch,
+                queue: VecDeque::new(),
+                answered_array: false,
+                error_code: None,
+            })
+        };
+        Exchange {
+            exchange: request.exchange,
+            sink,
+            phase,
+            timer: request
+                .limit
+                .map(|t| Box::pin(tokio::time::sleep_until(request.since + t))),
+            generation,
+            max,
+            owed: Owed::Lost,
+            closable,
+        }
+    }
+
+    /// Ends the exchange in a transport failure, after what the body held so far. Its
+    /// connection goes with it. `in_body`: the body broke off after the head (a whole reply
+    /// keeps what came, as `broken`).
+    fn fail(&mut self, error: TransportError, in_body: bool) {
+        let sink = &mut self.sink;
+        let kind = match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Body {
+                mut reader, status, ..
+            } => {
+                reader.finish(Instant::now(), false, &mut |p| sink.piece(p, status));
+                Some(reader.kind())
+            }
+            _ => None,
+        };
+        sink.fail(error, kind.filter(|_| in_body));
+    }
+
+    /// The answer's head came: the body is read next.
+    fn on_head(&mut self, head: Head, conn: Connection) {
+        self.phase = Phase::Body {
+            conn,
+            status: head.status,
+            retry_after_s: head.retry_after_s,
+            reader: BodyReader::new(head.kind, self.max),
+        };
+        if let Sink::Whole(w) = &mut self.sink {
+            w.head = Some(head);
+        }
+    }
+
+    /// The body ended whole: the connection may serve again.
+    fn on_body_end(&mut self) {
+        let Phase::Body {
+            conn,
+            status,
+            retry_after_s,
+            mut reader,
+        } = std::mem::replace(&mut self.phase, Phase::Done)
+        else {
+            return;
+        };
+        if conn.keeps_alive() {
+            self.owed = Owed::Kept(conn);
+        }
+        let sink = &mut self.sink;
+        reader.finish(Instant::now(), status < 400, &mut |p| sink.piece(p, status));
+        sink.finish(status, retry_after_s, reader.kind());
+    }
+
+    fn poll_output(&mut self, cx: &mut Context<'_>) -> Poll<Option<Output>> {
+        loop {
+            if let Some(out) = self.sink.pop() {
+                return Poll::Ready(Some(out));
+            }
+            if !matches!(self.phase, Phase::Done)
+                && let Some(timer) = &mut self.timer
+                && timer.as_mut().poll(cx).is_ready()
+            {
+                self.fail(too_slow(), false);
+                continue;
+            }
+            match &mut self.phase {
+                Phase::Done => return Poll::Ready(None),
+                Phase::Dialing(dial) => match std::task::ready!(dial.as_mut().poll(cx)) {
+                    Err(e) => self.fail(e, false),
+                    Ok(conn) => self.phase = Phase::Head(conn),
+                },
+                Phase::Head(conn) => {
+                    let details = matches!(self.sink, Sink::Whole(_));
+                    match std::task::ready!(conn.poll_head(cx, details)) {
+                        Err(e) => self.fail(e, false),
+                        Ok(head) => {
+                            let Phase::Head(conn) = std::mem::replace(&mut self.phase, Phase::Done)
+                            else {
+                                unreachable!("matched above")
+                            };
+                            self.on_head(head, conn);
+                        }
+                    }
+                }
+                Phase::Body {
+                    conn,
+                    status,
+                    reader,
+                    ..
+                } => {
+                    let status = *status;
+                    let sink = &mut self.sink;
+                    let mut more = true;
+                    let mut feed = |chunk: &[u8]| {
+                        more = reader.feed(chunk, Instant::now(), &mut |p| sink.piece(p, status));
+                    };
+                    match std::task::ready!(conn.poll_body(cx, &mut feed)) {
+                        Err(e) => self.fail(e, true),
+                        Ok(false) => self.on_body_end(),
+                        // A JSON or unknown body past the bound: the rest is not read.
+                        Ok(true) if !more => {
+                            let Phase::Body {
+                                reader,
+                                retry_after_s,
+                                ..
+                            } = std::mem::replace(&mut self.phase, Phase::Done)
+                            else {
+                                unreachable!("matched above")
+                            };
+                            self.sink.finish(status, retry_after_s, reader.kind());
+                        }
+                        Ok(true) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands the connection back once the answer is over: with the connection if its answer
+    /// was read whole, without if it closed; `None` once handed back.
+    fn release(&mut self) -> Option<Item> {
+        let back = match std::mem::replace(&mut self.owed, Owed::Returned) {
+            Owed::Returned => return None,
+            Owed::Lost => None,
+            Owed::Kept(conn) => Some(conn),
+        };
+        Some(Item::Conn {
+            exchange: self.exchange,
+            back,
+            closable: self.closable.take(),
+        })
+    }
+}
+
+impl futures_util::Stream for Exchange {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let this = self.get_mut();
+        let out = std::task::ready!(this.poll_output(cx));
+        // The connection goes back as soon as the answer is read, before any of its events:
+        // the response pairs its request, and the request the worker sends in its place must
+        // find the connection idle rather than open another.
+        if matches!(this.phase, Phase::Done)
+            && let Some(conn) = this.release()
+        {
+            if let Some(out) = out {
+                this.sink.unpop(out);
+            }
+            return Poll::Ready(Some(conn));
+        }
+        Poll::Ready(out.map(|out| match out {
+            Output::Event(event) => Item::Event {
+                event,
+                generation: this.generation,
+            },
+            Output::Reply(reply) => Item::Reply {
+                exchange: this.exchange,
+                reply: Box::new(reply),
+            },
+        }))
+    }
+}
+
+/// An exchange in flight: abortable when it may be closed to cancel (a 2026-07-28 request, a
+/// probe's call) or given up. Boxed: `SelectAll` moves a stream into a new task after each
+/// item it yields.
+pub(super) enum Flow {
+    Plain(Box<Exchange>),
+    Abortable(Abortable<Box<Exchange>>),
+}
+
+impl futures_util::Stream for Flow {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        match self.get_mut() {
+            Flow::Plain(s) => s.poll_next_unpin(cx),
+            Flow::Abortable(s) => s.poll_next_unpin(cx),
+        }
+    }
+}
+
+impl Sink {
+    fn pop(&mut self) -> Option<Output> {
+        match self {
+            Sink::Events(e) => e.queue.pop_front().map(Output::Event),
+            Sink::Whole(w) => w.done.take().map(Output::Reply),
+        }
+    }
+
+    /// Puts back what [`Sink::pop`] gave.
+    fn unpop(&mut self, out: Output) {
+        match (self, out) {
+            (Sink::Events(e), Output::Event(event)) => e.queue.push_front(event),
+            (Sink::Whole(w), Output::Reply(reply)) => w.done = Some(reply),
+            _ => unreachable!("a sink gives only its own kind"),
+        }
+    }
+
+    fn piece(&mut self, p: Piece, status: u16) {
+        match self {
+            Sink::Events(e) => e.piece(p, status),
+            Sink::Whole(w) => match p {
+                Piece::Message(at, bytes) => w.messages.push((at, bytes)),
+                Piece::Unreadable(_, why) => w.unreadable.push(why),
+            },
+        }
+    }
+
+    /// The answer ended (read whole, or no longer read past the size bound).
+    fn finish(&mut self, status: u16, retry_after_s: Option<u64>, body: BodyKind) {
+        match self {
+            Sink::Events(e) => e.finish(status, retry_after_s, body),
+            Sink::Whole(w) => w.done = Some(Ok(w.reply(body, None))),
+        }
+    }
+
+    /// The exchange failed; `broken_body`: after its head, with a body of that kind.
+    fn fail(&mut self, error: TransportError, broken_body: Option<BodyKind>) {
+        match self {
+            Sink::Events(e) => e.queue.push_back(Event::Failed {
+                exchange: Some(e.exchange),
+                ids: std::mem::take(&mut e.ids),
+                error,
+            }),
+            Sink::Whole(w) => {
+                w.done = Some(match broken_body {
+                    Some(kind) if w.head.is_some() => Ok(w.reply(kind, Some(error))),
+                    _ => Err(error),
+                })
+            }
+        }
+    }
+}
+
+impl Whole {
+    fn reply(&mut self, body: BodyKind, broken: Option<TransportError>) -> Reply {
+        let head = self.head.take().expect("a reply has a head");
+        let details = head.details.map(|d| *d).unwrap_or_default();
+        Reply {
+            status: head.status,
+            body,
+            content_type: details.content_type,
+            session_id: details.session_id,
+            retry_after_s: head.retry_after_s,
+            messages: std::mem::take(&mut self.messages),
+            unreadable: std::mem::take(&mut self.unreadable),
+            broken,
+        }
+    }
+}
+
+impl Events {
+    fn piece(&mut self, p: Piece, status: u16) {
+        let exchange = Some(self.exchange);
+        match p {
+            Piece::Message(at, bytes) => {
+                if self.batch && status >= 400 {
+                    if !starts_array(&bytes) {
+                        // The server's one answer to a batch it refused: the refusal itself.
+                        self.error_code = self.error_code.or_else(|| error_code(&bytes));
+                        return;
+                    }
+                    self.answered_array = true;
+                }
+                self.queue.push_back(Event::Message {
+                    exchange,
+                    batch: self.batch,
+                    at,
+                    bytes,
+                });
+            }
+            Piece::Unreadable(at, why) => {
+                self.queue
+                    .push_back(Event::Unreadable { exchange, at, why })
+            }
+        }
+    }
+
+    fn finish(&mut self, status: u16, retry_after_s: Option<u64>, body: BodyKind) {
+        let ids = std::mem::take(&mut self.ids);
+        let exchange = self.exchange;
+        let batch = self.batch;
+        self.queue.push_back(if status >= 400 {
+            Event::Refused {
+                exchange,
+                ids,
+                batch,
+                status,
+                retry_after_s,
+                batch_rejected: batch && !self.answered_array,
+                error_code: self.error_code,
+            }
+        } else {
+            Event::Closed {
+                exchange,
+                ids,
+                batch,
+                status,
+                body,
+            }
+        });
+    }
+}
+
+fn starts_array(b: &[u8]) -> bool {
+    b.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'[')
+}
+
+/// The `error.code` of a single error object, if it is one.
+fn error_code(b: &[u8]) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct E {
+        error: C,
+    }
+    #[derive(serde::Deserialize)]
+    struct C {
+        code: i64,
+    }
+    serde_json::from_slice::<E>(b).ok().map(|e| e.error.code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_batch_is_recognised_by_its_single_error() {
+        assert!(starts_array(b" [1]"));
+        assert!(!starts_array(b"{}"));
+        assert_eq!(
+            error_code(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x"}}"#),
+            Some(-32600)
+        );
+    }
+}

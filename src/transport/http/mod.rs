@@ -1,0 +1,749 @@
+//! Streamable HTTP over the transport's own HTTP/1.1 connections, plain TCP for `http://`
+//! and rustls for `https://`: one POST per message or batch, answered by one JSON body or an
+//! SSE stream read incrementally; every exchange in flight is a stream polled by the owning
+//! worker task (no task per request, no channel, no lock). Everything a transport sends to its
+//! target (the load, the handshake, probes, cancel notifications, a legacy session's
+//! re-initialization and DELETE) goes over the same connections, at most
+//! [`HttpOptions::pool_size`] of them. 2026-07-28 requests carry `Mcp-Method` / `Mcp-Name`,
+//! and a cancel closes their stream. HTTP/2 is not spoken.
+//!
+//! The parts: `client` (the target, TLS, request heads), `pool` (a transport's connections
+//! and their limit), `connection` (one HTTP/1.1 connection), `exchange` (one request and its
+//! answer), `body` (framing, and bodies into JSON texts), `side` (requests beside the load,
+//! answered whole), `session` (legacy sessions).
+
+mod body;
+mod client;
+mod connection;
+mod exchange;
+mod pool;
+mod session;
+mod side;
+
+pub use client::{HttpClient, HttpOptions};
+pub use session::LegacyInit;
+pub use side::Reply;
+
+use super::{
+    CancelStyle, Event, ExchangeId, Outgoing, Transport, TransportCounters, cancel_notification,
+};
+use crate::jsonrpc::Id;
+use crate::metrics::Counters;
+use client::RequestHead;
+use connection::Connection;
+use exchange::{Exchange, Flow, Item, Phase, Request};
+use futures_util::StreamExt;
+use futures_util::stream::{AbortHandle, Abortable, SelectAll};
+use http::{HeaderValue, Uri};
+use pool::Pool;
+use rustc_hash::FxHashMap;
+use side::Side;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// The Streamable HTTP transport. See [`super::Transport`].
+pub struct HttpTransport {
+    client: HttpClient,
+    /// The head every request starts with (version and session included).
+    head: RequestHead,
+    max_message_bytes: usize,
+    exchange_timeout: Option<Duration>,
+    protocol_version: Option<HeaderValue>,
+    session: Option<HeaderValue>,
+    /// Bumped when the session is replaced; a 404 from an older session is no news.
+    generation: u64,
+    legacy_init: Option<Arc<LegacyInit>>,
+    restarting: bool,
+    held: Vec<(ExchangeId, Outgoing)>,
+    cancel_style: CancelStyle,
+    /// Abort handles of single-request exchanges, by request id (`CloseStream` only).
+    streams: FxHashMap<Id, (ExchangeId, AbortHandle)>,
+    exchanges: SelectAll<Flow>,
+    pool: Pool,
+    /// The side exchanges whose answer someone wants.
+    side: Vec<(ExchangeId, Side)>,
+    /// Load exchanges sent and not yet ended.
+    open: usize,
+    next_exchange: u64,
+    ready: VecDeque<Event>,
+    counters: TransportCounters,
+}
+
+impl std::fmt::Debug for HttpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Headers may hold secrets: only the shape is shown.
+        f.debug_struct("HttpTransport")
+            .field("url", self.client.url())
+            .field("session", &self.session.is_some())
+            .field("open", &self.open)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpTransport {
+    /// A transport to `client`'s target, with at most `opts.pool_size` connections open.
+    pub fn new(client: HttpClient, opts: &HttpOptions) -> Self {
+        HttpTransport {
+            head: RequestHead::new(&client, None, None),
+            client,
+            max_message_bytes: opts.max_message_bytes,
+            exchange_timeout: opts.exchange_timeout,
+            protocol_version: None,
+            session: None,
+            generation: 0,
+            legacy_init: None,
+            restarting: false,
+            held: Vec::new(),
+            cancel_style: CancelStyle::Notify,
+            streams: FxHashMap::default(),
+            exchanges: SelectAll::new(),
+            pool: Pool::new(opts.pool_size),
+            side: Vec::new(),
+            open: 0,
+            next_exchange: 0,
+            ready: VecDeque::new(),
+            counters: TransportCounters::default(),
+        }
+    }
+
+    pub fn url(&self) -> &Uri {
+        self.client.url()
+    }
+
+    /// The `MCP-Protocol-Version` header sent on every request (`None`: not sent).
+    pub fn set_protocol_version(&mut self, version: Option<&str>) {
+        self.protocol_version = version.and_then(|v| HeaderValue::from_str(v).ok());
+        self.encode_head();
+    }
+
+    /// The session id echoed on every request.
+    pub fn set_session(&mut self, session: Option<HeaderValue>) {
+        self.session = session;
+        self.generation += 1;
+        self.encode_head();
+    }
+
+    pub fn session(&self) -> Option<&HeaderValue> {
+        self.session.as_ref()
+    }
+
+    /// Enables re-initialization when the server answers 404 for the session.
+    pub fn set_legacy_init(&mut self, init: LegacyInit) {
+        self.legacy_init = Some(Arc::new(init));
+    }
+
+    pub fn set_cancel_style(&mut self, style: CancelStyle) {
+        self.cancel_style = style;
+    }
+
+    fn encode_head(&mut self) {
+        self.head = RequestHead::new(
+            &self.client,
+            self.protocol_version.as_ref(),
+            self.session.as_ref(),
+        );
+    }
+
+    fn next_exchange(&mut self) -> ExchangeId {
+        let ex = ExchangeId(self.next_exchange);
+        self.next_exchange += 1;
+        ex
+    }
+
+    /// Sends a request on an idle connection or a new one; with every connection busy it
+    /// waits its turn (its time limit runs from `request.since` all the same).
+    fn launch(&mut self, request: Request) {
+        let phase = match self.pool.take() {
+            None => {
+                self.pool.wait(request);
+                return;
+            }
+            Some(Some(mut conn)) => {
+                let head = request.head.as_deref().unwrap_or(&self.head);
+                let out = &request.out;
+                conn.start(|w| head.encode(request.method, &out.headers, &out.body, w));
+                Phase::Head(conn)
+            }
+            Some(None) => {
+                let head = request.head.as_deref().unwrap_or(&self.head);
+                let mut bytes = Vec::new();
+                head.encode(
+                    request.method,
+                    &request.out.headers,
+                    &request.out.body,
+                    &mut bytes,
+                );
+                let dial = self.client.connect();
+                Phase::Dialing(Box::pin(async move {
+                    let mut conn = dial.await?;
+                    conn.start(|w| *w = bytes);
+                    Ok(conn)
+                }))
+            }
+        };
+        let exchange = request.exchange;
+        // A single request's stream is closed to cancel it (2026-07-28).
+        let closable = (request.is_load()
+            && matches!(self.cancel_style, CancelStyle::CloseStream)
+            && !request.out.batch
+            && request.out.ids.len() == 1)
+            .then(|| request.out.ids[0].clone());
+        let is_load = request.is_load();
+        let ex = Box::new(Exchange::new(
+            request,
+            phase,
+            self.generation,
+            self.max_message_bytes,
+            closable.clone(),
+        ));
+        let flow = if let Some(id) = closable {
+            let (handle, reg) = AbortHandle::new_pair();
+            self.streams.insert(id, (exchange, handle));
+            Flow::Abortable(Abortable::new(ex, reg))
+        } else if let Some(reg) = (!is_load).then(|| self.running(exchange)).flatten() {
+            Flow::Abortable(Abortable::new(ex, reg))
+        } else {
+            Flow::Plain(ex)
+        };
+        self.exchanges.push(flow);
+    }
+
+    /// Drops `exchange`'s entry among the streams that can be closed to cancel (the id may
+    /// already belong to a newer exchange, once answered).
+    fn forget_stream(&mut self, id: &Id, exchange: ExchangeId) {
+        if self.streams.get(id).is_some_and(|(ex, _)| *ex == exchange) {
+            self.streams.remove(id);
+        }
+    }
+
+    /// A connection came back (or closed): it serves the longest-waiting request.
+    fn on_conn(&mut self, back: Option<Connection>) {
+        self.pool.put_back(back);
+        if let Some(request) = self.pool.next_waiting() {
+            self.launch(request);
+        }
+    }
+
+    /// Bookkeeping for what an exchange yielded; a load event is handed on.
+    fn on_item(&mut self, item: Item) -> Option<Event> {
+        match item {
+            Item::Event { event, generation } => {
+                self.on_event(&event, generation);
+                return Some(event);
+            }
+            Item::Conn {
+                exchange,
+                back,
+                closable,
+            } => {
+                if let Some(id) = closable {
+                    self.forget_stream(&id, exchange);
+                }
+                self.answer_read(exchange);
+                self.on_conn(back);
+            }
+            Item::Reply { exchange, reply } => self.on_reply(exchange, *reply),
+        }
+        None
+    }
+
+    /// Bookkeeping for an event about to be handed over.
+    fn on_event(&mut self, event: &Event, generation: u64) {
+        let (exchange, ids, status) = match event {
+            Event::Closed { exchange, ids, .. } => (Some(*exchange), ids, None),
+            Event::Failed { exchange, ids, .. } => (*exchange, ids, None),
+            Event::Refused {
+                exchange,
+                ids,
+                status,
+                ..
+            } => (Some(*exchange), ids, Some(*status)),
+            _ => return,
+        };
+        self.open -= 1;
+        if let Some(exchange) = exchange {
+            for id in ids {
+                self.forget_stream(id, exchange);
+            }
+        }
+        if status == Some(404)
+            && self.legacy_init.is_some()
+            && self.session.is_some()
+            && generation == self.generation
+            && !self.restarting
+        {
+            self.start_restart();
+        }
+    }
+}
+
+impl Transport for HttpTransport {
+    fn send(&mut self, out: Outgoing) -> ExchangeId {
+        let ex = self.next_exchange();
+        self.open += 1;
+        if self.restarting {
+            self.held.push((ex, out));
+        } else {
+            let request =
+                Request::load(ex, out, self.exchange_timeout, tokio::time::Instant::now());
+            self.launch(request);
+        }
+        ex
+    }
+
+    fn cancel(&mut self, id: &Id) {
+        match self.cancel_style {
+            CancelStyle::CloseStream => {
+                if let Some((_, handle)) = self.streams.remove(id) {
+                    handle.abort();
+                    self.open -= 1;
+                    // Its connection goes with it (an answer left half read).
+                    self.on_conn(None);
+                } else if self.pool.withdraw(|r| r.is_single(id)).is_some() {
+                    self.open -= 1;
+                }
+            }
+            CancelStyle::Notify => self.post_quietly(cancel_notification(id)),
+        }
+    }
+
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
+        loop {
+            if let Some(ev) = self.ready.pop_front() {
+                return Poll::Ready(ev);
+            }
+            match self.exchanges.poll_next_unpin(cx) {
+                Poll::Ready(Some(item)) => {
+                    if let Some(event) = self.on_item(item) {
+                        return Poll::Ready(event);
+                    }
+                }
+                // Nothing in flight: new sends are polled on the next call.
+                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    fn open_exchanges(&self) -> usize {
+        self.open
+    }
+
+    fn take_counters(&mut self, into: &mut Counters) {
+        self.counters.drain_into(into);
+    }
+
+    async fn close(&mut self) {
+        // Every exchange in flight goes, with its connection; the idle ones stay for the
+        // session's DELETE.
+        self.exchanges = SelectAll::new();
+        self.pool.keep_only_idle();
+        self.streams.clear();
+        self.side.clear();
+        self.held.clear();
+        self.restarting = false;
+        self.open = 0;
+        self.end_session().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{McpHeaders, TransportError};
+    use bytes::Bytes;
+    use client::Method;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    /// A keep-alive server that counts its connections; a request whose body says `stall`
+    /// gets the head and part of a body, then nothing more.
+    async fn counting_server() -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
+        use crate::transport::wire_for_tests::read_request;
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    while let Some((_, body)) = read_request(&mut sock, &mut buf).await {
+                        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+                        let stall = body.windows(5).any(|w| w == b"stall");
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            if stall { 1000 } else { answer.len() }
+                        );
+                        let _ = sock.write_all(head.as_bytes()).await;
+                        let _ = sock
+                            .write_all(if stall { &answer[..10] } else { answer })
+                            .await;
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    /// Sends one request and returns its terminal event.
+    async fn exchange(t: &mut HttpTransport, body: &'static [u8]) -> Event {
+        t.send(Outgoing::single(
+            Bytes::from_static(body),
+            Some(Id::Num(1)),
+            McpHeaders::default(),
+        ));
+        loop {
+            let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+                .await
+                .expect("an answer or a time-out");
+            if matches!(ev, Event::Closed { .. } | Event::Failed { .. }) {
+                return ev;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancel_after_the_answer_was_read_closes_nothing() {
+        let (url, accepted) = counting_server().await;
+        let opts = HttpOptions::default();
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        t.set_cancel_style(CancelStyle::CloseStream);
+        let ping: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let id = Id::Num(1);
+        t.send(Outgoing::single(
+            Bytes::from_static(ping),
+            Some(id.clone()),
+            McpHeaders::default(),
+        ));
+        // The answer is read and its connection back; its events are still to come. A cancel
+        // now (its deadline passed before the worker saw the response) has no stream left to
+        // close: the connection stays counted once and the exchange ends once.
+        let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+            .await
+            .unwrap();
+        assert!(matches!(ev, Event::Message { .. }), "{ev:?}");
+        t.cancel(&id);
+        let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+            .await
+            .unwrap();
+        assert!(matches!(ev, Event::Closed { status: 200, .. }), "{ev:?}");
+        assert_eq!(t.open_exchanges(), 0);
+        assert_eq!(t.pool.counts(), (1, 1));
+        assert!(matches!(
+            exchange(&mut t, ping).await,
+            Event::Closed { status: 200, .. }
+        ));
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn own_requests_carry_each_header_once_with_mcploads_first() {
+        use client::METHOD_HEADER;
+        use http::header::{AUTHORIZATION, CONTENT_LENGTH, HOST};
+        let value = HeaderValue::from_static;
+        let opts = HttpOptions {
+            headers: vec![
+                (HOST, value("example.com")),
+                (METHOD_HEADER, value("custom/method")),
+                (AUTHORIZATION, value("Bearer x")),
+                (CONTENT_LENGTH, value("999")),
+            ],
+            ..HttpOptions::default()
+        };
+        let url: Uri = "http://127.0.0.1:9/mcp".parse().unwrap();
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        t.set_protocol_version(Some("2026-07-28"));
+        t.set_session(Some(value("s-1")));
+        let encoded = |t: &HttpTransport, method: Option<HeaderValue>| {
+            let mut w = Vec::new();
+            let headers = McpHeaders { method, name: None };
+            t.head.encode(Method::Post, &headers, b"{}", &mut w);
+            let mut parsed = [httparse::EMPTY_HEADER; 16];
+            let mut req = httparse::Request::new(&mut parsed);
+            let head = match req.parse(&w).unwrap() {
+                httparse::Status::Complete(n) => n,
+                httparse::Status::Partial => panic!("incomplete head"),
+            };
+            assert_eq!(&w[head..], b"{}");
+            req.headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_ascii_lowercase(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let sent = encoded(&t, Some(value("tools/call")));
+        let once = |name: &str| {
+            let v: Vec<_> = sent
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            assert_eq!(v.len(), 1, "{name}: {sent:?}");
+            v[0].to_owned()
+        };
+        assert_eq!(once("host"), "127.0.0.1:9");
+        assert_eq!(once("mcp-method"), "tools/call");
+        assert_eq!(once("content-length"), "2");
+        assert_eq!(once("mcp-protocol-version"), "2026-07-28");
+        assert_eq!(once("mcp-session-id"), "s-1");
+        assert_eq!(once("authorization"), "Bearer x");
+        // A request with no method of its own carries the custom one.
+        let sent = encoded(&t, None);
+        assert!(
+            sent.contains(&("mcp-method".into(), "custom/method".into())),
+            "{sent:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn own_connections_are_reused_unless_an_answer_was_abandoned() {
+        let (url, accepted) = counting_server().await;
+        let opts = HttpOptions {
+            exchange_timeout: Some(Duration::from_millis(300)),
+            ..HttpOptions::default()
+        };
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let ping: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        for _ in 0..5 {
+            assert!(matches!(
+                exchange(&mut t, ping).await,
+                Event::Closed { status: 200, .. }
+            ));
+        }
+        let seq = std::sync::atomic::Ordering::SeqCst;
+        assert_eq!(
+            accepted.load(seq),
+            1,
+            "one keep-alive connection serves them all"
+        );
+        let stall: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"stall"}"#;
+        let ev = exchange(&mut t, stall).await;
+        assert!(
+            matches!(
+                ev,
+                Event::Failed {
+                    error: TransportError::Timeout(_),
+                    ..
+                }
+            ),
+            "{ev:?}"
+        );
+        // The half-read connection is closed; the next request opens a fresh one.
+        for _ in 0..3 {
+            assert!(matches!(
+                exchange(&mut t, ping).await,
+                Event::Closed { status: 200, .. }
+            ));
+        }
+        assert_eq!(accepted.load(seq), 2);
+        assert_eq!(t.open_exchanges(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_exchange_past_its_time_limit_fails_as_a_timeout() {
+        // A real server that reads the request and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            while tokio::io::AsyncReadExt::read(&mut sock, &mut buf)
+                .await
+                .unwrap_or(0)
+                > 0
+            {}
+        });
+        let opts = HttpOptions {
+            exchange_timeout: Some(Duration::from_millis(200)),
+            ..HttpOptions::default()
+        };
+        let url: Uri = format!("http://{addr}/mcp").parse().unwrap();
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let id = Id::Num(1);
+        let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        let ex = t.send(Outgoing::single(
+            body,
+            Some(id.clone()),
+            McpHeaders::default(),
+        ));
+        let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+            .await
+            .expect("the time limit ends the exchange");
+        match ev {
+            Event::Failed {
+                exchange,
+                ids,
+                error: TransportError::Timeout(_),
+            } => assert_eq!((exchange, ids), (Some(ex), vec![id])),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.open_exchanges(), 0);
+        server.abort();
+    }
+
+    /// A legacy MCP server over TLS on loopback: `initialize` opens session `s-1`, a
+    /// notification gets 202, a call in the session its id back, DELETE 200. Counts the
+    /// connections it accepts and the DELETEs.
+    async fn tls_legacy_server() -> (
+        Uri,
+        rustls::ClientConfig,
+        Arc<AtomicUsize>,
+        Arc<AtomicUsize>,
+    ) {
+        use crate::transport::wire_for_tests::{read_request, self_signed_tls};
+        use tokio::io::AsyncWriteExt;
+        let (acceptor, client) = self_signed_tls();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let deletes = Arc::new(AtomicUsize::new(0));
+        let (count, deleted) = (accepted.clone(), deletes.clone());
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                count.fetch_add(1, SeqCst);
+                let (acceptor, deleted) = (acceptor.clone(), deleted.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let mut buf = Vec::new();
+                    while let Some((head, body)) = read_request(&mut tls, &mut buf).await {
+                        let in_session = head.contains("mcp-session-id: s-1");
+                        let msg: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap_or_default();
+                        let (status, extra, answer) = if head.starts_with("delete") {
+                            deleted.fetch_add(1, SeqCst);
+                            ("200 OK", "", String::new())
+                        } else if msg["method"] == "initialize" {
+                            let result = serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": {}});
+                            ("200 OK", "mcp-session-id: s-1\r\n", result.to_string())
+                        } else if !in_session {
+                            ("400 Bad Request", "", String::new())
+                        } else if msg.get("id").is_none() {
+                            ("202 Accepted", "", String::new())
+                        } else {
+                            let result = serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": {}});
+                            ("200 OK", "", result.to_string())
+                        };
+                        let reply = format!(
+                            "HTTP/1.1 {status}\r\n{extra}content-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        if tls.write_all(reply.as_bytes()).await.is_err()
+                            || tls.flush().await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, client, accepted, deletes)
+    }
+
+    #[tokio::test]
+    async fn https_handshake_load_cancels_and_delete_stay_within_the_pool() {
+        let (url, tls, accepted, deletes) = tls_legacy_server().await;
+        let opts = HttpOptions {
+            pool_size: 3,
+            ..HttpOptions::default()
+        };
+        let client = HttpClient::with_tls(&url, &opts, Some(tls)).unwrap();
+        let mut t = HttpTransport::new(client, &opts);
+        let wait = Duration::from_secs(10);
+        // The handshake, as the connector does it.
+        let initialize =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{}}"#);
+        let reply = t
+            .post_once(initialize.clone(), &McpHeaders::default(), wait)
+            .await
+            .unwrap();
+        assert_eq!((reply.status, reply.messages.len()), (200, 1), "{reply:?}");
+        t.set_protocol_version(Some("2025-06-18"));
+        t.set_session(reply.session_id);
+        let initialized =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        let reply = t
+            .post_once(initialized.clone(), &McpHeaders::default(), wait)
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 202);
+        t.set_legacy_init(LegacyInit {
+            initialize,
+            initialized,
+        });
+        // 200 calls, 8 in flight: more than the pool, so some wait for a connection; a cancel
+        // notification now and then takes one too.
+        let (mut sent, mut closed, mut messages) = (0, 0, 0);
+        while closed < 200 {
+            while sent < 200 && t.open_exchanges() < 8 {
+                let body = format!(r#"{{"jsonrpc":"2.0","id":{sent},"method":"ping"}}"#);
+                let id = Id::Num(sent);
+                t.send(Outgoing::single(
+                    body.into(),
+                    Some(id),
+                    McpHeaders::default(),
+                ));
+                sent += 1;
+            }
+            let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+                .await
+                .expect("an answer");
+            match ev {
+                Event::Message { .. } => messages += 1,
+                Event::Closed { status: 200, .. } => {
+                    closed += 1;
+                    if closed % 50 == 0 {
+                        t.cancel(&Id::Num(closed));
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(messages, 200);
+        t.close().await;
+        assert_eq!(deletes.load(SeqCst), 1, "the session ends with DELETE");
+        let opened = accepted.load(SeqCst);
+        assert!(
+            (1..=3).contains(&opened),
+            "{opened} connections opened for a pool of 3"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_post_given_up_closes_its_stream_and_frees_its_connection() {
+        let (url, _) = counting_server().await;
+        let opts = HttpOptions {
+            pool_size: 1,
+            ..HttpOptions::default()
+        };
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let stall = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"stall"}"#);
+        let wait = Duration::from_secs(10);
+        let given_up = tokio::time::timeout(
+            Duration::from_millis(200),
+            t.post_once(stall, &McpHeaders::default(), wait),
+        )
+        .await;
+        assert!(given_up.is_err(), "the stalled answer never ends");
+        assert_eq!(t.pool.counts(), (0, 0), "its connection went with it");
+        let ping = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        let reply = t
+            .post_once(ping, &McpHeaders::default(), wait)
+            .await
+            .unwrap();
+        assert_eq!((reply.status, reply.messages.len()), (200, 1));
+    }
+}

@@ -1,0 +1,82 @@
+//! The connections one transport keeps to its target: idle ones ready for the next request,
+//! how many are open (never more than the pool size), and the requests waiting for one.
+
+use super::connection::Connection;
+use super::exchange::Request;
+use std::collections::VecDeque;
+
+pub(super) struct Pool {
+    /// The most connections open at once.
+    cap: usize,
+    /// Connections open or opening, idle or not.
+    live: usize,
+    idle: Vec<Connection>,
+    waiting: VecDeque<Request>,
+}
+
+impl Pool {
+    pub(super) fn new(cap: usize) -> Self {
+        Pool {
+            cap: cap.max(1),
+            live: 0,
+            idle: Vec::new(),
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// A connection for the next request: `Some(Some(_))` an idle one, `Some(None)` one to
+    /// open (counted from now), `None` none free.
+    pub(super) fn take(&mut self) -> Option<Option<Connection>> {
+        while let Some(mut conn) = self.idle.pop() {
+            if conn.reusable() {
+                return Some(Some(conn));
+            }
+            self.live -= 1;
+        }
+        (self.live < self.cap).then(|| {
+            self.live += 1;
+            None
+        })
+    }
+
+    /// A connection is free again: idle and ready, or gone (`None`).
+    pub(super) fn put_back(&mut self, back: Option<Connection>) {
+        match back {
+            Some(conn) => self.idle.push(conn),
+            None => self.live -= 1,
+        }
+    }
+
+    /// Queues a request until a connection is free: load in its turn, a side request (a
+    /// cancel notification, a handshake step) ahead of the load.
+    pub(super) fn wait(&mut self, request: Request) {
+        if request.is_load() {
+            self.waiting.push_back(request);
+        } else {
+            self.waiting.push_front(request);
+        }
+    }
+
+    /// The request that has waited longest, if any.
+    pub(super) fn next_waiting(&mut self) -> Option<Request> {
+        self.waiting.pop_front()
+    }
+
+    /// Takes back the first waiting request that `which` picks.
+    pub(super) fn withdraw(&mut self, which: impl Fn(&Request) -> bool) -> Option<Request> {
+        let at = self.waiting.iter().position(which)?;
+        self.waiting.remove(at)
+    }
+
+    /// Forgets every connection in use and every waiting request (their exchanges were
+    /// dropped); the idle ones stay for what is still to send.
+    pub(super) fn keep_only_idle(&mut self) {
+        self.live = self.idle.len();
+        self.waiting.clear();
+    }
+
+    #[cfg(test)]
+    pub(super) fn counts(&self) -> (usize, usize) {
+        (self.live, self.idle.len())
+    }
+}
