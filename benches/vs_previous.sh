@@ -20,23 +20,6 @@ fi
 secs="${SECS:-5}"
 rounds="${ROUNDS:-10}"
 start_serve
-run_one() { # binary
-    local out
-    out="$(mktemp -d)"
-    "$1" run -q --url "$url" --protocol 2026-07-28 -c 64 -d "${secs}s" --warmup 1s \
-        --tool echo --args '{"message":"hi"}' --out "$out/run" >/dev/null
-    python3 -c "import csv; print(next(csv.DictReader(open('$out/run/steps.csv')))['throughput_rps'])"
-    rm -rf "$out"
-}
-olds=(); news=(); ratios=()
-for round in $(seq "$rounds"); do
-    # The order alternates, so a drift in the machine's background load hits both alike.
-    if (( round % 2 )); then o="$(run_one "$OLD")"; n="$(run_one "$mcpload")"
-    else n="$(run_one "$mcpload")"; o="$(run_one "$OLD")"; fi
-    r="$(python3 -c "print(round($n/$o, 3))")"
-    echo "round $round: old $o req/s, new $n req/s, new/old $r"
-    olds+=("$o"); news+=("$n"); ratios+=("$r")
-done
-m_old="$(printf '%s\n' "${olds[@]}" | median)"
-m_new="$(printf '%s\n' "${news[@]}" | median)"
-echo "median: old $m_old req/s, new $m_new req/s, ratio of medians $(python3 -c "print(round($m_new/$m_old, 3))"), median of round ratios $(printf '%s\n' "${ratios[@]}" | median)"
+run_old() { echo_throughput "$OLD"; }
+run_new() { echo_throughput "$mcpload"; }
+alternate_rounds old run_old new run_new
