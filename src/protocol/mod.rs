@@ -1,6 +1,6 @@
 //! The one MCP vocabulary, shared by the client and the reference server: protocol
-//! revisions and their eras, the `--protocol` choice, method and header names, the encoding
-//! of header values, and MCP's own error codes.
+//! revisions and their eras, the `--protocol` choice, the handshake methods, header names,
+//! the field `Mcp-Name` mirrors and the encoding of header values, and MCP's own error codes.
 
 pub mod headers;
 
