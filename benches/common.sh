@@ -1,5 +1,5 @@
 # Sourced by the scripts in benches/: build the release binary once, start `mcpload serve`
-# on loopback, stop it on exit.
+# on loopback, stop it on exit; measure echo throughput, compare two measurements in rounds.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mcpload="${CARGO_TARGET_DIR:-$root/target}/release/mcpload"
@@ -14,11 +14,41 @@ start_serve() {
         [[ -s "$out" ]] && break
         sleep 0.05
     done
-    url="$(head -1 "$out" | sed 's/^listening on //')"
+    url="$(head -1 "$out" | sed -n 's/^listening on //p')"
     rm -f "$out"
+    [[ -n "$url" ]] || { echo "mcpload serve $* did not start" >&2; exit 1; }
 }
 stop_serve() {
     [[ -n "$serve_pid" ]] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
 }
 trap stop_serve EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# Prints the throughput (req/s, steps.csv) of `BINARY run` calling echo on $url: 64 clients,
+# 2026-07-28 headers, $secs seconds after 1 s of warm-up.
+echo_throughput() { # BINARY
+    local out
+    out="$(mktemp -d)"
+    "$1" run -q --url "$url" --protocol 2026-07-28 -c 64 -d "${secs}s" --warmup 1s \
+        --tool echo --args '{"message":"hi"}' --out "$out/run" >/dev/null
+    python3 -c "import csv; print(next(csv.DictReader(open('$out/run/steps.csv')))['throughput_rps'])"
+    rm -rf "$out"
+}
+
+# $rounds rounds of two measurements A and B (functions that print req/s), the order
+# alternating (A first in odd rounds) so a drift in the machine's background load hits both
+# alike. Prints each round with its ratio B/A, then the medians, the ratio of the medians and
+# the median of the rounds' ratios.
+alternate_rounds() { # NAME_A FUNCTION_A NAME_B FUNCTION_B
+    local round a b r as=() bs=() ratios=()
+    for round in $(seq "$rounds"); do
+        if (( round % 2 )); then a="$("$2")"; b="$("$4")"; else b="$("$4")"; a="$("$2")"; fi
+        r="$(python3 -c "print(round($b/$a, 3))")"
+        echo "round $round: $1 $a req/s, $3 $b req/s, $3/$1 $r"
+        as+=("$a"); bs+=("$b"); ratios+=("$r")
+    done
+    local m_a m_b
+    m_a="$(printf '%s\n' "${as[@]}" | median)"
+    m_b="$(printf '%s\n' "${bs[@]}" | median)"
+    echo "median: $1 $m_a req/s, $3 $m_b req/s, ratio of medians $(python3 -c "print(round($m_b/$m_a, 3))"), median of round ratios $(printf '%s\n' "${ratios[@]}" | median)"
+}

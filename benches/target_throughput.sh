@@ -5,45 +5,28 @@
 #
 # Usage: benches/target_throughput.sh [SECONDS] [CONNECTIONS]
 # Needs: wrk (apt-get install wrk), curl. Builds the release binary first (CARGO_TARGET_DIR
-# is honoured). Loopback only; stops the server it started.
-set -euo pipefail
+# is honoured; benches/common.sh). Loopback only; stops the server it started.
+source "$(dirname "$0")/common.sh"
 
 DURATION="${1:-10}"
 CONNECTIONS="${2:-64}"
 FLOOR=30000
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 command -v wrk >/dev/null || { echo "wrk not found: apt-get install wrk" >&2; exit 2; }
 command -v curl >/dev/null || { echo "curl not found" >&2; exit 2; }
 
-cargo build --release --quiet --manifest-path "$ROOT/Cargo.toml"
-BIN="$TARGET_DIR/release/mcpload"
-
 WORK="$(mktemp -d)"
-SERVER_PID=""
-cleanup() {
-    if [[ -n "$SERVER_PID" ]]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap 'stop_serve; rm -rf "$WORK"' EXIT
 
-"$BIN" serve --max-connections 4096 >"$WORK/serve.out" 2>"$WORK/serve.err" &
-SERVER_PID=$!
-for _ in $(seq 1 100); do
-    [[ -s "$WORK/serve.out" ]] && break
-    sleep 0.05
-done
-URL="$(head -n1 "$WORK/serve.out" | sed -n 's/^listening on //p')"
-[[ -n "$URL" ]] || { echo "server did not start:" >&2; cat "$WORK/serve.err" >&2; exit 1; }
-STATS_URL="${URL%/mcp}/stats"
+start_serve --max-connections 4096
+STATS_URL="${url%/mcp}/stats"
 
 BODY='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello from wrk"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
 HEADERS=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
          -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo')
 
 # One request by hand first: the body must get a real echo answer, not an error.
-ANSWER="$(curl -s "${HEADERS[@]}" --data "$BODY" "$URL")"
+ANSWER="$(curl -s "${HEADERS[@]}" --data "$BODY" "$url")"
 [[ "$ANSWER" == *'"text":"hello from wrk"'* ]] || { echo "unexpected answer: $ANSWER" >&2; exit 1; }
 
 cat >"$WORK/post.lua" <<LUA
@@ -56,8 +39,8 @@ wrk.headers["Mcp-Method"] = "tools/call"
 wrk.headers["Mcp-Name"] = "echo"
 LUA
 
-echo "wrk: ${DURATION}s, ${CONNECTIONS} connections, 1 thread, against $URL"
-wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" -s "$WORK/post.lua" "$URL" | tee "$WORK/wrk.out"
+echo "wrk: ${DURATION}s, ${CONNECTIONS} connections, 1 thread, against $url"
+wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" -s "$WORK/post.lua" "$url" | tee "$WORK/wrk.out"
 
 if grep -q "Non-2xx" "$WORK/wrk.out"; then
     echo "FAIL: some answers were not 2xx" >&2

@@ -20,22 +20,5 @@ run_oha() {
         -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' \
         "$url" | awk '/Requests\/sec/ {print $2}'
 }
-run_ours() {
-    local out
-    out="$(mktemp -d)"
-    "$mcpload" run -q --url "$url" --protocol 2026-07-28 -c 64 -d "${secs}s" --warmup 1s \
-        --tool echo --args '{"message":"hi"}' --out "$out/run" >/dev/null
-    python3 -c "import csv; print(next(csv.DictReader(open('$out/run/steps.csv')))['throughput_rps'])"
-    rm -rf "$out"
-}
-ours=(); theirs=(); ratios=()
-for round in $(seq "$rounds"); do
-    # The order alternates, so a drift in the machine's background load hits both alike.
-    if (( round % 2 )); then t="$(run_oha)"; o="$(run_ours)"; else o="$(run_ours)"; t="$(run_oha)"; fi
-    r="$(python3 -c "print(round($o/$t, 3))")"
-    echo "round $round: oha $t req/s, mcpload $o req/s, ratio $r"
-    theirs+=("$t"); ours+=("$o"); ratios+=("$r")
-done
-m_oha="$(printf '%s\n' "${theirs[@]}" | median)"
-m_ours="$(printf '%s\n' "${ours[@]}" | median)"
-echo "median: oha $m_oha req/s, mcpload $m_ours req/s, ratio of medians $(python3 -c "print(round($m_ours/$m_oha, 3))"), median of round ratios $(printf '%s\n' "${ratios[@]}" | median)"
+run_ours() { echo_throughput "$mcpload"; }
+alternate_rounds oha run_oha mcpload run_ours

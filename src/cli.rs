@@ -195,11 +195,7 @@ impl ServeArgs {
                 );
             }
             let running = server::start_http(cfg).await?;
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on {}", running.url())?;
-            out.flush()?;
-            drop(out);
-            stop_signal().await;
+            listen_until_stopped(&running.url()).await?;
             running.shutdown().await
         };
         if let Some(path) = &self.stats {
@@ -240,11 +236,7 @@ impl ServeArgs {
             let running = server::start_hostile_http(cfg)
                 .await
                 .with_context(|| format!("cannot listen on {}", cfg.bind))?;
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on {}", running.url())?;
-            out.flush()?;
-            drop(out);
-            stop_signal().await;
+            listen_until_stopped(&running.url()).await?;
             running.shutdown()
         };
         if let Some(path) = &self.stats {
@@ -254,11 +246,18 @@ impl ServeArgs {
     }
 }
 
-/// Waits for Ctrl-C or SIGTERM (forever when neither could be installed).
-async fn stop_signal() {
+/// An HTTP serve's contract once it listens: `listening on URL` as the first stdout line
+/// (scripts and tests wait for it), then the wait for Ctrl-C or SIGTERM (forever when neither
+/// could be installed).
+async fn listen_until_stopped(url: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "listening on {url}")?;
+    out.flush()?;
+    drop(out);
     if mcpload::run::signals().recv().await.is_none() {
         std::future::pending::<()>().await;
     }
+    Ok(())
 }
 
 fn write_stats(path: &Path, snapshot: &impl serde::Serialize) -> anyhow::Result<()> {
@@ -392,8 +391,8 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub json: bool,
     /// How long to wait for an answer that may never come.
-    #[arg(long, default_value = "1500ms", value_parser = humantime::parse_duration)]
-    pub wait: std::time::Duration,
+    #[arg(long, default_value = "1500ms", value_parser = parse_duration)]
+    pub wait: Duration,
     /// The tool the cancel probe calls (default: one whose name and schema say it sleeps).
     #[arg(long, value_name = "TOOL")]
     pub slow_tool: Option<String>,

@@ -207,7 +207,7 @@ impl Threshold {
     fn step_value(&self, s: &StepSummary) -> Option<f64> {
         match self.metric.as_str() {
             "anomalies" => Some(s.anomalies() as f64),
-            "rejected" => Some((s.http_429 + s.http_503) as f64),
+            "rejected" => Some(s.rejected() as f64),
             // No Retry-After without a rejection: nothing to wait for.
             "retry_after_max_s" => Some(s.retry_after_max_s.unwrap_or(0) as f64),
             m => step_values(s).get(m).and_then(serde_json::Value::as_f64),

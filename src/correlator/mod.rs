@@ -44,22 +44,6 @@ pub enum Class {
 }
 
 impl Class {
-    /// The counter (CSV column) this class increments.
-    pub fn counter_name(self) -> &'static str {
-        match self {
-            Class::Ok => "ok",
-            Class::Error => "errors",
-            Class::BothResultError => "both_result_error",
-            Class::InvalidJsonrpc => "invalid_jsonrpc",
-            Class::DuplicateId => "duplicate_id",
-            Class::Late => "late",
-            Class::UnknownId => "unknown_id",
-            Class::NullId => "null_id",
-            Class::ServerMessage => "server_messages",
-            Class::ParseError => "parse_errors",
-        }
-    }
-
     /// Whether a message of this class paired (and so ended) a pending request.
     pub fn pairs(self) -> bool {
         matches!(

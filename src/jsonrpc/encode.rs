@@ -98,7 +98,8 @@ impl BatchWriter {
         self.members = 0;
     }
 
-    /// The buffer to append the next member to; call [`BatchWriter::finish`] after the last.
+    /// The buffer to append the next member to; call [`BatchWriter::finish`] (or
+    /// [`BatchWriter::into_bytes`]) after the last.
     pub fn member(&mut self) -> &mut Vec<u8> {
         self.buf.push(if self.members == 0 { b'[' } else { b',' });
         self.members += 1;
@@ -112,6 +113,12 @@ impl BatchWriter {
         }
         self.buf.push(b']');
         &self.buf
+    }
+
+    /// Closes the array and hands its bytes over (`[]` when empty).
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        self.finish();
+        self.buf
     }
 
     pub fn len(&self) -> usize {

@@ -1,18 +1,28 @@
 //! Measurement state owned by one worker: the counters of docs/metrics.md and HDR histograms, all
 //! mergeable with `+=` so workers never share anything until a step ends.
 
-/// docs/metrics.md's `anomalies`, written once for every type that holds the seven counters
-/// under their column names: `duplicate_id + late + unknown_id + null_id + both_result_error +
-/// invalid_jsonrpc + parse_errors`.
-macro_rules! anomalies_of {
-    ($c:expr) => {
-        $c.duplicate_id
-            + $c.late
-            + $c.unknown_id
-            + $c.null_id
-            + $c.both_result_error
-            + $c.invalid_jsonrpc
-            + $c.parse_errors
+/// docs/metrics.md's two sums of counters, written once for every type that holds their terms
+/// under their column names.
+macro_rules! derived_counts {
+    ($t:ty) => {
+        impl $t {
+            /// docs/metrics.md's `anomalies`: `duplicate_id + late + unknown_id + null_id +
+            /// both_result_error + invalid_jsonrpc + parse_errors`.
+            pub fn anomalies(&self) -> u64 {
+                self.duplicate_id
+                    + self.late
+                    + self.unknown_id
+                    + self.null_id
+                    + self.both_result_error
+                    + self.invalid_jsonrpc
+                    + self.parse_errors
+            }
+
+            /// docs/metrics.md's `rejected`: `http_429 + http_503`.
+            pub fn rejected(&self) -> u64 {
+                self.http_429 + self.http_503
+            }
+        }
     };
 }
 
@@ -66,12 +76,9 @@ pub struct Counters {
     pub stdio_write_block_ms: u64,
 }
 
-impl Counters {
-    /// docs/metrics.md's `anomalies` (the `anomalies` column of timeseries.csv).
-    pub fn anomalies(&self) -> u64 {
-        anomalies_of!(self)
-    }
+derived_counts!(Counters);
 
+impl Counters {
     /// Requests that ended, one way or another: every term of the pairing identity but
     /// `in_flight_at_end`.
     pub fn ended(&self) -> u64 {

@@ -21,6 +21,17 @@ pub enum Verdict {
     Failed,
 }
 
+impl Verdict {
+    /// Its spelling in steps.csv and summary.json (serde's), and in every report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Saturated => "saturated",
+            Verdict::Failed => "failed",
+        }
+    }
+}
+
 /// One step's figures. Every field is a column of steps.csv, in this order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepSummary {
@@ -160,6 +171,8 @@ impl StepFacts {
     }
 }
 
+derived_counts!(StepSummary);
+
 impl StepSummary {
     /// Builds the row from the merged stats; `verdict` starts `Ok` and is set by the analysis.
     pub fn new(f: StepFacts, s: &Stats) -> Self {
@@ -217,7 +230,7 @@ impl StepSummary {
             max_ms: lat.max,
             mean_ms: lat.mean,
             in_flight_max: c.in_flight_max,
-            retry_after_max_s: (c.http_429 + c.http_503 > 0).then_some(c.retry_after_max_s),
+            retry_after_max_s: (c.rejected() > 0).then_some(c.retry_after_max_s),
             schedule_lag_p99_ms: f.schedule_lag_p99_ms,
             dropped_arrivals: f.dropped_arrivals,
             verdict: Verdict::Ok,
@@ -233,16 +246,23 @@ impl StepSummary {
         }
     }
 
-    /// docs/metrics.md's `anomalies`: every pairing anomaly added up.
-    pub fn anomalies(&self) -> u64 {
-        anomalies_of!(self)
-    }
-
     /// The step's load: concurrency (closed loop) or target rate (open loop).
     pub fn load(&self) -> f64 {
         match self.model {
             Model::Closed => self.concurrency.unwrap_or(0) as f64,
             Model::Open => self.target_rate.unwrap_or(0.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_words_are_their_serde_names() {
+        for v in [Verdict::Ok, Verdict::Saturated, Verdict::Failed] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
         }
     }
 }

@@ -8,7 +8,7 @@ mod render;
 pub use render::render_table;
 
 use crate::client::{Connected, Connector, McpError, Operation, ServerInfo, ToolInfo};
-use crate::jsonrpc::Id;
+use crate::jsonrpc::{BatchWriter, Id, codes};
 use crate::load::schema_args::arguments_for;
 use crate::transport::{AnyTransport, Event, McpHeaders, Transport, cancel_notification};
 use bytes::Bytes;
@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// How long a slow call used by the `cancel` probe runs.
-const SLOW_CALL: Duration = Duration::from_millis(2000);
+pub const SLOW_CALL: Duration = Duration::from_millis(2000);
 /// When the `cancel` probe cancels its slow call.
 const CANCEL_AFTER: Duration = Duration::from_millis(300);
 
@@ -241,7 +241,7 @@ pub fn verdict_notification_only(o: &Observed) -> &'static str {
 /// `empty_batch`: JSON-RPC 2.0 says one Invalid Request error with a null id.
 pub fn verdict_empty_batch(o: &Observed) -> &'static str {
     match o.responses.as_slice() {
-        [r] if r.id.is_none() && r.error_code == Some(-32600) => "invalid_request",
+        [r] if r.id.is_none() && r.error_code == Some(codes::INVALID_REQUEST) => "invalid_request",
         [] if !o.refused() => "no_answer",
         rs if o.refused() || rs.iter().all(|r| r.error_code.is_some()) => "rejected",
         _ => "other",
@@ -272,7 +272,9 @@ pub fn verdict_null_id(o: &Observed) -> &'static str {
 pub fn verdict_malformed(o: &Observed) -> &'static str {
     match o.responses.as_slice() {
         [] if !o.refused() => "silent",
-        [r] if r.id.is_none() && r.error_code == Some(-32700) => "parse_error_with_null_id",
+        [r] if r.id.is_none() && r.error_code == Some(codes::PARSE_ERROR) => {
+            "parse_error_with_null_id"
+        }
         _ => "other",
     }
 }
@@ -282,7 +284,7 @@ pub fn verdict_unknown_method(o: &Observed, id: &Id, want_404: bool) -> &'static
     let found = o
         .responses
         .iter()
-        .any(|r| r.id.as_ref() == Some(id) && r.error_code == Some(-32601));
+        .any(|r| r.id.as_ref() == Some(id) && r.error_code == Some(codes::METHOD_NOT_FOUND));
     if !found {
         return if o.responses.is_empty() && !o.refused() {
             "silent"
@@ -339,6 +341,13 @@ fn id(s: &str) -> Id {
     Id::Str(s.into())
 }
 
+/// The body of one request: `op` with `id`.
+fn single_body(op: &Operation, id: &Id) -> Bytes {
+    let mut body = Vec::new();
+    op.stamp(&mut body, id);
+    Bytes::from(body)
+}
+
 fn result(
     probe: &'static str,
     variant: Option<&'static str>,
@@ -364,12 +373,17 @@ impl Prober {
             .tool("echo")
             .or_else(|| self.server.tools.iter().min_by_key(|t| t.required.len()));
         match tool {
-            Some(t) => self.server.operation(
-                "tools/call",
-                Some(&json!({"name": t.name, "arguments": arguments_for(&t.input_schema)})),
-            ),
+            Some(t) => self.tool_call(&t.name, &arguments_for(&t.input_schema)),
             None => self.server.operation("tools/list", None),
         }
+    }
+
+    /// `tools/call` of `tool` with `arguments`, for the server's revision.
+    fn tool_call(&self, tool: &str, arguments: &Value) -> Result<Operation, McpError> {
+        self.server.operation(
+            "tools/call",
+            Some(&json!({"name": tool, "arguments": arguments})),
+        )
     }
 
     fn is_http(&self) -> bool {
@@ -410,16 +424,14 @@ impl Prober {
 
     async fn batch(&mut self, call: &Operation) -> Result<ProbeResult, McpError> {
         let (a, b) = (id("probe-batch-1"), id("probe-batch-2"));
-        let mut body = b"[".to_vec();
-        call.stamp(&mut body, &a);
-        body.push(b',');
-        call.stamp(&mut body, &b);
-        body.push(b',');
-        body.extend_from_slice(&cancel_notification(&id("probe-none")));
-        body.push(b']');
+        let mut body = BatchWriter::default();
+        call.stamp(body.member(), &a);
+        call.stamp(body.member(), &b);
+        body.member()
+            .extend_from_slice(&cancel_notification(&id("probe-none")));
         let o = self
             .exchange(
-                Bytes::from(body),
+                Bytes::from(body.into_bytes()),
                 &McpHeaders::default(),
                 &[a.clone(), b.clone()],
             )
@@ -429,11 +441,11 @@ impl Prober {
     }
 
     async fn notification_only_batch(&mut self) -> ProbeResult {
-        let mut body = b"[".to_vec();
-        body.extend_from_slice(&cancel_notification(&id("probe-none")));
-        body.push(b']');
+        let mut body = BatchWriter::default();
+        body.member()
+            .extend_from_slice(&cancel_notification(&id("probe-none")));
         let o = self
-            .exchange(Bytes::from(body), &McpHeaders::default(), &[])
+            .exchange(Bytes::from(body.into_bytes()), &McpHeaders::default(), &[])
             .await;
         let v = verdict_notification_only(&o);
         result("notification_only_batch", None, v, None, o.evidence(None))
@@ -449,14 +461,12 @@ impl Prober {
 
     async fn id_collision_batch(&mut self, call: &Operation) -> Result<ProbeResult, McpError> {
         let same = id("probe-collide-batch");
-        let mut body = b"[".to_vec();
-        call.stamp(&mut body, &same);
-        body.push(b',');
-        call.stamp(&mut body, &same);
-        body.push(b']');
+        let mut body = BatchWriter::default();
+        call.stamp(body.member(), &same);
+        call.stamp(body.member(), &same);
         let o = self
             .exchange(
-                Bytes::from(body),
+                Bytes::from(body.into_bytes()),
                 &McpHeaders::default(),
                 &[same.clone(), same.clone()],
             )
@@ -474,9 +484,7 @@ impl Prober {
 
     async fn id_collision_concurrent(&mut self, call: &Operation) -> Result<ProbeResult, McpError> {
         let same = id("probe-collide-concurrent");
-        let mut body = Vec::new();
-        call.stamp(&mut body, &same);
-        let body = Bytes::from(body);
+        let body = single_body(call, &same);
         let wait = self.wait;
         let o = match &mut self.transport {
             AnyTransport::Http(h) => {
@@ -554,11 +562,9 @@ impl Prober {
     async fn unknown_method(&mut self) -> Result<ProbeResult, McpError> {
         let the_id = id("probe-unknown-method");
         let op = self.server.operation("mcpload/no-such-method", None)?;
-        let mut body = Vec::new();
-        op.stamp(&mut body, &the_id);
         let o = self
             .exchange(
-                Bytes::from(body),
+                single_body(&op, &the_id),
                 op.headers(),
                 std::slice::from_ref(&the_id),
             )
@@ -583,13 +589,8 @@ impl Prober {
             ));
         };
         let the_id = id("probe-cancel");
-        let op = self.server.operation(
-            "tools/call",
-            Some(&json!({"name": tool, "arguments": args})),
-        )?;
-        let mut body = Vec::new();
-        op.stamp(&mut body, &the_id);
-        let body = Bytes::from(body);
+        let op = self.tool_call(&tool, &args)?;
+        let body = single_body(&op, &the_id);
         let listen = SLOW_CALL + self.wait;
         let modern = self.server.revision.is_modern();
         let (o, note) = match &mut self.transport {

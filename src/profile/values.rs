@@ -3,7 +3,7 @@
 
 use super::template;
 use crate::protocol::ProtocolChoice;
-use serde::{Deserialize, Deserializer, de};
+use serde::{Deserialize, Deserializer, Serialize, de};
 use std::time::Duration;
 
 /// Parses `"10s"`, `"250ms"`, `"1m 30s"` (humantime's syntax).
@@ -123,7 +123,7 @@ pub fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<ProtocolChoice, D::Er
 }
 
 /// Spacing of open-loop arrivals.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Spacing {
     /// Exactly 1/rate apart.

@@ -1,5 +1,6 @@
-//! MCP's HTTP header names (lower case, as HTTP/2 and `http::HeaderName` spell them) and the
-//! 2026-07-28 encoding of header values that mirror the body (`Mcp-Method`, `Mcp-Name`).
+//! MCP's HTTP header names (lower case, as HTTP/2 and `http::HeaderName` spell them), and for
+//! the 2026-07-28 headers that mirror the body (`Mcp-Method`, `Mcp-Name`): which field
+//! `Mcp-Name` mirrors and how their values are encoded.
 
 use base64::Engine;
 use std::borrow::Cow;
@@ -13,6 +14,34 @@ pub const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 pub const METHOD: &str = "mcp-method";
 /// 2026-07-28: the tool, resource or prompt a request names.
 pub const NAME: &str = "mcp-name";
+
+/// The field of `params` whose value `Mcp-Name` carries (2026-07-28).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameParam {
+    /// `params.name`: `tools/call`, `prompts/get`.
+    Name,
+    /// `params.uri`: `resources/read`.
+    Uri,
+}
+
+impl NameParam {
+    /// What `Mcp-Name` mirrors for `method`; `None`: the method sends no `Mcp-Name`.
+    pub fn of(method: &str) -> Option<NameParam> {
+        match method {
+            "tools/call" | "prompts/get" => Some(NameParam::Name),
+            "resources/read" => Some(NameParam::Uri),
+            _ => None,
+        }
+    }
+
+    /// The field's key in `params`.
+    pub fn key(self) -> &'static str {
+        match self {
+            NameParam::Name => "name",
+            NameParam::Uri => "uri",
+        }
+    }
+}
 
 /// A value for `Mcp-Method` / `Mcp-Name`: as is when it is plain visible ASCII with no edge
 /// spaces, else wrapped as `=?base64?…?=` (2026-07-28).
@@ -60,5 +89,14 @@ mod tests {
             assert_eq!(decode_value(&encode_value(s)).as_deref(), Some(s));
         }
         assert_eq!(decode_value("=?base64?!!?="), None);
+    }
+
+    #[test]
+    fn mcp_name_mirrors_the_name_or_the_uri() {
+        let key = |m| NameParam::of(m).map(NameParam::key);
+        assert_eq!(key("tools/call"), Some("name"));
+        assert_eq!(key("prompts/get"), Some("name"));
+        assert_eq!(key("resources/read"), Some("uri"));
+        assert_eq!(key("tools/list"), None);
     }
 }

@@ -1,6 +1,6 @@
 //! The one MCP vocabulary, shared by the client and the reference server: protocol
-//! revisions and their eras, the `--protocol` choice, method and header names, the encoding
-//! of header values, and MCP's own error codes.
+//! revisions and their eras, the `--protocol` choice, the handshake methods, header names,
+//! the field `Mcp-Name` mirrors and the encoding of header values, and MCP's own error codes.
 
 pub mod headers;
 
@@ -74,7 +74,7 @@ impl Serialize for Revision {
     }
 }
 
-/// The two eras of MCP (docs/protocol.md).
+/// The two eras of MCP (docs/target.md, "Eras, versions, routing").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Era {
@@ -108,6 +108,16 @@ impl FromStr for ProtocolChoice {
                     all.join(", ")
                 )
             })
+    }
+}
+
+impl fmt::Display for ProtocolChoice {
+    /// The `--protocol` spelling: `auto` or the pinned revision.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolChoice::Auto => f.write_str("auto"),
+            ProtocolChoice::Pinned(r) => f.write_str(r.as_str()),
+        }
     }
 }
 
@@ -145,5 +155,11 @@ mod tests {
             Ok(ProtocolChoice::Pinned(Revision::V2025_06_18))
         );
         assert!("2023-01-01".parse::<ProtocolChoice>().is_err());
+        for choice in [
+            ProtocolChoice::Auto,
+            ProtocolChoice::Pinned(Revision::V2026_07_28),
+        ] {
+            assert_eq!(choice.to_string().parse(), Ok(choice));
+        }
     }
 }

@@ -4,7 +4,7 @@
 
 use super::terminal::{
     callouts, error_codes, knee_facts, knee_sentence, ms, num, rps, status_phrase, step_list,
-    usl_line, verdict_word,
+    usl_line,
 };
 use super::{ReportError, RunSummary, plots, read_hlog, read_timeseries, step_histograms};
 use crate::analysis::pct;
@@ -59,8 +59,8 @@ fn steps_table(run: &RunSummary) -> Markup {
                     td { (s.in_flight_max) }
                     td { (rec.anomalies) }
                     td { (rec.rejected) }
-                    td class=(verdict_word(s.verdict)) {
-                        (verdict_word(s.verdict))
+                    td class=(s.verdict.as_str()) {
+                        (s.verdict.as_str())
                         @if s.interrupted { " (cut short)" }
                     }
                 }

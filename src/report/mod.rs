@@ -1,7 +1,7 @@
 //! The run folder and everything read from it: steps.csv, timeseries.csv, latency.hlog,
 //! summary.json, report.html with its SVG plots, and the terminal report. One file per output,
-//! each behind the [`Reporter`] trait, each written as the run goes so a crash loses nothing
-//! already measured. docs/results.md describes every file and column.
+//! each behind this module's private `Reporter` trait, each written as the run goes so a crash
+//! loses nothing already measured. docs/results.md describes every file and column.
 //!
 //! The engine hands a run to [`RunFolder`] (and to the live [`Progress`]) as a
 //! [`StepSink`]; the folder only writes, the verdicts and the knee come judged from `analysis`:
@@ -68,7 +68,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 use terminal::render_terminal;
 
-/// One row per step: [`StepSummary`].
+/// One row per step: [`StepSummary`](crate::metrics::StepSummary).
 pub const STEPS_CSV: &str = "steps.csv";
 /// One row per second per step: [`TimeseriesRow`].
 pub const TIMESERIES_CSV: &str = "timeseries.csv";

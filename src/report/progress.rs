@@ -2,7 +2,6 @@
 //! flight, errors, anomalies), fed once a second as a [`StepSink`]; hidden when stdout is not
 //! a terminal or with `--quiet`.
 
-use super::terminal::verdict_word;
 use crate::analysis::JudgedStep;
 use crate::engine::{Second, SinkError, StepSink, StepStart};
 use crate::metrics::Model;
@@ -66,7 +65,7 @@ impl StepSink for Progress {
 
     fn step_ended(&mut self, step: &JudgedStep) -> Result<(), SinkError> {
         if let Some(bar) = self.bar.take() {
-            let verdict = verdict_word(step.figures.verdict);
+            let verdict = step.figures.verdict.as_str();
             bar.finish_with_message(format!("{} · {verdict}", bar.message()));
         }
         Ok(())

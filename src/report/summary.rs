@@ -54,7 +54,7 @@ impl StepRecord {
     ) -> Self {
         StepRecord {
             anomalies: figures.anomalies(),
-            rejected: figures.http_429 + figures.http_503,
+            rejected: figures.rejected(),
             errors_by_code: errors_by_code
                 .iter()
                 .map(|(code, n)| (code.to_string(), *n))

@@ -47,7 +47,7 @@ impl TimeseriesRow {
             anomalies: c.anomalies(),
             missing: c.missing,
             timeouts: c.timeouts,
-            rejected: c.http_429 + c.http_503,
+            rejected: c.rejected(),
             in_flight: s.in_flight,
             p50_ms: lat.p50,
             p99_ms: lat.p99,
@@ -155,7 +155,8 @@ pub fn read_timeseries(dir: &Path) -> Result<Vec<TimeseriesRow>, ReportError> {
     read_rows(&dir.join(super::TIMESERIES_CSV))
 }
 
-/// Reads `dir/steps.csv`.
+/// Reads `dir/steps.csv` back into its rows: the CSV half of the run folder for library users
+/// (mcpload itself reads the same figures from summary.json).
 pub fn read_steps(dir: &Path) -> Result<Vec<StepSummary>, ReportError> {
     read_rows(&dir.join(super::STEPS_CSV))
 }

@@ -123,14 +123,6 @@ fn verdict_style(v: Verdict) -> Style {
     }
 }
 
-pub(super) fn verdict_word(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Ok => "ok",
-        Verdict::Saturated => "saturated",
-        Verdict::Failed => "failed",
-    }
-}
-
 /// Reads one counter of a step.
 type Count = fn(&StepSummary) -> u64;
 
@@ -384,7 +376,7 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
     for rec in &run.steps {
         let s = &rec.figures;
         let failed = s.requests - s.ok.min(s.requests);
-        let mut verdict = verdict_word(s.verdict).to_owned();
+        let mut verdict = s.verdict.as_str().to_owned();
         if s.interrupted {
             verdict.push_str(" (cut short)");
         }

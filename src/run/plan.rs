@@ -13,6 +13,7 @@ use crate::profile::{
 };
 use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
+use crate::transport::StdioOptions;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -314,10 +315,11 @@ fn target_name(t: &TargetSpec) -> String {
         return report::url_host(url).unwrap_or("http").replace(':', "-");
     }
     if let Some(cmd) = &t.stdio {
-        let program = cmd.split_whitespace().next().unwrap_or("stdio");
-        return Path::new(program)
-            .file_name()
-            .map_or_else(|| "stdio".into(), |n| n.to_string_lossy().into_owned());
+        let program = StdioOptions::from_command_line(cmd).map(|o| o.program);
+        return program
+            .ok()
+            .and_then(|p| Some(Path::new(&p).file_name()?.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "stdio".into());
     }
     "builtin".into()
 }
@@ -362,18 +364,15 @@ impl Plan {
             "name": self.name,
             "profile": self.source.as_ref().map(|s| s.path.display().to_string()),
             "target": target,
-            "protocol": match t.protocol {
-                ProtocolChoice::Auto => "auto",
-                ProtocolChoice::Pinned(r) => r.as_str(),
-            },
+            "protocol": t.protocol.to_string(),
             "load": {
-                "model": match self.model { Model::Closed => "closed", Model::Open => "open" },
+                "model": self.model,
                 "levels": self.sweep.levels,
                 "duration_s": l.duration.as_secs_f64(),
                 "warmup_s": l.warmup.as_secs_f64(),
                 "timeout_s": l.timeout.as_secs_f64(),
                 "think_time_s": l.think_time.as_secs_f64(),
-                "spacing": match l.spacing { Spacing::Constant => "constant", Spacing::Poisson => "poisson" },
+                "spacing": l.spacing,
                 "max_in_flight": l.max_in_flight,
                 "stop_on_failure": self.sweep.stop_on_failure,
             },

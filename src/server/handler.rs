@@ -8,7 +8,7 @@ use super::job::{Done, Job};
 use super::mcp::{self, Early, Headers, Msg, Parsed, Req};
 use super::stats::{Stats, View};
 use super::wire::{self, Shaped, Sink};
-use crate::jsonrpc::codes;
+use crate::jsonrpc::{BatchWriter, codes};
 use crate::protocol::Revision;
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -283,15 +283,11 @@ impl Answers {
 
     /// Every answer as one JSON array in completion order; `None` when none has any bytes.
     pub async fn into_array(mut self) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(64 * (self.early.len() + self.running.len()) + 2);
-        out.push(b'[');
+        let mut batch = BatchWriter::default();
         while let Some(answer) = self.next().await {
-            answer.push_member(&mut out);
+            answer.push_members(&mut batch);
         }
-        (out.len() > 1).then(|| {
-            out.push(b']');
-            out
-        })
+        (!batch.is_empty()).then(|| batch.into_bytes())
     }
 }
 

@@ -5,6 +5,7 @@
 //! HTTP library cannot emit broken framing. docs/target.md lists the kinds; docs/metrics.md
 //! says where a client must count each.
 
+use crate::jsonrpc::{BatchWriter, codes};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::fmt;
@@ -224,11 +225,14 @@ impl Shared {
         let mut hostile_id = None;
         let body = match msg {
             Value::Array(members) => {
-                let answers: Vec<Vec<u8>> = members
+                let mut batch = BatchWriter::default();
+                for answer in members
                     .iter()
                     .filter_map(|m| self.answer_one(m, &mut hostile_id))
-                    .collect();
-                (!answers.is_empty()).then(|| [&b"["[..], &answers.join(&b","[..]), b"]"].concat())
+                {
+                    batch.member().extend_from_slice(&answer);
+                }
+                (!batch.is_empty()).then(|| batch.into_bytes())
             }
             one => self.answer_one(one, &mut hostile_id),
         };
@@ -266,7 +270,7 @@ impl Shared {
                     "result": {"content": [{"type": "text", "text": "ok"}]}})
             }
             _ => json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32601, "message": "Method not found"}}),
+                "error": {"code": codes::METHOD_NOT_FOUND, "message": "Method not found"}}),
         };
         Some(answer.to_string().into_bytes())
     }
@@ -297,7 +301,8 @@ impl Shared {
             HostileKind::IdFloat => member(format!(r#""id":{id}.0,{RESULT}"#)),
             HostileKind::DuplicateKeys => member(format!(r#""id":{id},{RESULT},{RESULT}"#)),
             HostileKind::BothResultError => member(format!(
-                r#""id":{id},{RESULT},"error":{{"code":-32603,"message":"both"}}"#
+                r#""id":{id},{RESULT},"error":{{"code":{code},"message":"both"}}"#,
+                code = codes::INTERNAL_ERROR
             )),
             _ => member(format!(r#""id":{id},{RESULT}"#)),
         };
@@ -404,8 +409,15 @@ async fn connection(mut sock: TcpStream, shared: Arc<Shared>) {
             }
             ("POST", _) => match serde_json::from_slice::<Value>(&req.body) {
                 Err(_) => {
-                    let e = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#;
-                    respond(&mut sock, "400 Bad Request", "application/json", e).await
+                    let e = json!({"jsonrpc": "2.0", "id": null,
+                        "error": {"code": codes::PARSE_ERROR, "message": "Parse error"}});
+                    respond(
+                        &mut sock,
+                        "400 Bad Request",
+                        "application/json",
+                        e.to_string().as_bytes(),
+                    )
+                    .await
                 }
                 Ok(msg) => match shared.plan(&msg) {
                     Plan::Answer(None) => respond(&mut sock, "202 Accepted", "", b"").await,

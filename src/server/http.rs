@@ -29,10 +29,6 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 
-const SESSION_HEADER: &str = headers::SESSION_ID;
-const VERSION_HEADER: &str = headers::PROTOCOL_VERSION;
-const METHOD_HEADER: &str = headers::METHOD;
-const NAME_HEADER: &str = headers::NAME;
 /// The error code SDK servers use for an unknown session.
 const SESSION_NOT_FOUND: i64 = -32001;
 /// How long connections may take to finish their answers once the target stops.
@@ -239,7 +235,7 @@ fn delete(shared: &Shared, h: &HeaderMap) -> Response<Body> {
     if !shared.cfg.sessions {
         return text(405, "sessions are off\n");
     }
-    match header(h, SESSION_HEADER) {
+    match header(h, headers::SESSION_ID) {
         None => text(400, "DELETE needs Mcp-Session-Id\n"),
         Some(id) if shared.sessions.close(id) => {
             Stats::add(&shared.stats.sessions_closed, 1);
@@ -287,7 +283,7 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         );
         return r;
     };
-    let session = match header(h, SESSION_HEADER) {
+    let session = match header(h, headers::SESSION_ID) {
         None => None,
         Some(id) => match shared.sessions.lookup(id) {
             Some(v) => Some(v),
@@ -306,9 +302,9 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     };
     let origin = Origin::Http {
         headers: Headers {
-            version: header(h, VERSION_HEADER),
-            method: header(h, METHOD_HEADER),
-            name: header(h, NAME_HEADER),
+            version: header(h, headers::PROTOCOL_VERSION),
+            method: header(h, headers::METHOD),
+            name: header(h, headers::NAME),
         },
         session,
     };
@@ -345,7 +341,7 @@ async fn single(
     {
         Stats::add(&shared.stats.sessions_opened, 1);
         if let Ok(id) = HeaderValue::from_str(&shared.sessions.open(v)) {
-            resp.headers_mut().insert(SESSION_HEADER, id);
+            resp.headers_mut().insert(headers::SESSION_ID, id);
         }
     }
     resp

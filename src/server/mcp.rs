@@ -5,8 +5,9 @@
 use super::config::{BatchPolicy, ServeConfig};
 use super::methods::{Call, Prepared, invalid_params, prompt_call, tool_call};
 use crate::jsonrpc::{ErrorObject, Id, codes};
+use crate::protocol::Revision;
 use crate::protocol::codes as mcp_codes;
-use crate::protocol::{Revision, headers};
+use crate::protocol::headers::{self, NameParam};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -413,10 +414,10 @@ impl Protocol {
                 return mismatch("Mcp-Method");
             }
             let p = parsed.params.as_ref();
-            let body_name = match req.method.as_ref() {
-                "tools/call" | "prompts/get" => p.and_then(|p| p.name.as_deref()),
-                "resources/read" => p.and_then(|p| p.uri.as_deref()),
-                _ => None,
+            let body_name = match NameParam::of(&req.method) {
+                Some(NameParam::Name) => p.and_then(|p| p.name.as_deref()),
+                Some(NameParam::Uri) => p.and_then(|p| p.uri.as_deref()),
+                None => None,
             };
             if let Some(body_name) = body_name
                 && h.name.and_then(headers::decode_value).as_deref() != Some(body_name)

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// What a correct client counts for the messages this server wrote, one field per METRICS.md
-/// counter. The server tallies each message as it writes it (see docs/target.md).
+/// What a correct client counts for the messages this server wrote, one field per counter of
+/// docs/metrics.md. The server tallies each message as it writes it (see docs/target.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum View {
     Ok,
@@ -195,7 +195,7 @@ impl FaultCounts {
     }
 }
 
-/// What a correct client counts (METRICS.md names) for everything this server wrote in
+/// What a correct client counts (docs/metrics.md names) for everything this server wrote in
 /// answer to messages it parsed. HTTP refusals before parsing (403, 404 session, 413, 429,
 /// 503, …) are not in here; they are in `http_status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

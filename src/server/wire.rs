@@ -4,7 +4,7 @@
 
 use super::faults::FaultKind;
 use super::stats::{Stats, View};
-use crate::jsonrpc::ErrorObject;
+use crate::jsonrpc::{BatchWriter, ErrorObject};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -180,36 +180,26 @@ impl Shaped {
     pub fn into_body(self) -> Option<Vec<u8>> {
         match self {
             Shaped::Message(m) | Shaped::Garbage(m) | Shaped::Cut(m) => Some(m),
-            Shaped::Twice(m) => {
-                let mut out = Vec::with_capacity(2 * m.len() + 3);
-                out.push(b'[');
-                out.extend_from_slice(&m);
-                out.push(b',');
-                out.extend_from_slice(&m);
-                out.push(b']');
-                Some(out)
+            Shaped::Twice(_) => {
+                let mut batch = BatchWriter::default();
+                self.push_members(&mut batch);
+                Some(batch.into_bytes())
             }
             Shaped::Nothing => None,
         }
     }
 
-    /// Appends this answer to a batch array under construction (`out` starts with `[`).
-    pub fn push_member(&self, out: &mut Vec<u8>) {
-        let put = |bytes: &[u8], out: &mut Vec<u8>| {
-            if out.len() > 1 {
-                out.push(b',');
-            }
-            out.extend_from_slice(bytes);
-        };
+    /// Appends this answer to a batch array as its members (none, one, or the same twice).
+    pub fn push_members(&self, batch: &mut BatchWriter) {
         match self {
-            Shaped::Message(m) => put(m, out),
+            Shaped::Message(m) => batch.member().extend_from_slice(m),
             Shaped::Twice(m) => {
-                put(m, out);
-                put(m, out);
+                batch.member().extend_from_slice(m);
+                batch.member().extend_from_slice(m);
             }
             Shaped::Garbage(m) | Shaped::Cut(m) => {
                 let text = serde_json::to_vec(&String::from_utf8_lossy(m)).unwrap_or_default();
-                put(&text, out);
+                batch.member().extend_from_slice(&text);
             }
             Shaped::Nothing => {}
         }
@@ -338,7 +328,7 @@ mod tests {
     #[test]
     fn batch_members_stay_valid_json() {
         let stats = Stats::default();
-        let mut out = b"[".to_vec();
+        let mut batch = BatchWriter::default();
         let mut ids = 0;
         for (seq, f) in [
             None,
@@ -351,10 +341,9 @@ mod tests {
         {
             let s = shape(&stats, &id(), &ok(), f, seq as u64);
             ids += s.ids_on_wire();
-            s.push_member(&mut out);
+            s.push_members(&mut batch);
         }
-        out.push(b']');
-        let v: Vec<serde_json::Value> = serde_json::from_slice(&out).unwrap();
+        let v: Vec<serde_json::Value> = serde_json::from_slice(batch.finish()).unwrap();
         assert_eq!(v.len(), 5);
         assert_eq!(ids, 3);
     }

@@ -1,5 +1,5 @@
-//! `mcpload probe` (the binary, `--json`) against each real server: the verdicts match what
-//! MCP-NOTES.md reports of it (the "everything" server answers batches and loses one of two
+//! `mcpload probe` (the binary, `--json`) against each real server: the verdicts match how
+//! each is known to behave (the "everything" server answers batches and loses one of two
 //! colliding ids; the Python server rejects batches; over stdio both stay silent).
 
 use crate::support::bin;

@@ -53,7 +53,7 @@ fn stats_faults(stats: &Value) -> BTreeMap<&'static str, u64> {
         .collect()
 }
 
-/// What METRICS.md says a client counts when `faulted` of `total` plain echo answers got
+/// What docs/metrics.md says a client counts when `faulted` of `total` plain echo answers got
 /// fault `key` (one request per exchange).
 fn expected_tally(key: &str, total: u64, faulted: u64, sse: bool) -> Tally {
     // Legacy runs (JSON) also count the ok answer to `initialize`.

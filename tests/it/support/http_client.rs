@@ -1,6 +1,6 @@
 //! An independent HTTP/1.1 client for the built-in target (hyper's client connection, no
 //! mcpload transport code), MCP request builders for both eras, an SSE reader, and a
-//! classifier that counts a reply the way METRICS.md says a client counts it.
+//! classifier that counts a reply the way docs/metrics.md says a client counts it.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -227,7 +227,7 @@ pub async fn initialize(conn: &mut Conn, version: &str) -> Option<String> {
     session
 }
 
-/// What a client counts (METRICS.md names), kept by the tests themselves.
+/// What a client counts (docs/metrics.md names), kept by the tests themselves.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Tally {
     pub ok: u64,
