@@ -22,13 +22,13 @@ use std::time::Duration;
 /// where it fails.
 #[derive(Parser, Debug)]
 #[command(name = "mcpload", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Fire a workload at a target and sweep the load: a profile (profiles/*.toml) and/or
     /// flags. Writes results/<UTC timestamp>-<name>/ (or --out) step by step.
     Run(Box<RunArgs>),
@@ -48,7 +48,7 @@ pub enum Command {
 }
 
 impl Command {
-    pub async fn run(self) -> anyhow::Result<()> {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
         match self {
             Command::Run(args) => args.run().await,
             Command::Serve(args) => args.run().await,
@@ -62,7 +62,7 @@ impl Command {
 /// Arguments of `mcpload serve`; an absent option keeps the default of `ServeConfig`.
 /// Syntax of every value: docs/target.md.
 #[derive(Args, Debug)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Serve MCP on stdin/stdout (one message per line; logs on stderr) instead of HTTP.
     #[arg(long)]
     pub stdio: bool,
@@ -153,7 +153,7 @@ where
 
 impl ServeArgs {
     /// The configuration these arguments describe (defaults from `ServeConfig`).
-    pub fn config(&self) -> ServeConfig {
+    pub(crate) fn config(&self) -> ServeConfig {
         let d = ServeConfig::default();
         ServeConfig {
             bind: self.bind.unwrap_or(d.bind),
@@ -180,7 +180,7 @@ impl ServeArgs {
 
     /// HTTP: prints `listening on URL` as the first stdout line and serves until Ctrl-C or
     /// SIGTERM. stdio: serves until stdin ends.
-    pub async fn run(self) -> anyhow::Result<()> {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
         if let Some(kind) = self.hostile {
             return self.run_hostile(kind).await;
         }
@@ -269,11 +269,11 @@ fn write_stats(path: &Path, snapshot: &impl serde::Serialize) -> anyhow::Result<
 /// folder): exit code 2.
 #[derive(Debug, thiserror::Error)]
 #[error("{0:#}")]
-pub struct UsageError(pub anyhow::Error);
+pub(crate) struct UsageError(pub anyhow::Error);
 
 /// Arguments of `mcpload report`.
 #[derive(Args, Debug)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// The run folder (it holds summary.json, timeseries.csv and latency.hlog).
     pub dir: PathBuf,
     /// A gate checked on the stored run, e.g. 'p99_ms<250', 'error_rate<0.001',
@@ -284,7 +284,7 @@ pub struct ReportArgs {
 
 impl ReportArgs {
     /// Prints the terminal report; fails (exit 1) when a threshold fails.
-    pub fn run(self) -> anyhow::Result<()> {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
         let thresholds = mcpload::analysis::Thresholds::parse(&self.thresholds)
             .map_err(|e| UsageError(e.into()))?;
         let color = mcpload::report::use_color(&std::io::stdout());
@@ -309,7 +309,7 @@ impl ReportArgs {
 
 /// Arguments of `mcpload compare`.
 #[derive(Args, Debug)]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// The run folder to compare against.
     pub base: PathBuf,
     /// The run folder under test.
@@ -324,7 +324,7 @@ pub struct CompareArgs {
 
 impl CompareArgs {
     /// Prints the comparison; fails (exit 1) on a regression beyond the tolerance.
-    pub fn run(self) -> anyhow::Result<()> {
+    pub(crate) fn run(self) -> anyhow::Result<()> {
         let usage = |msg: String| UsageError(anyhow::anyhow!(msg));
         for (name, v) in [
             ("--tolerance", self.tolerance),
@@ -373,7 +373,7 @@ impl CompareArgs {
 /// Arguments of `mcpload probe`: one target, `--url` or `--stdio`.
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["url", "stdio"])))]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     /// The server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
@@ -410,7 +410,7 @@ pub struct ProbeArgs {
 }
 
 impl ProbeArgs {
-    pub async fn run(self) -> anyhow::Result<()> {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
         use mcpload::client::{ConnectOptions, Connector, Endpoint};
         let target = match (self.url, self.stdio) {
             (Some(url), _) => Endpoint::http(url, self.headers),
@@ -454,12 +454,12 @@ impl ProbeArgs {
 /// `mcpload run` was interrupted by Ctrl-C or SIGTERM: exit code 130.
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted; the finished steps and the partial one are in {0}")]
-pub struct Interrupted(pub String);
+pub(crate) struct Interrupted(pub String);
 
 /// Arguments of `mcpload run`. Flags override the profile. Every value is checked as the
 /// command line is read, so a bad one is an error naming its flag (exit code 2).
 #[derive(Args, Debug)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// A workload profile (TOML); see docs/profiles.md.
     pub profile: Option<PathBuf>,
     /// Target: a Streamable HTTP endpoint.
@@ -643,7 +643,7 @@ impl RunArgs {
 
     /// Runs the sweep; exit 1 when a gate fails, 2 for a bad profile or flags, 130 when
     /// interrupted (after writing what was measured).
-    pub async fn run(self) -> anyhow::Result<()> {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
         let (profile, overrides) = self.overrides();
         let plan =
             mcpload::run::plan(profile.as_deref(), overrides).map_err(|e| UsageError(e.into()))?;

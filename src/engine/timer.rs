@@ -12,7 +12,7 @@ pub(super) struct SendTimer {
 }
 
 impl SendTimer {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         SendTimer {
             #[cfg(target_os = "linux")]
             precise: linux::Precise::new().ok(),
@@ -20,7 +20,7 @@ impl SendTimer {
     }
 
     /// Returns at `at` (at once if it has passed); never when there is no `at`.
-    pub async fn wait(&mut self, at: Option<Instant>) {
+    pub(super) async fn wait(&mut self, at: Option<Instant>) {
         let Some(at) = at else {
             return std::future::pending().await;
         };
@@ -60,7 +60,7 @@ mod linux {
     }
 
     impl Precise {
-        pub fn new() -> io::Result<Self> {
+        pub(super) fn new() -> io::Result<Self> {
             let flags = TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC;
             let fd = timerfd_create(TimerfdClockId::Monotonic, flags)?;
             // SAFETY: an `OwnedFd` is an open descriptor that stays open, and always the same
@@ -70,7 +70,7 @@ mod linux {
         }
 
         /// Returns at `at`; an error if the timer failed (the caller sleeps instead).
-        pub async fn wait(&mut self, at: Instant) -> io::Result<()> {
+        pub(super) async fn wait(&mut self, at: Instant) -> io::Result<()> {
             loop {
                 let left = at.saturating_duration_since(Instant::now());
                 if left.is_zero() {

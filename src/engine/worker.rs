@@ -70,7 +70,7 @@ struct StepState {
 }
 
 impl Worker {
-    pub async fn run(mut self, mut orders: mpsc::UnboundedReceiver<Order>) -> AnyTransport {
+    pub(super) async fn run(mut self, mut orders: mpsc::UnboundedReceiver<Order>) -> AnyTransport {
         let mut corr = Correlator::default();
         let mut ledger = Ledger::default();
         let mut renderer = Renderer::new(self.index, self.work.seed);

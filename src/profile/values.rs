@@ -14,7 +14,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// serde helper: a duration written as text.
-pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)
         .map_err(|_| de::Error::custom("expected a duration as text, e.g. \"10s\" or \"250ms\""))?;
     parse_duration(&text).map_err(de::Error::custom)
@@ -118,7 +118,7 @@ impl<'de> Deserialize<'de> for Levels {
 }
 
 /// serde helper: `"auto"` or a revision such as `"2025-06-18"`.
-pub fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<ProtocolChoice, D::Error> {
+pub(super) fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<ProtocolChoice, D::Error> {
     String::deserialize(d)?.parse().map_err(de::Error::custom)
 }
 
@@ -146,7 +146,7 @@ impl<'de> Deserialize<'de> for TemplateText {
 }
 
 /// Checks every string of a TOML value for well-formed holes.
-pub fn check_templates(v: &toml::Value) -> Result<(), String> {
+pub(super) fn check_templates(v: &toml::Value) -> Result<(), String> {
     match v {
         toml::Value::String(s) => template::parse(s).map(|_| ()),
         toml::Value::Array(a) => a.iter().try_for_each(check_templates),

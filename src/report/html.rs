@@ -13,7 +13,7 @@ use std::fs;
 use std::path::Path;
 
 /// Forbids every fetch: no script, image, font, frame or connection; only the inline styles.
-pub const CSP: &str =
+pub(super) const CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
 
 const STYLE: &str = "

@@ -37,7 +37,7 @@ impl Drop for Admission {
 }
 
 impl Capacity {
-    pub fn new(cfg: &ServeConfig, started: Instant) -> Capacity {
+    pub(super) fn new(cfg: &ServeConfig, started: Instant) -> Capacity {
         let limited = cfg.capacity > 0;
         Capacity {
             slots: limited.then(|| Semaphore::new(cfg.capacity as usize)),
@@ -55,7 +55,7 @@ impl Capacity {
 
     /// Admits one more POST, or `None` when `capacity + queue` are already taken.
     /// Without a capacity model every POST is admitted.
-    pub fn try_admit(self: &Arc<Self>) -> Option<Admission> {
+    pub(super) fn try_admit(self: &Arc<Self>) -> Option<Admission> {
         if self.slots.is_some() {
             let before = self.admitted.fetch_add(1, Relaxed);
             if before >= self.admit_max {
@@ -100,7 +100,7 @@ impl Capacity {
     /// Runs `work` for request `ordinal` inside the model: takes a service slot, waits out
     /// any stall, spends the service time, works, and waits out a stall again before the
     /// answer may leave.
-    pub async fn serve<F: Future>(&self, stats: &Stats, ordinal: u64, work: F) -> F::Output {
+    pub(super) async fn serve<F: Future>(&self, stats: &Stats, ordinal: u64, work: F) -> F::Output {
         if self.slots.is_none() && self.service.is_zero() && self.stalls.is_empty() {
             let _serving = stats.serving();
             return work.await;

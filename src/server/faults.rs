@@ -212,16 +212,16 @@ pub(crate) struct FaultPlan {
 }
 
 impl FaultPlan {
-    pub fn new(every: FaultEvery, odds: FaultOdds, seed: u64) -> Self {
+    pub(super) fn new(every: FaultEvery, odds: FaultOdds, seed: u64) -> Self {
         FaultPlan { every, odds, seed }
     }
 
-    pub fn is_off(&self) -> bool {
+    pub(super) fn is_off(&self) -> bool {
         self.every.is_off() && self.odds.is_off()
     }
 
     /// The fault for the request with fault sequence number `seq` (1-based), if any.
-    pub fn for_seq(&self, seq: u64) -> Option<FaultKind> {
+    pub(super) fn for_seq(&self, seq: u64) -> Option<FaultKind> {
         self.every.pick(seq).or_else(|| {
             if self.odds.is_off() {
                 None

@@ -228,7 +228,7 @@ impl Shared {
 
 impl Batch {
     /// Starts every member at once (progress notifications to `sink`, when given).
-    pub fn start(self, shared: &Arc<Shared>, sink: Option<Arc<Sink>>) -> Answers {
+    pub(crate) fn start(self, shared: &Arc<Shared>, sink: Option<Arc<Sink>>) -> Answers {
         let expected = self.jobs.len() as u64;
         let mut running = JoinSet::new();
         for job in self.jobs {
@@ -262,7 +262,7 @@ pub(crate) struct Answers {
 impl Answers {
     /// The next answer, `None` after the last one. Then, when the answers carried more or
     /// fewer ids than the batch had requests, the client sees `response_count_mismatch`.
-    pub async fn next(&mut self) -> Option<Shaped> {
+    pub(crate) async fn next(&mut self) -> Option<Shaped> {
         if let Some(message) = self.early.next() {
             return Some(Shaped::Message(message));
         }
@@ -282,7 +282,7 @@ impl Answers {
     }
 
     /// Every answer as one JSON array in completion order; `None` when none has any bytes.
-    pub async fn into_array(mut self) -> Option<Vec<u8>> {
+    pub(crate) async fn into_array(mut self) -> Option<Vec<u8>> {
         let mut batch = BatchWriter::default();
         while let Some(answer) = self.next().await {
             answer.push_members(&mut batch);

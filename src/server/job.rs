@@ -39,17 +39,17 @@ impl Drop for Unanswered {
 
 impl Job {
     /// The request's id, exactly as sent.
-    pub fn id(&self) -> &RawValue {
+    pub(crate) fn id(&self) -> &RawValue {
         &self.id
     }
 
     /// True for an `initialize`: stdio answers it before reading on, to learn the version.
-    pub fn is_initialize(&self) -> bool {
+    pub(crate) fn is_initialize(&self) -> bool {
         self.initialize
     }
 
     /// True when the request reached a method other than `initialize` (it may stream).
-    pub fn streams(&self) -> bool {
+    pub(crate) fn streams(&self) -> bool {
         matches!(&self.work, Ok(p) if !matches!(p.call, Call::Initialize(_)))
     }
 }

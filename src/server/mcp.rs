@@ -133,7 +133,7 @@ pub(crate) struct Parsed<'a> {
 }
 
 impl<'a> Parsed<'a> {
-    pub fn new(req: &Req<'a>) -> Parsed<'a> {
+    pub(crate) fn new(req: &Req<'a>) -> Parsed<'a> {
         let params = match req.params {
             None => Some(Params::default()),
             Some(raw) => serde_json::from_str::<Params>(raw.get()).ok(),
@@ -151,16 +151,16 @@ impl<'a> Parsed<'a> {
     }
 
     /// The protocol version a 2026-07-28 request names in `_meta` (as raw JSON).
-    pub fn meta_version(&self) -> Option<&'a RawValue> {
+    pub(crate) fn meta_version(&self) -> Option<&'a RawValue> {
         self.meta.as_ref()?.version
     }
 
-    pub fn progress_token(&self) -> Option<&'a RawValue> {
+    pub(crate) fn progress_token(&self) -> Option<&'a RawValue> {
         self.meta.as_ref()?.progress_token
     }
 
     /// `requestId` of a `notifications/cancelled`.
-    pub fn cancelled_request(&self) -> Option<&'a RawValue> {
+    pub(crate) fn cancelled_request(&self) -> Option<&'a RawValue> {
         self.params.as_ref()?.request_id
     }
 }
@@ -190,7 +190,7 @@ pub(crate) struct Early {
 }
 
 impl Early {
-    pub fn new(code: i64, message: impl Into<String>, status: u16) -> Early {
+    pub(crate) fn new(code: i64, message: impl Into<String>, status: u16) -> Early {
         Early {
             error: ErrorObject {
                 code,
@@ -211,7 +211,7 @@ pub(crate) struct Protocol {
 }
 
 impl Protocol {
-    pub fn new(cfg: &ServeConfig) -> Result<Protocol, super::config::ConfigError> {
+    pub(super) fn new(cfg: &ServeConfig) -> Result<Protocol, super::config::ConfigError> {
         let served = cfg.served_versions()?;
         let supported_json = json!(served.iter().map(|v| v.as_str()).collect::<Vec<_>>());
         Ok(Protocol {
@@ -222,11 +222,11 @@ impl Protocol {
     }
 
     /// The versions served, newest first, as JSON.
-    pub fn supported(&self) -> &Value {
+    pub(super) fn supported(&self) -> &Value {
         &self.supported_json
     }
 
-    pub fn serves(&self, v: Revision) -> bool {
+    pub(super) fn serves(&self, v: Revision) -> bool {
         self.served.contains(&v)
     }
 
@@ -235,7 +235,7 @@ impl Protocol {
     }
 
     /// -32022 naming what is served.
-    pub fn unsupported(&self, requested: &str) -> Early {
+    pub(super) fn unsupported(&self, requested: &str) -> Early {
         let mut e = Early::new(
             mcp_codes::UNSUPPORTED_VERSION,
             format!("Unsupported protocol version: {requested}"),
@@ -246,7 +246,7 @@ impl Protocol {
     }
 
     /// Whether a batch is served on this route.
-    pub fn batch_allowed(&self, route: Route) -> bool {
+    pub(super) fn batch_allowed(&self, route: Route) -> bool {
         match self.batches {
             BatchPolicy::Accept => true,
             BatchPolicy::Reject => false,
@@ -255,7 +255,7 @@ impl Protocol {
     }
 
     /// The error of a refused batch (HTTP 400, id null).
-    pub fn batch_refusal(&self, route: Route) -> ErrorObject {
+    pub(super) fn batch_refusal(&self, route: Route) -> ErrorObject {
         let at = match route {
             Route::Legacy(v) => v.as_str(),
             Route::Modern => Revision::V2026_07_28.as_str(),
@@ -270,7 +270,7 @@ impl Protocol {
     /// Chooses the era of an HTTP POST. `header` is `MCP-Protocol-Version`, `session` the
     /// version of a known legacy session; `initialize` and `modern_body` describe a single
     /// request body (an `initialize`; a request naming a version in `_meta`).
-    pub fn route_http(
+    pub(super) fn route_http(
         &self,
         header: Option<&str>,
         session: Option<Revision>,
@@ -309,7 +309,7 @@ impl Protocol {
     /// Chooses the era of a stdio line: a request naming a version in `_meta` (`modern_body`)
     /// means 2026-07-28; otherwise the negotiated legacy version (2025-03-26 before any
     /// `initialize`).
-    pub fn route_stdio(&self, modern_body: bool, negotiated: Option<Revision>) -> Route {
+    pub(super) fn route_stdio(&self, modern_body: bool, negotiated: Option<Revision>) -> Route {
         if modern_body {
             Route::Modern
         } else {
@@ -319,7 +319,7 @@ impl Protocol {
 
     /// Validates a request and reads its call. `headers` is given for a single HTTP request
     /// under 2026-07-28 (the header rules apply), `None` on stdio and in batches.
-    pub fn prepare(
+    pub(super) fn prepare(
         &self,
         route: Route,
         req: &Req,

@@ -15,7 +15,7 @@ pub(crate) struct Sessions {
 }
 
 impl Sessions {
-    pub fn new(prefix: u32) -> Sessions {
+    pub(super) fn new(prefix: u32) -> Sessions {
         Sessions {
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
             next: AtomicU64::new(0),
@@ -24,7 +24,7 @@ impl Sessions {
     }
 
     /// Opens a session at `version` and returns its id.
-    pub fn open(&self, version: Revision) -> String {
+    pub(super) fn open(&self, version: Revision) -> String {
         let generation = self.next.fetch_add(1, Relaxed) + 1;
         self.slots[generation as usize % SLOTS].store(pack(generation, version), Relaxed);
         format!("{:08x}-{generation:016x}", self.prefix)
@@ -40,7 +40,7 @@ impl Sessions {
     }
 
     /// The negotiated version of a live session.
-    pub fn lookup(&self, id: &str) -> Option<Revision> {
+    pub(super) fn lookup(&self, id: &str) -> Option<Revision> {
         let (slot, generation) = self.slot(id)?;
         let v = slot.load(Relaxed);
         (v >> 8 == generation && generation != 0)
@@ -49,7 +49,7 @@ impl Sessions {
     }
 
     /// Ends a live session; false when it was not live.
-    pub fn close(&self, id: &str) -> bool {
+    pub(super) fn close(&self, id: &str) -> bool {
         let Some((slot, generation)) = self.slot(id) else {
             return false;
         };

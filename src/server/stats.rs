@@ -74,41 +74,41 @@ impl Drop for Gauge<'_> {
 }
 
 impl Stats {
-    pub fn add(counter: &AtomicU64, n: u64) {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Relaxed);
     }
 
-    pub fn view(&self, v: View, n: u64) {
+    pub(crate) fn view(&self, v: View, n: u64) {
         self.view[v as usize].fetch_add(n, Relaxed);
     }
 
-    pub fn fault(&self, kind: FaultKind) {
+    pub(crate) fn fault(&self, kind: FaultKind) {
         self.faults[kind.index()].fetch_add(1, Relaxed);
     }
 
     /// Counts an HTTP answer status (only the statuses listed in [`STATUSES`]).
-    pub fn status(&self, code: u16) {
+    pub(crate) fn status(&self, code: u16) {
         if let Some(i) = STATUSES.iter().position(|s| *s == code) {
             self.status[i].fetch_add(1, Relaxed);
         }
     }
 
     /// A request received and not answered yet.
-    pub fn in_flight(&self) -> Gauge<'_> {
+    pub(crate) fn in_flight(&self) -> Gauge<'_> {
         Gauge::raise(&self.in_flight, &self.in_flight_max)
     }
 
     /// A request holding a service slot.
-    pub fn serving(&self) -> Gauge<'_> {
+    pub(crate) fn serving(&self) -> Gauge<'_> {
         Gauge::raise(&self.serving, &self.serving_max)
     }
 
     /// An open connection.
-    pub fn connection(&self) -> Gauge<'_> {
+    pub(crate) fn connection(&self) -> Gauge<'_> {
         Gauge::raise(&self.connections, &self.connections_max)
     }
 
-    pub fn snapshot(&self) -> StatsSnapshot {
+    pub(crate) fn snapshot(&self) -> StatsSnapshot {
         let g = |a: &AtomicU64| a.load(Relaxed);
         let f = |k: FaultKind| g(&self.faults[k.index()]);
         let v = |w: View| g(&self.view[w as usize]);

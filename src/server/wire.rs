@@ -168,7 +168,7 @@ pub(crate) fn shape(
 impl Shaped {
     /// Responses carrying a non-null id that this answer puts on the wire (for
     /// `response_count_mismatch` of a batch).
-    pub fn ids_on_wire(&self) -> u64 {
+    pub(crate) fn ids_on_wire(&self) -> u64 {
         match self {
             Shaped::Message(m) if !m.starts_with(br#"{"jsonrpc":"2.0","id":null"#) => 1,
             Shaped::Twice(_) => 2,
@@ -177,7 +177,7 @@ impl Shaped {
     }
 
     /// The body of a POST that carried one request; `None` means "answer 202, no body".
-    pub fn into_body(self) -> Option<Vec<u8>> {
+    pub(crate) fn into_body(self) -> Option<Vec<u8>> {
         match self {
             Shaped::Message(m) | Shaped::Garbage(m) | Shaped::Cut(m) => Some(m),
             Shaped::Twice(_) => {
@@ -190,7 +190,7 @@ impl Shaped {
     }
 
     /// Appends this answer to a batch array as its members (none, one, or the same twice).
-    pub fn push_members(&self, batch: &mut BatchWriter) {
+    pub(crate) fn push_members(&self, batch: &mut BatchWriter) {
         match self {
             Shaped::Message(m) => batch.member().extend_from_slice(m),
             Shaped::Twice(m) => {
@@ -207,7 +207,7 @@ impl Shaped {
 
     /// The SSE bytes of this answer. A cut answer `alone` on its stream is left unterminated
     /// (the stream then ends); among several it is a whole event.
-    pub fn sse(&self, alone: bool) -> Vec<u8> {
+    pub(crate) fn sse(&self, alone: bool) -> Vec<u8> {
         let mut out = Vec::new();
         match self {
             Shaped::Message(m) | Shaped::Garbage(m) => sse_event(&mut out, m),
@@ -226,7 +226,7 @@ impl Shaped {
     }
 
     /// The stdio bytes of this answer: whole lines.
-    pub fn lines(&self) -> Vec<u8> {
+    pub(crate) fn lines(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let mut line = |m: &[u8]| {
             out.extend_from_slice(m);
@@ -259,12 +259,12 @@ pub(crate) struct Sink {
 }
 
 impl Sink {
-    pub fn new(tx: mpsc::Sender<Bytes>, sse: bool, stats: Arc<Stats>) -> Sink {
+    pub(crate) fn new(tx: mpsc::Sender<Bytes>, sse: bool, stats: Arc<Stats>) -> Sink {
         Sink { tx, sse, stats }
     }
 
     /// Sends one server notification; a closed stream drops it silently.
-    pub async fn progress(&self, message: Vec<u8>) {
+    pub(crate) async fn progress(&self, message: Vec<u8>) {
         let framed = if self.sse {
             let mut out = Vec::with_capacity(message.len() + 24);
             sse_event(&mut out, &message);

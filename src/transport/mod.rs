@@ -325,7 +325,7 @@ mod wire_for_tests {
     /// Reads the next whole request (its head, then a body of `Content-Length` bytes) and
     /// returns its head (lower-cased) and its body; `None` when the client hangs up first.
     /// `buf` keeps what is read past it.
-    pub async fn read_request<S: AsyncRead + Unpin>(
+    pub(super) async fn read_request<S: AsyncRead + Unpin>(
         sock: &mut S,
         buf: &mut Vec<u8>,
     ) -> Option<(String, Vec<u8>)> {
@@ -351,7 +351,7 @@ mod wire_for_tests {
 
     /// A fresh self-signed certificate for 127.0.0.1: a server setup that presents it, and a
     /// client setup that trusts it alone.
-    pub fn self_signed_tls() -> (tokio_rustls::TlsAcceptor, rustls::ClientConfig) {
+    pub(super) fn self_signed_tls() -> (tokio_rustls::TlsAcceptor, rustls::ClientConfig) {
         use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let issued = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();

@@ -13,25 +13,25 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Every exchange in these tests ends well within this.
-pub const DEADLINE: Duration = Duration::from_secs(20);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(20);
 
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: Vec<u8>,
 }
 
 impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
-    pub fn is_sse(&self) -> bool {
+    pub(crate) fn is_sse(&self) -> bool {
         self.header("content-type")
             .is_some_and(|c| c.starts_with("text/event-stream"))
     }
@@ -39,7 +39,7 @@ impl Reply {
     /// The JSON-RPC payloads of the reply: the data of each SSE event, or the body when not
     /// empty. A stream that ends inside an event yields that event's data too: mcpload counts
     /// those bytes as unreadable rather than dropping them silently.
-    pub fn payloads(&self) -> Vec<Vec<u8>> {
+    pub(crate) fn payloads(&self) -> Vec<Vec<u8>> {
         if self.is_sse() {
             sse_data(&self.body)
         } else if self.body.is_empty() {
@@ -51,7 +51,7 @@ impl Reply {
 }
 
 /// The `data` of every SSE event in `stream`, the unterminated last one included.
-pub fn sse_data(stream: &[u8]) -> Vec<Vec<u8>> {
+pub(crate) fn sse_data(stream: &[u8]) -> Vec<Vec<u8>> {
     let text = String::from_utf8_lossy(stream).replace("\r\n", "\n");
     text.split("\n\n")
         .filter_map(|ev| {
@@ -69,13 +69,13 @@ pub fn sse_data(stream: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// One keep-alive HTTP/1.1 connection.
-pub struct Conn {
+pub(crate) struct Conn {
     sender: http1::SendRequest<Full<Bytes>>,
     host: String,
 }
 
 impl Conn {
-    pub async fn open(addr: SocketAddr) -> Conn {
+    pub(crate) async fn open(addr: SocketAddr) -> Conn {
         let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let (sender, conn) = http1::handshake(TokioIo::new(stream))
             .await
@@ -87,7 +87,7 @@ impl Conn {
         }
     }
 
-    pub async fn send(
+    pub(crate) async fn send(
         &mut self,
         method: &str,
         path: &str,
@@ -125,17 +125,17 @@ impl Conn {
             .expect("exchange within the deadline")
     }
 
-    pub async fn post(&mut self, headers: &[(String, String)], body: &Value) -> Reply {
+    pub(crate) async fn post(&mut self, headers: &[(String, String)], body: &Value) -> Reply {
         self.send("POST", "/mcp", headers, serde_json::to_vec(body).unwrap())
             .await
     }
 
-    pub async fn stats(&mut self) -> Value {
+    pub(crate) async fn stats(&mut self) -> Value {
         self.send("GET", "/stats", &[], Vec::new()).await.json()
     }
 }
 
-pub fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+pub(crate) fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -143,16 +143,16 @@ pub fn h(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 /// Headers every client POST carries.
-pub fn base_headers() -> Vec<(String, String)> {
+pub(crate) fn base_headers() -> Vec<(String, String)> {
     h(&[
         ("content-type", "application/json"),
         ("accept", "application/json, text/event-stream"),
     ])
 }
 
-pub const MODERN: &str = "2026-07-28";
+pub(crate) const MODERN: &str = "2026-07-28";
 
-pub fn meta() -> Value {
+pub(crate) fn meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -161,7 +161,7 @@ pub fn meta() -> Value {
 }
 
 /// A 2026-07-28 request with `_meta` in the body and matching headers.
-pub fn modern(id: Value, method: &str, mut params: Value) -> (Vec<(String, String)>, Value) {
+pub(crate) fn modern(id: Value, method: &str, mut params: Value) -> (Vec<(String, String)>, Value) {
     params["_meta"] = meta();
     let mut headers = base_headers();
     headers.extend(h(&[
@@ -182,7 +182,7 @@ pub fn modern(id: Value, method: &str, mut params: Value) -> (Vec<(String, Strin
     )
 }
 
-pub fn legacy_headers(version: &str, session: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn legacy_headers(version: &str, session: Option<&str>) -> Vec<(String, String)> {
     let mut headers = base_headers();
     headers.push(("mcp-protocol-version".into(), version.into()));
     if let Some(s) = session {
@@ -191,11 +191,11 @@ pub fn legacy_headers(version: &str, session: Option<&str>) -> Vec<(String, Stri
     headers
 }
 
-pub fn request(id: Value, method: &str, params: Value) -> Value {
+pub(crate) fn request(id: Value, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
-pub fn echo(id: u64) -> Value {
+pub(crate) fn echo(id: u64) -> Value {
     request(
         json!(id),
         "tools/call",
@@ -204,7 +204,7 @@ pub fn echo(id: u64) -> Value {
 }
 
 /// An `initialize` request asking for `version`.
-pub fn initialize_request(id: Value, version: &str) -> Value {
+pub(crate) fn initialize_request(id: Value, version: &str) -> Value {
     request(
         id,
         "initialize",
@@ -213,7 +213,7 @@ pub fn initialize_request(id: Value, version: &str) -> Value {
 }
 
 /// `initialize` + `notifications/initialized`; returns the session id, if one was given.
-pub async fn initialize(conn: &mut Conn, version: &str) -> Option<String> {
+pub(crate) async fn initialize(conn: &mut Conn, version: &str) -> Option<String> {
     let init = initialize_request(json!(0), version);
     let r = conn.post(&base_headers(), &init).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -229,7 +229,7 @@ pub async fn initialize(conn: &mut Conn, version: &str) -> Option<String> {
 
 /// What a client counts (docs/metrics.md names), kept by the tests themselves.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub ok: u64,
     pub errors: u64,
     pub both_result_error: u64,
@@ -247,13 +247,19 @@ pub struct Tally {
 impl Tally {
     /// Counts one exchange: `sent` are the ids of the requests it carried (`batch` when it
     /// was a JSON array).
-    pub fn exchange(&mut self, sent: &[Value], reply: &Reply, batch: bool) {
+    pub(crate) fn exchange(&mut self, sent: &[Value], reply: &Reply, batch: bool) {
         self.payloads(sent, reply.payloads(), reply.status >= 400, batch);
     }
 
     /// Counts the payloads (JSON texts) that answered requests `sent`; `refused` when the
     /// exchange ended with an HTTP status >= 400.
-    pub fn payloads(&mut self, sent: &[Value], payloads: Vec<Vec<u8>>, refused: bool, batch: bool) {
+    pub(crate) fn payloads(
+        &mut self,
+        sent: &[Value],
+        payloads: Vec<Vec<u8>>,
+        refused: bool,
+        batch: bool,
+    ) {
         let mut pending: HashSet<String> = sent.iter().map(Value::to_string).collect();
         let mut answered: HashSet<String> = HashSet::new();
         let mut with_id = 0;
@@ -326,7 +332,7 @@ impl Tally {
     }
 
     /// The server's `client_view` object as a tally, to compare with ours.
-    pub fn from_stats(stats: &Value) -> Tally {
+    pub(crate) fn from_stats(stats: &Value) -> Tally {
         let v = &stats["client_view"];
         let g = |k: &str| {
             v[k].as_u64()
@@ -351,7 +357,7 @@ impl Tally {
 
 /// The identity every quiet target must satisfy: each request seen was answered, lost to a
 /// fault, or cancelled.
-pub fn assert_identity(stats: &Value) {
+pub(crate) fn assert_identity(stats: &Value) {
     let f = &stats["faults"];
     let lost = ["drop", "null_id", "unknown_id", "garbage", "truncate"]
         .iter()

@@ -10,7 +10,7 @@ use std::sync::{Mutex, PoisonError};
 /// done): `interop` (the SDK clients that drive `mcpload serve`), `interop_servers` (the
 /// third-party servers), `report_py` (HdrHistogram's Python port). What cannot be installed
 /// fails the test.
-pub fn installed(part: &'static str) -> PathBuf {
+pub(crate) fn installed(part: &'static str) -> PathBuf {
     static DONE: Mutex<BTreeSet<&str>> = Mutex::new(BTreeSet::new());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")

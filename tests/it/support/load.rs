@@ -8,7 +8,7 @@ use mcpload::transport::{Event, Outgoing, Transport};
 use std::time::{Duration, Instant};
 
 /// What a bounded closed-loop run measured.
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub counters: Counters,
     /// The ids the run used.
     pub ids: std::ops::Range<i64>,
@@ -24,7 +24,7 @@ static NEXT_ID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new
 /// Sends `total` requests with fresh integer ids, `window` in flight at once, built by
 /// `make`; every request times out after `timeout` (then it is cancelled). Stops by itself:
 /// every request ends one way or another.
-pub async fn drive<T: Transport>(
+pub(crate) async fn drive<T: Transport>(
     t: &mut T,
     total: u64,
     window: usize,
@@ -35,7 +35,7 @@ pub async fn drive<T: Transport>(
 }
 
 /// [`drive`], then `linger` more reading what still comes (late answers).
-pub async fn drive_lingering<T: Transport>(
+pub(crate) async fn drive_lingering<T: Transport>(
     t: &mut T,
     total: u64,
     window: usize,
@@ -122,7 +122,7 @@ fn note_responses(bytes: &[u8], order: &mut Vec<i64>) {
 }
 
 /// The pairing identity of docs/metrics.md, with nothing left in flight.
-pub fn assert_identity(c: &Counters) {
+pub(crate) fn assert_identity(c: &Counters) {
     let ended = c.ok
         + c.errors
         + c.both_result_error
@@ -137,7 +137,7 @@ pub fn assert_identity(c: &Counters) {
 }
 
 /// Every request paired `ok`, nothing anomalous.
-pub fn assert_all_ok(c: &Counters, total: u64) {
+pub(crate) fn assert_all_ok(c: &Counters, total: u64) {
     assert_identity(c);
     assert_eq!(c.requests, total, "{c:?}");
     assert_eq!(c.ok, total, "{c:?}");
@@ -148,7 +148,7 @@ pub fn assert_all_ok(c: &Counters, total: u64) {
 
 /// Sends `batches` batches of `size` requests made by `stamp` (all at once), and counts
 /// until every request ended (each times out after `timeout`).
-pub async fn drive_batches<T: Transport>(
+pub(crate) async fn drive_batches<T: Transport>(
     t: &mut T,
     batches: usize,
     size: usize,

@@ -27,12 +27,12 @@ static CHANGED: Condvar = Condvar::new();
 
 /// A test's share of the machine, given back when dropped (also when the test panics).
 #[must_use = "the share lasts as long as the value: bind it for the whole test"]
-pub struct Share {
+pub(crate) struct Share {
     measuring: bool,
 }
 
 /// For a test that loads the machine: waits while a measuring test runs or waits.
-pub fn loading() -> Share {
+pub(crate) fn loading() -> Share {
     let shares = SHARES.lock().unwrap();
     // A waiting measuring test goes first: a stream of loading tests must not starve it.
     let mut shares = CHANGED
@@ -44,7 +44,7 @@ pub fn loading() -> Share {
 
 /// For a test whose assertions compare measured throughput or latency with a model: waits
 /// until it has the machine to itself (but for tests that take no share).
-pub fn measuring() -> Share {
+pub(crate) fn measuring() -> Share {
     let mut shares = SHARES.lock().unwrap();
     shares.measuring_waiting += 1;
     let mut shares = CHANGED

@@ -10,14 +10,14 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Writes `text` as `<dir>/<name>.toml` and returns its path.
-pub fn profile(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub(crate) fn profile(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(format!("{name}.toml"));
     std::fs::write(&p, text).unwrap();
     p
 }
 
 /// Runs `mcpload run` with `args`, bounded in time by the profile itself; returns the output.
-pub fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     let out = bin().arg("run").arg("--quiet").args(args).output().unwrap();
     if !out.status.success() {
         eprintln!(
@@ -30,13 +30,13 @@ pub fn run(args: &[&str]) -> Output {
     out
 }
 
-pub fn summary(dir: &Path) -> Value {
+pub(crate) fn summary(dir: &Path) -> Value {
     let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
 /// steps.csv as a list of column → value maps.
-pub fn steps(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
+pub(crate) fn steps(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
     let mut r = csv::Reader::from_path(dir.join("steps.csv")).unwrap();
     let header = r.headers().unwrap().clone();
     r.records()
@@ -51,7 +51,7 @@ pub fn steps(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
         .collect()
 }
 
-pub fn num(row: &std::collections::HashMap<String, String>, col: &str) -> f64 {
+pub(crate) fn num(row: &std::collections::HashMap<String, String>, col: &str) -> f64 {
     row.get(col)
         .unwrap_or_else(|| panic!("no column {col}"))
         .parse()
@@ -60,7 +60,7 @@ pub fn num(row: &std::collections::HashMap<String, String>, col: &str) -> f64 {
 
 /// The ends of a request in the pairing identity of docs/metrics.md: each request sent ends
 /// as exactly one of these.
-pub const ENDS: [&str; 11] = [
+pub(crate) const ENDS: [&str; 11] = [
     "ok",
     "errors",
     "both_result_error",
@@ -75,12 +75,12 @@ pub const ENDS: [&str; 11] = [
 ];
 
 /// The requests of one steps.csv row that ended one way or another (the identity's right side).
-pub fn ended(row: &std::collections::HashMap<String, String>) -> f64 {
+pub(crate) fn ended(row: &std::collections::HashMap<String, String>) -> f64 {
     ENDS.iter().map(|t| num(row, t)).sum()
 }
 
 /// The pairing identity of docs/metrics.md on one steps.csv row.
-pub fn assert_identity(row: &std::collections::HashMap<String, String>) {
+pub(crate) fn assert_identity(row: &std::collections::HashMap<String, String>) {
     assert_eq!(
         num(row, "requests"),
         ended(row),
@@ -90,7 +90,7 @@ pub fn assert_identity(row: &std::collections::HashMap<String, String>) {
 }
 
 /// What [`run_watched`] saw of one `mcpload run`.
-pub struct Watched {
+pub(crate) struct Watched {
     /// What it printed, and how it ended (killed, when it overran its budget).
     pub output: Output,
     pub elapsed: Duration,
@@ -107,7 +107,7 @@ pub struct Watched {
 /// every 50 ms; kills it
 /// when it is still running after `budget`, so that a hang fails the test instead of stalling
 /// it.
-pub fn run_watched(args: &[&str], budget: Duration) -> Watched {
+pub(crate) fn run_watched(args: &[&str], budget: Duration) -> Watched {
     let start = Instant::now();
     let mut child = bin()
         .arg("run")

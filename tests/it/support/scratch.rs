@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 /// A fresh empty folder `<target>/tmp/<name>`, emptied first if a previous run left it.
 /// Panics when another test of this run already took `name`: two tests sharing a folder
 /// would delete each other's files.
-pub fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     static TAKEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     let fresh = TAKEN
         .lock()

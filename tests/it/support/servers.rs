@@ -10,26 +10,26 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// `mcpload serve ARGS` over HTTP: each flag of `mcpload serve` is an option here.
-pub fn serve(args: &[&str]) -> Server {
+pub(crate) fn serve(args: &[&str]) -> Server {
     start_http(&serve_cmd(args))
 }
 
 /// `mcpload serve --hostile KIND --hostile-every EVERY` over HTTP: every EVERYth tools/call
 /// gets the misbehaviour KIND. Its `GET /stats` ([`target_stats`]) is the ground truth
 /// `{calls_received, hostile_answers, connections}`.
-pub fn serve_hostile(kind: &str, every: u64) -> Server {
+pub(crate) fn serve_hostile(kind: &str, every: u64) -> Server {
     serve(&["--hostile", kind, "--hostile-every", &every.to_string()])
 }
 
 /// The command line of `mcpload serve ARGS` (for `--stdio`, or for [`start_http`]).
-pub fn serve_cmd(args: &[&str]) -> Vec<String> {
+pub(crate) fn serve_cmd(args: &[&str]) -> Vec<String> {
     let mut v = vec![env!("CARGO_BIN_EXE_mcpload").to_string(), "serve".into()];
     v.extend(args.iter().map(|s| s.to_string()));
     v
 }
 
 /// The command line of the TypeScript "everything" server, forced onto 127.0.0.1.
-pub fn everything_cmd(mode: &str) -> Vec<String> {
+pub(crate) fn everything_cmd(mode: &str) -> Vec<String> {
     let d = installed("interop_servers");
     vec![
         "node".into(),
@@ -43,7 +43,7 @@ pub fn everything_cmd(mode: &str) -> Vec<String> {
 }
 
 /// The command line of the Python SDK server script.
-pub fn python_cmd(args: &[&str]) -> Vec<String> {
+pub(crate) fn python_cmd(args: &[&str]) -> Vec<String> {
     let d = installed("interop_servers");
     let mut v = vec![
         d.join(".venv/bin/python").display().to_string(),
@@ -54,12 +54,12 @@ pub fn python_cmd(args: &[&str]) -> Vec<String> {
 }
 
 /// A command line as one shell-quoted string (for `--stdio`).
-pub fn line(cmd: &[String]) -> String {
+pub(crate) fn line(cmd: &[String]) -> String {
     shell_words::join(cmd)
 }
 
 /// A server process, killed when dropped.
-pub struct Server {
+pub(crate) struct Server {
     child: Child,
     pub url: String,
 }
@@ -74,7 +74,7 @@ impl Drop for Server {
 /// Starts an HTTP server and waits (20 s at most) for its port: `LISTENING <port>` on stderr
 /// (our preload and script) or `listening on <url>` on stdout (`mcpload serve`). Every other
 /// line the server prints goes to the test's output, shown when the test fails.
-pub fn start_http(cmd: &[String]) -> Server {
+pub(crate) fn start_http(cmd: &[String]) -> Server {
     let mut c = Command::new(&cmd[0]);
     c.args(&cmd[1..])
         .env("PORT", "0")
@@ -125,7 +125,7 @@ pub fn start_http(cmd: &[String]) -> Server {
 
 /// `GET /stats` of the target served at `url`, over a plain socket. The body is read by its
 /// `Content-Length`, not to the end of the connection: a hostile server keeps it open.
-pub fn target_stats(url: &str) -> Value {
+pub(crate) fn target_stats(url: &str) -> Value {
     use std::io::{Read, Write};
     let authority = url
         .trim_start_matches("http://")

@@ -9,8 +9,8 @@ use mcpload::report::{Finished, ProfileCopy, RunFolder, RunSpec};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-pub const SECONDS_PER_STEP: u32 = 3;
-pub const CONCURRENCY: [u64; 6] = [1, 2, 4, 8, 16, 32];
+pub(crate) const SECONDS_PER_STEP: u32 = 3;
+pub(crate) const CONCURRENCY: [u64; 6] = [1, 2, 4, 8, 16, 32];
 
 /// The counts and latencies of one second at concurrency `n`, with the service time
 /// multiplied by `slowdown`.
@@ -52,12 +52,12 @@ fn second(n: u64, i: u32, slowdown: f64) -> Stats {
 }
 
 /// Writes the whole sweep into `dir` and finishes the run.
-pub fn synthetic_run(dir: &Path, thresholds: &[&str]) -> Finished {
+pub(crate) fn synthetic_run(dir: &Path, thresholds: &[&str]) -> Finished {
     synthetic_run_slowed(dir, thresholds, 1.0)
 }
 
 /// [`synthetic_run`] against a server whose service time is `slowdown` times longer.
-pub fn synthetic_run_slowed(dir: &Path, thresholds: &[&str], slowdown: f64) -> Finished {
+pub(crate) fn synthetic_run_slowed(dir: &Path, thresholds: &[&str], slowdown: f64) -> Finished {
     let mut spec = RunSpec::new(dir.to_owned(), "synthetic sweep");
     spec.settings = serde_json::json!({
         "target": {
