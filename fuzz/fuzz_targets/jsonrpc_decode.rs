@@ -10,7 +10,7 @@ fuzz_target!(|bytes: &[u8]| {
     let _ = mcpload::jsonrpc::decode(bytes);
     // The classifier, through a correlator with nothing pending: whatever the bytes, the
     // pairing identity holds and nothing is paired.
-    let mut c = Correlator::default();
+    let mut c = Correlator::new(64);
     c.ingest(bytes, Instant::now());
     let k = &c.stats().counters;
     assert_eq!(k.requests, k.ended());
