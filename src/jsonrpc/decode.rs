@@ -236,31 +236,34 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
                     result: None,
                     error: None,
                 };
-                let mut seen = 0u8;
+                let mut jsonrpc_seen = false;
                 while let Some(key) = a.next_key::<Key>()? {
-                    let bit = 1u8 << key as u8;
-                    f.repeated_member |= key != Key::Other && seen & bit != 0;
-                    seen |= bit;
                     match key {
                         Key::Jsonrpc => {
                             let v: &RawValue = a.next_value()?;
+                            f.repeated_member |= jsonrpc_seen;
+                            jsonrpc_seen = true;
                             f.jsonrpc_ok = v.get() == "\"2.0\"";
                         }
                         Key::Id => {
+                            f.repeated_member |= f.has_id;
                             f.has_id = true;
                             let id = a.next_value()?;
                             f.id.get_or_insert(id);
                         }
                         Key::Method => {
                             let method = a.next_value::<MethodName>()?.0;
+                            f.repeated_member |= f.method.is_some();
                             f.method.get_or_insert(method);
                         }
                         Key::Result => {
                             let result = a.next_value()?;
+                            f.repeated_member |= f.result.is_some();
                             f.result.get_or_insert(result);
                         }
                         Key::Error => {
                             let error = a.next_value()?;
+                            f.repeated_member |= f.error.is_some();
                             f.error.get_or_insert(error);
                         }
                         Key::Other => {
@@ -276,7 +279,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
 }
 
 /// A member name, matched without allocating.
-#[derive(Clone, Copy, PartialEq, Eq)]
 enum Key {
     Jsonrpc,
     Id,
