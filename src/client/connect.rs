@@ -5,7 +5,7 @@
 use super::ops::{Operation, client_info};
 use super::{
     ConnectOptions, Endpoint, Era, McpError, ProtocolChoice, Revision, ServerInfo, ToolInfo,
-    parse_header,
+    expand_env,
 };
 use crate::jsonrpc::Id;
 use crate::transport::{
@@ -76,8 +76,13 @@ impl Connector {
                     return Err(McpError::Target(format!("url {url}: no host")));
                 }
                 let mut parsed = Vec::with_capacity(headers.len());
-                for line in headers {
-                    let (name, value) = parse_header(line)?;
+                for (name, value) in headers {
+                    let value = expand_env(value, |v| std::env::var(v).ok()).map_err(|var| {
+                        McpError::MissingEnv {
+                            header: name.clone(),
+                            var,
+                        }
+                    })?;
                     let n = HeaderName::from_bytes(name.as_bytes())
                         .map_err(|_| McpError::Target(format!("invalid header name {name:?}")))?;
                     // The value may be a secret: the error names the header only.

@@ -363,7 +363,10 @@ fn secrets_in_headers_come_from_the_environment_and_stay_out_of_errors() {
     let missing = Connector::new(
         Endpoint::http(
             "http://127.0.0.1:9/mcp",
-            vec!["Authorization: Bearer ${MCPLOAD_TEST_NEVER_SET_TOKEN}".into()],
+            vec![(
+                "Authorization".into(),
+                "Bearer ${MCPLOAD_TEST_NEVER_SET_TOKEN}".into(),
+            )],
         ),
         ConnectOptions::default(),
     )
@@ -372,14 +375,17 @@ fn secrets_in_headers_come_from_the_environment_and_stay_out_of_errors() {
     let bad = Connector::new(
         Endpoint::http(
             "http://127.0.0.1:9/mcp",
-            vec!["X-Key: s3cret\u{1}value".into()],
+            vec![("X-Key".into(), "s3cret\u{1}value".into())],
         ),
         ConnectOptions::default(),
     )
     .unwrap_err();
     assert!(!bad.to_string().contains("s3cret"), "{bad}");
     let ok = Connector::new(
-        Endpoint::http("http://127.0.0.1:9/mcp", vec!["X-Key: s3cret".into()]),
+        Endpoint::http(
+            "http://127.0.0.1:9/mcp",
+            vec![("X-Key".into(), "s3cret".into())],
+        ),
         ConnectOptions::default(),
     )
     .unwrap();
