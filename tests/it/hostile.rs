@@ -585,13 +585,11 @@ fn bad_chunk() {
 }
 
 #[test]
-#[ignore = "issue #11 open: a body cut mid-chunk is still parsed (parse_errors)"]
 fn chunk_cut() {
     over_http("chunk-cut");
 }
 
 #[test]
-#[ignore = "issue #11 open: a body cut by a reset is still parsed (parse_errors)"]
 fn reset_mid_body() {
     over_http("reset-mid-body");
 }

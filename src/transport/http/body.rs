@@ -78,7 +78,15 @@ impl BodyReader {
         }
     }
 
-    /// The body ended (or broke off). `other_is_unreadable`: a non-empty body of another
+    /// The body broke off (a framing or transport failure): what came of a JSON body is
+    /// dropped unparsed, as the request ends in that failure; an SSE stream reports the
+    /// event it cut, its whole events having gone out already.
+    pub(super) fn break_off(&mut self, at: Instant, out: &mut impl FnMut(Piece)) {
+        self.json.clear();
+        self.finish(at, false, out);
+    }
+
+    /// The body ended whole. `other_is_unreadable`: a non-empty body of another
     /// content type counts as unreadable (a success answer that carries no JSON-RPC).
     pub(super) fn finish(
         &mut self,
@@ -242,6 +250,16 @@ mod tests {
         assert_eq!(m, vec!["!message larger than the limit".to_string()]);
         let (m, k) = pieces("application/json", &[], 64, 202);
         assert_eq!((m.len(), k), (0, BodyKind::Empty));
+    }
+
+    #[test]
+    fn a_json_body_that_breaks_off_is_not_parsed() {
+        let mut r = BodyReader::new(BodyKind::Json, 64);
+        let mut out = 0;
+        let now = Instant::now();
+        assert!(r.feed(b"{\"id\":1,\"res", now, &mut |_| out += 1));
+        r.break_off(now, &mut |_| out += 1);
+        assert_eq!((out, r.kind()), (0, BodyKind::Json));
     }
 
     #[test]

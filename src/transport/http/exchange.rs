@@ -212,7 +212,7 @@ impl Exchange {
             Phase::Body {
                 mut reader, status, ..
             } => {
-                reader.finish(Instant::now(), false, &mut |p| sink.piece(p, status));
+                reader.break_off(Instant::now(), &mut |p| sink.piece(p, status));
                 Some(reader.kind())
             }
             _ => None,
