@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use mcpload::client::split_header;
 use mcpload::profile::{Levels, Spacing, parse_duration};
 use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
@@ -382,8 +383,8 @@ pub(crate) struct ProbeArgs {
     pub stdio: Option<String>,
     /// An HTTP header "Name: value" for every request (repeatable); ${VAR} in the value is
     /// read from the environment, so secrets stay off the command line.
-    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
-    pub headers: Vec<String>,
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", value_parser = split_header)]
+    pub headers: Vec<(String, String)>,
     /// auto (server/discover, falling back to initialize) or a protocol revision to pin.
     #[arg(long, default_value = "auto", value_name = "auto|REVISION")]
     pub protocol: mcpload::client::ProtocolChoice,
@@ -472,7 +473,7 @@ pub(crate) struct RunArgs {
     #[arg(long, group = "target")]
     pub builtin: bool,
     /// An HTTP header 'Name: value' (repeatable); ${VAR} expands from the environment.
-    #[arg(long = "header", short = 'H', value_name = "HEADER", value_parser = header)]
+    #[arg(long = "header", short = 'H', value_name = "HEADER", value_parser = split_header)]
     pub headers: Vec<(String, String)>,
     /// auto (detect the era) or a revision: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28.
     #[arg(long, value_name = "REVISION")]
@@ -550,14 +551,6 @@ pub(crate) struct RunArgs {
     /// No progress display.
     #[arg(long, short = 'q')]
     pub quiet: bool,
-}
-
-/// `--header`: `Name: value`.
-fn header(text: &str) -> Result<(String, String), String> {
-    let (name, value) = text
-        .split_once(':')
-        .ok_or_else(|| "write \"Name: value\"".to_owned())?;
-    Ok((name.trim().to_owned(), value.trim().to_owned()))
 }
 
 /// `--args`: a JSON object, kept as the TOML table a profile's `args` would be.

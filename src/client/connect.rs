@@ -5,9 +5,10 @@
 use super::ops::{Operation, client_info};
 use super::{
     ConnectOptions, Endpoint, Era, McpError, ProtocolChoice, Revision, ServerInfo, ToolInfo,
-    parse_header,
+    expand_env,
 };
 use crate::jsonrpc::Id;
+use crate::protocol::codes;
 use crate::transport::{
     AnyTransport, CancelStyle, Event, HttpClient, HttpOptions, HttpTransport, LegacyInit,
     McpHeaders, Outgoing, StdioTransport, Transport,
@@ -76,8 +77,13 @@ impl Connector {
                     return Err(McpError::Target(format!("url {url}: no host")));
                 }
                 let mut parsed = Vec::with_capacity(headers.len());
-                for line in headers {
-                    let (name, value) = parse_header(line)?;
+                for (name, value) in headers {
+                    let value = expand_env(value, |v| std::env::var(v).ok()).map_err(|var| {
+                        McpError::MissingEnv {
+                            header: name.clone(),
+                            var,
+                        }
+                    })?;
                     let n = HeaderName::from_bytes(name.as_bytes())
                         .map_err(|_| McpError::Target(format!("invalid header name {name:?}")))?;
                     // The value may be a secret: the error names the header only.
@@ -162,15 +168,17 @@ impl Connector {
         match server.era {
             Era::Modern => set_modern(&mut transport),
             Era::Legacy => {
-                initialize(&mut transport, server.revision, true, &self.opts).await?;
+                initialize(&mut transport, server.revision, true, None, &self.opts).await?;
             }
         }
         Ok(transport)
     }
 
     async fn negotiate(&self, t: &mut AnyTransport) -> Result<ServerInfo, McpError> {
-        let (offer, pinned, reason) = match self.opts.protocol {
-            ProtocolChoice::Pinned(r) if !r.is_modern() => (r, true, "pinned by --protocol".into()),
+        let (offer, pinned, reason, late_discover) = match self.opts.protocol {
+            ProtocolChoice::Pinned(r) if !r.is_modern() => {
+                (r, true, "pinned by --protocol".into(), None)
+            }
             choice => match discover(t, &self.opts).await? {
                 Discovery::Modern(info) => return Ok(info),
                 Discovery::Legacy { .. } if choice != ProtocolChoice::Auto => {
@@ -180,22 +188,48 @@ impl Connector {
                             .into(),
                     });
                 }
-                Discovery::Legacy { reason, offered } => {
-                    (offered.unwrap_or(Revision::LATEST_LEGACY), false, reason)
+                Discovery::Legacy {
+                    reason,
+                    offered,
+                    unanswered,
+                } => {
+                    // A stdio server slow to start may answer discover after the wait: that
+                    // answer still decides if it comes before a usable answer to initialize.
+                    let late = (unanswered && matches!(t, AnyTransport::Stdio(_)))
+                        .then(|| Id::Str(DISCOVER_ID.into()));
+                    let offer = offered.unwrap_or(Revision::LATEST_LEGACY);
+                    (offer, false, reason, late)
                 }
             },
         };
-        let (revision, result, session) = initialize(t, offer, pinned, &self.opts).await?;
-        Ok(ServerInfo {
-            era: Era::Legacy,
-            revision,
-            detection: format!("{reason}; initialize agreed {revision}"),
-            server_info: result.get("serverInfo").cloned().unwrap_or(Value::Null),
-            capabilities: result.get("capabilities").cloned().unwrap_or(json!({})),
-            supported_versions: Vec::new(),
-            session,
-            tools: Vec::new(),
-        })
+        match initialize(t, offer, pinned, late_discover.as_ref(), &self.opts).await? {
+            Initialized::LateDiscover(info) => Ok(ServerInfo {
+                detection: format!(
+                    "{reason}; initialize sent, then server/discover answered late with \
+                     2026-07-28 supported"
+                ),
+                ..info
+            }),
+            Initialized::Legacy {
+                revision,
+                result,
+                session,
+            } => Ok(legacy_info(&reason, revision, &result, session)),
+        }
+    }
+}
+
+/// What a legacy handshake taught.
+fn legacy_info(reason: &str, revision: Revision, result: &Value, session: bool) -> ServerInfo {
+    ServerInfo {
+        era: Era::Legacy,
+        revision,
+        detection: format!("{reason}; initialize agreed {revision}"),
+        server_info: result.get("serverInfo").cloned().unwrap_or(Value::Null),
+        capabilities: result.get("capabilities").cloned().unwrap_or(json!({})),
+        supported_versions: Vec::new(),
+        session,
+        tools: Vec::new(),
     }
 }
 
@@ -205,7 +239,52 @@ enum Discovery {
         reason: String,
         /// A legacy revision the server said it supports (from -32022 `data.supported`).
         offered: Option<Revision>,
+        /// Nothing came back within the wait (no answer, no status).
+        unanswered: bool,
     },
+}
+
+/// How `initialize` ended.
+enum Initialized {
+    /// The handshake: the agreed revision, its result, whether a session was issued.
+    Legacy {
+        revision: Revision,
+        result: Value,
+        session: bool,
+    },
+    /// A late `server/discover` answer with 2026-07-28 supported came first (stdio).
+    LateDiscover(ServerInfo),
+}
+
+/// The id of `server/discover`, also watched for after the wait ran out.
+const DISCOVER_ID: &str = "mcpload-discover";
+
+/// The 2026-07-28 server a `server/discover` response describes, if it supports 2026-07-28.
+fn modern_info(response: &Value) -> Option<ServerInfo> {
+    let r = response.get("result")?;
+    let supported = strings(r.get("supportedVersions"));
+    if !supported
+        .iter()
+        .any(|v| v == Revision::V2026_07_28.as_str())
+    {
+        return None;
+    }
+    let server_info = r
+        .get("_meta")
+        .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
+        .or_else(|| r.get("serverInfo"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    Some(ServerInfo {
+        era: Era::Modern,
+        revision: Revision::V2026_07_28,
+        detection: "server/discover answered with 2026-07-28 supported".into(),
+        server_info,
+        capabilities: r.get("capabilities").cloned().unwrap_or(json!({})),
+        supported_versions: supported,
+        session: false,
+        tools: Vec::new(),
+    })
 }
 
 fn set_modern(t: &mut AnyTransport) {
@@ -219,36 +298,16 @@ fn set_modern(t: &mut AnyTransport) {
 async fn discover(t: &mut AnyTransport, opts: &ConnectOptions) -> Result<Discovery, McpError> {
     set_modern(t);
     let op = Operation::new(Revision::V2026_07_28, "server/discover", None)?;
-    let id = Id::Str("mcpload-discover".into());
+    let id = Id::Str(DISCOVER_ID.into());
     let wait = match t {
         AnyTransport::Http(_) => opts.handshake_timeout,
         AnyTransport::Stdio(_) => opts.handshake_timeout.min(STDIO_DISCOVER_WAIT),
     };
     let answer = call(t, &op, &id, wait).await?;
-    let result = answer.response.as_ref().and_then(|r| r.get("result"));
-    let supported = strings(result.and_then(|r| r.get("supportedVersions")));
-    if let Some(r) = result
-        && supported
-            .iter()
-            .any(|v| v == Revision::V2026_07_28.as_str())
-    {
-        let server_info = r
-            .get("_meta")
-            .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
-            .or_else(|| r.get("serverInfo"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        return Ok(Discovery::Modern(ServerInfo {
-            era: Era::Modern,
-            revision: Revision::V2026_07_28,
-            detection: "server/discover answered with 2026-07-28 supported".into(),
-            server_info,
-            capabilities: r.get("capabilities").cloned().unwrap_or(json!({})),
-            supported_versions: supported,
-            session: false,
-            tools: Vec::new(),
-        }));
+    if let Some(info) = answer.response.as_ref().and_then(modern_info) {
+        return Ok(Discovery::Modern(info));
     }
+    let result = answer.response.as_ref().and_then(|r| r.get("result"));
     if let AnyTransport::Http(h) = t {
         h.set_protocol_version(None);
         h.set_cancel_style(CancelStyle::Notify);
@@ -270,22 +329,29 @@ async fn discover(t: &mut AnyTransport, opts: &ConnectOptions) -> Result<Discove
         (_, Some((code, msg)), _) => reason.push_str(&format!("refused with {code} ({msg})")),
         (_, None, Some(_)) => reason.push_str("answered without 2026-07-28"),
         (Some(s), None, None) => reason.push_str(&format!("answered HTTP {s}")),
-        (None, None, None) => reason.push_str("got no answer"),
+        (None, None, None) => reason.push_str(&format!("got no answer in {wait:?}")),
     }
     if let Some(s) = answer.status.filter(|_| error.is_some()) {
         reason.push_str(&format!(" over HTTP {s}"));
     }
-    Ok(Discovery::Legacy { reason, offered })
+    let unanswered = answer.status.is_none() && answer.response.is_none();
+    Ok(Discovery::Legacy {
+        reason,
+        offered,
+        unanswered,
+    })
 }
 
 /// `initialize` (offering `offer`), then `notifications/initialized`; on HTTP the session id
-/// and the protocol-version header are set, and re-initialization on 404 is armed.
+/// and the protocol-version header are set, and re-initialization on 404 is armed. With
+/// `late_discover` (stdio), an answer to that unanswered `server/discover` still counts.
 async fn initialize(
     t: &mut AnyTransport,
     offer: Revision,
     pinned: bool,
+    late_discover: Option<&Id>,
     opts: &ConnectOptions,
-) -> Result<(Revision, Value, bool), McpError> {
+) -> Result<Initialized, McpError> {
     const STEP: &str = "initialize";
     let params = json!({
         "protocolVersion": offer.as_str(),
@@ -294,7 +360,15 @@ async fn initialize(
     });
     let op = Operation::new(offer, "initialize", Some(&params))?;
     let id = Id::Str("mcpload-initialize".into());
-    let answer = call(t, &op, &id, opts.handshake_timeout).await?;
+    let answer = match (late_discover, &mut *t) {
+        (Some(late), AnyTransport::Stdio(s)) => {
+            match race_late_discover(s, &op, &id, late, opts.handshake_timeout).await? {
+                Raced::LateDiscover(info) => return Ok(Initialized::LateDiscover(info)),
+                Raced::Initialize(answer) => answer,
+            }
+        }
+        _ => call(t, &op, &id, opts.handshake_timeout).await?,
+    };
     let result = handshake_result(answer.response, answer.status, STEP, opts.handshake_timeout)?;
     let chosen = result
         .get("protocolVersion")
@@ -354,7 +428,74 @@ async fn initialize(
             false
         }
     };
-    Ok((revision, result, session))
+    Ok(Initialized::Legacy {
+        revision,
+        result,
+        session,
+    })
+}
+
+enum Raced {
+    LateDiscover(ServerInfo),
+    Initialize(Answer),
+}
+
+/// Sends `initialize` over stdio and waits for whichever usable answer comes first: its own,
+/// or a late answer to `server/discover` (`late`) with 2026-07-28 supported. A -32022 refusal
+/// of `initialize` while discover is unanswered is the server already speaking 2026-07-28:
+/// the wait goes on for discover's answer.
+async fn race_late_discover(
+    s: &mut StdioTransport,
+    op: &Operation,
+    id: &Id,
+    late: &Id,
+    wait: Duration,
+) -> Result<Raced, McpError> {
+    let mut body = Vec::with_capacity(256);
+    op.stamp(&mut body, id);
+    s.send(Outgoing::single(
+        Bytes::from(body),
+        Some(id.clone()),
+        McpHeaders::default(),
+    ));
+    let deadline = Instant::now() + wait;
+    let mut refused = None;
+    loop {
+        let event = match tokio::time::timeout_at(deadline, s.next_event()).await {
+            Ok(event) => event,
+            Err(_) => break,
+        };
+        match event {
+            Event::Message { bytes, .. } => {
+                if let Some(info) = response_for(&bytes, late).as_ref().and_then(modern_info) {
+                    return Ok(Raced::LateDiscover(info));
+                }
+                if let Some(r) = response_for(&bytes, id) {
+                    let any_error = rpc_error(&r);
+                    let answer = Answer {
+                        status: None,
+                        response: Some(r),
+                        session: None,
+                        any_error,
+                    };
+                    if matches!(&answer.any_error, Some((code, _)) if *code == codes::UNSUPPORTED_VERSION)
+                    {
+                        refused = Some(answer);
+                        continue;
+                    }
+                    return Ok(Raced::Initialize(answer));
+                }
+            }
+            Event::Down { error } => return Err(error.into()),
+            _ => {}
+        }
+    }
+    Ok(Raced::Initialize(refused.unwrap_or(Answer {
+        status: None,
+        response: None,
+        session: None,
+        any_error: None,
+    })))
 }
 
 /// Lists every tool, following `nextCursor`.

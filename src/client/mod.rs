@@ -7,7 +7,8 @@
 //! # async fn f() -> Result<(), mcpload::client::McpError> {
 //! use mcpload::client::{ConnectOptions, Connector, Endpoint};
 //! use mcpload::transport::Transport;
-//! let target = Endpoint::http("http://127.0.0.1:8080/mcp", vec!["Authorization: Bearer ${TOKEN}".into()]);
+//! let auth = mcpload::client::split_header("Authorization: Bearer ${TOKEN}").unwrap();
+//! let target = Endpoint::http("http://127.0.0.1:8080/mcp", vec![auth]);
 //! let connector = Connector::new(target, ConnectOptions::default())?;
 //! let mut conn = connector.connect().await?;      // era agreed, tools listed
 //! let op = conn.server.operation("tools/call", Some(&serde_json::json!({"name": "echo", "arguments": {"message": "hi"}})))?;
@@ -31,9 +32,13 @@ use std::time::Duration;
 /// What to connect to.
 #[derive(Clone)]
 pub enum Endpoint {
-    /// A Streamable HTTP endpoint. `headers` are `Name: value` lines; `${VAR}` in a value is
-    /// replaced by the environment variable (secrets stay out of profiles and logs).
-    Http { url: String, headers: Vec<String> },
+    /// A Streamable HTTP endpoint. `headers` are `(name, value)` pairs as written; `${VAR}` in
+    /// a value is replaced by the environment variable when connecting (secrets stay out of
+    /// profiles and logs).
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
     /// A server run as a child process.
     Stdio(StdioOptions),
 }
@@ -43,10 +48,7 @@ impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Endpoint::Http { url, headers } => {
-                let names: Vec<&str> = headers
-                    .iter()
-                    .map(|h| h.split_once(':').map_or("?", |(n, _)| n.trim()))
-                    .collect();
+                let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
                 f.debug_struct("Http")
                     .field("url", url)
                     .field("headers", &names)
@@ -58,7 +60,7 @@ impl fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    pub fn http(url: impl Into<String>, headers: Vec<String>) -> Self {
+    pub fn http(url: impl Into<String>, headers: Vec<(String, String)>) -> Self {
         Endpoint::Http {
             url: url.into(),
             headers,
@@ -194,22 +196,17 @@ impl ServerInfo {
     }
 }
 
-/// Parses a `Name: value` header line and expands `${VAR}` in the value.
-pub fn parse_header(line: &str) -> Result<(String, String), McpError> {
+/// Splits a `Name: value` header line (`-H`) at its first colon into a trimmed
+/// `(name, value)`; the value stays as written (`${VAR}` expands when connecting).
+pub fn split_header(line: &str) -> Result<(String, String), String> {
     let (name, value) = line
         .split_once(':')
-        .ok_or_else(|| McpError::Target(format!("header {line:?} is not `Name: value`")))?;
-    let name = name.trim().to_owned();
+        .ok_or_else(|| "write \"Name: value\"".to_owned())?;
+    let name = name.trim();
     if name.is_empty() {
-        return Err(McpError::Target("a header has an empty name".into()));
+        return Err("the header name is empty".into());
     }
-    let value = expand_env(value.trim(), |v| std::env::var(v).ok()).map_err(|var| {
-        McpError::MissingEnv {
-            header: name.clone(),
-            var,
-        }
-    })?;
-    Ok((name, value))
+    Ok((name.to_owned(), value.trim().to_owned()))
 }
 
 /// Replaces every `${VAR}` with `lookup(VAR)`; `$$` is a literal `$`. Returns the name of the
@@ -255,10 +252,11 @@ mod tests {
 
     #[test]
     fn header_lines_split_at_the_first_colon() {
-        let (n, v) = parse_header("X-Trace: a:b").unwrap();
+        let (n, v) = split_header("X-Trace: a:b").unwrap();
         assert_eq!((n.as_str(), v.as_str()), ("X-Trace", "a:b"));
-        assert!(parse_header("nocolon").is_err());
-        let e = parse_header("Authorization: Bearer ${MCPLOAD_SURELY_UNSET_VAR}").unwrap_err();
-        assert!(e.to_string().contains("MCPLOAD_SURELY_UNSET_VAR"));
+        assert!(split_header("nocolon").is_err());
+        assert!(split_header(" : v").is_err());
+        let (_, v) = split_header("Authorization: Bearer ${TOKEN}").unwrap();
+        assert_eq!(v, "Bearer ${TOKEN}", "expansion waits for the connection");
     }
 }

@@ -4,7 +4,7 @@
 
 use super::{McpError, Revision};
 use crate::jsonrpc::{Id, RequestTemplate};
-use crate::protocol::headers;
+use crate::protocol::headers::{self, NameParam};
 use crate::transport::{McpHeaders, Outgoing};
 use bytes::Bytes;
 use http::HeaderValue;
@@ -68,13 +68,8 @@ impl Operation {
                 meta.entry(k).or_insert(v);
             }
             headers.method = Some(header_value(method));
-            let name_field = match method {
-                "tools/call" | "prompts/get" => Some("name"),
-                "resources/read" => Some("uri"),
-                _ => None,
-            };
-            headers.name = name_field
-                .and_then(|f| p.get(f))
+            headers.name = NameParam::of(method)
+                .and_then(|f| p.get(f.key()))
                 .and_then(Value::as_str)
                 .map(header_value);
         }

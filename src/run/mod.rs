@@ -154,7 +154,7 @@ async fn endpoint(plan: &Plan) -> Result<(Option<RunningTarget>, Endpoint), RunE
         return Ok((Some(running), endpoint));
     }
     if let Some(url) = &t.url {
-        let headers = t.headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        let headers = t.headers.clone().into_iter().collect();
         return Ok((None, Endpoint::http(url.clone(), headers)));
     }
     let cmd = t.stdio.as_deref().unwrap_or_default();

@@ -8,7 +8,7 @@ use crate::support::servers::*;
 use mcpload::client::{
     ConnectOptions, Connected, Connector, Endpoint, Era, ProtocolChoice, Revision,
 };
-use mcpload::transport::{AnyTransport, Transport};
+use mcpload::transport::{AnyTransport, StdioOptions, Transport};
 use serde_json::json;
 use std::time::Duration;
 
@@ -363,7 +363,10 @@ fn secrets_in_headers_come_from_the_environment_and_stay_out_of_errors() {
     let missing = Connector::new(
         Endpoint::http(
             "http://127.0.0.1:9/mcp",
-            vec!["Authorization: Bearer ${MCPLOAD_TEST_NEVER_SET_TOKEN}".into()],
+            vec![(
+                "Authorization".into(),
+                "Bearer ${MCPLOAD_TEST_NEVER_SET_TOKEN}".into(),
+            )],
         ),
         ConnectOptions::default(),
     )
@@ -372,14 +375,17 @@ fn secrets_in_headers_come_from_the_environment_and_stay_out_of_errors() {
     let bad = Connector::new(
         Endpoint::http(
             "http://127.0.0.1:9/mcp",
-            vec!["X-Key: s3cret\u{1}value".into()],
+            vec![("X-Key".into(), "s3cret\u{1}value".into())],
         ),
         ConnectOptions::default(),
     )
     .unwrap_err();
     assert!(!bad.to_string().contains("s3cret"), "{bad}");
     let ok = Connector::new(
-        Endpoint::http("http://127.0.0.1:9/mcp", vec!["X-Key: s3cret".into()]),
+        Endpoint::http(
+            "http://127.0.0.1:9/mcp",
+            vec![("X-Key".into(), "s3cret".into())],
+        ),
         ConnectOptions::default(),
     )
     .unwrap();
@@ -387,4 +393,31 @@ fn secrets_in_headers_come_from_the_environment_and_stay_out_of_errors() {
         !format!("{ok:?}").contains("s3cret"),
         "debug output hides header values"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_slow_to_start_still_ends_on_2026_07_28() {
+    // The child sleeps past the 5 s discover wait before it reads stdin: discover goes
+    // unanswered in time, initialize is sent, and the late discover answer decides.
+    let serve = serve_cmd(&["--stdio", "--era", "modern"]).join(" ");
+    let mut stdio = StdioOptions::from_command_line("sh -c").unwrap();
+    stdio.args.push(format!("sleep 6; exec {serve}"));
+    let connector = Connector::new(Endpoint::Stdio(stdio), opts(ProtocolChoice::Auto)).unwrap();
+    let mut conn = tokio::time::timeout(Duration::from_secs(40), connector.connect())
+        .await
+        .expect("connect is bounded")
+        .unwrap();
+    assert_eq!(conn.server.revision, Revision::V2026_07_28);
+    assert!(
+        conn.server.detection.contains("answered late"),
+        "{}",
+        conn.server.detection
+    );
+    let op = call(&conn, "echo", json!({"message": "hi"}));
+    let out = bounded(drive(&mut conn.transport, 20, 4, TIMEOUT, |id| {
+        op.request(id)
+    }))
+    .await;
+    assert_all_ok(&out.counters, 20);
+    conn.transport.close().await;
 }

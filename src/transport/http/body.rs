@@ -49,24 +49,42 @@ impl BodyReader {
         }
     }
 
+    /// The length `Content-Length` announced. Returns false when a JSON or unknown body is
+    /// longer than the bound: none of it is worth reading, the caller drops the connection.
+    pub(super) fn announced(
+        &mut self,
+        length: u64,
+        at: Instant,
+        out: &mut impl FnMut(Piece),
+    ) -> bool {
+        if self.sse.is_some() || length <= self.max as u64 {
+            return true;
+        }
+        self.seen = self.max + 1;
+        self.too_large(at, out);
+        false
+    }
+
     /// Feeds one chunk. Returns false when the rest of the body is not worth reading (a
-    /// JSON or unknown body past the bound): the caller drops the connection.
+    /// JSON or unknown body past the bound, an SSE event past it): the caller drops the
+    /// connection.
     pub(super) fn feed(&mut self, chunk: &[u8], at: Instant, out: &mut impl FnMut(Piece)) -> bool {
         self.seen += chunk.len();
         self.last_at = Some(at);
         match &mut self.sse {
             Some(p) => {
+                let mut oversized = false;
                 p.feed(chunk, |e| match e {
                     SseEvent::Data(b) => out(Piece::Message(at, b)),
-                    SseEvent::Oversized => out(Piece::Unreadable(at, Unreadable::TooLarge)),
+                    SseEvent::Oversized => {
+                        oversized = true;
+                        out(Piece::Unreadable(at, Unreadable::TooLarge));
+                    }
                 });
-                true
+                !oversized
             }
             None if self.seen > self.max => {
-                self.json.clear();
-                if self.kind == BodyKind::Json {
-                    out(Piece::Unreadable(at, Unreadable::TooLarge));
-                }
+                self.too_large(at, out);
                 false
             }
             None => {
@@ -78,7 +96,23 @@ impl BodyReader {
         }
     }
 
-    /// The body ended (or broke off). `other_is_unreadable`: a non-empty body of another
+    /// A JSON or unknown body past the bound: what came is dropped; a JSON one is reported.
+    fn too_large(&mut self, at: Instant, out: &mut impl FnMut(Piece)) {
+        self.json = BytesMut::new();
+        if self.kind == BodyKind::Json {
+            out(Piece::Unreadable(at, Unreadable::TooLarge));
+        }
+    }
+
+    /// The body broke off (a framing or transport failure): what came of a JSON body is
+    /// dropped unparsed, as the request ends in that failure; an SSE stream reports the
+    /// event it cut, its whole events having gone out already.
+    pub(super) fn break_off(&mut self, at: Instant, out: &mut impl FnMut(Piece)) {
+        self.json.clear();
+        self.finish(at, false, out);
+    }
+
+    /// The body ended whole. `other_is_unreadable`: a non-empty body of another
     /// content type counts as unreadable (a success answer that carries no JSON-RPC).
     pub(super) fn finish(
         &mut self,
@@ -242,6 +276,32 @@ mod tests {
         assert_eq!(m, vec!["!message larger than the limit".to_string()]);
         let (m, k) = pieces("application/json", &[], 64, 202);
         assert_eq!((m.len(), k), (0, BodyKind::Empty));
+    }
+
+    #[test]
+    fn bodies_past_the_bound_are_not_read_on() {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        let mut json = BodyReader::new(BodyKind::Json, 64);
+        assert!(json.announced(64, now, &mut |_| out.push("")));
+        assert!(!json.announced(65, now, &mut |_| out.push("json")));
+        let mut sse = BodyReader::new(BodyKind::Sse, 64);
+        assert!(
+            sse.announced(1 << 30, now, &mut |_| out.push("")),
+            "SSE events are bounded one by one"
+        );
+        assert!(!sse.feed(&[b'x'; 80], now, &mut |_| out.push("sse")));
+        assert_eq!(out, ["json", "sse"]);
+    }
+
+    #[test]
+    fn a_json_body_that_breaks_off_is_not_parsed() {
+        let mut r = BodyReader::new(BodyKind::Json, 64);
+        let mut out = 0;
+        let now = Instant::now();
+        assert!(r.feed(b"{\"id\":1,\"res", now, &mut |_| out += 1));
+        r.break_off(now, &mut |_| out += 1);
+        assert_eq!((out, r.kind()), (0, BodyKind::Json));
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub(super) struct Head {
     /// What `Content-Type` announces.
     pub(super) kind: BodyKind,
     pub(super) retry_after_s: Option<u64>,
+    /// The body's length, when `Content-Length` frames it.
+    pub(super) length: Option<u64>,
     /// Kept only for an answer read whole (handshakes, probes); a load answer needs none,
     /// and its head stays small.
     pub(super) details: Option<Box<Details>>,
@@ -330,6 +332,7 @@ impl Connection {
                 status,
                 kind: content_kind(None),
                 retry_after_s: None,
+                length: None,
                 details: details.then(Box::default),
             };
             let mut length = None;
@@ -385,6 +388,9 @@ impl Connection {
                     Framing::UntilClose
                 }
             };
+            if let Framing::Length(n) = framing {
+                head.length = Some(n);
+            }
             self.closing = closing;
             self.state = State::Body(framing);
             return Ok(Some(head));

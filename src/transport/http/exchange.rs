@@ -212,7 +212,7 @@ impl Exchange {
             Phase::Body {
                 mut reader, status, ..
             } => {
-                reader.finish(Instant::now(), false, &mut |p| sink.piece(p, status));
+                reader.break_off(Instant::now(), &mut |p| sink.piece(p, status));
                 Some(reader.kind())
             }
             _ => None,
@@ -222,15 +222,39 @@ impl Exchange {
 
     /// The answer's head came: the body is read next.
     fn on_head(&mut self, head: Head, conn: Connection) {
+        let mut reader = BodyReader::new(head.kind, self.max);
+        let status = head.status;
+        let sink = &mut self.sink;
+        let worth_reading = head
+            .length
+            .is_none_or(|n| reader.announced(n, Instant::now(), &mut |p| sink.piece(p, status)));
         self.phase = Phase::Body {
             conn,
-            status: head.status,
+            status,
             retry_after_s: head.retry_after_s,
-            reader: BodyReader::new(head.kind, self.max),
+            reader,
         };
         if let Sink::Whole(w) = &mut self.sink {
             w.head = Some(head);
         }
+        if !worth_reading {
+            self.abandon_body();
+        }
+    }
+
+    /// The rest of the body is not worth reading: the answer ends with what came, and the
+    /// connection is dropped.
+    fn abandon_body(&mut self) {
+        let Phase::Body {
+            reader,
+            status,
+            retry_after_s,
+            ..
+        } = std::mem::replace(&mut self.phase, Phase::Done)
+        else {
+            return;
+        };
+        self.sink.finish(status, retry_after_s, reader.kind());
     }
 
     /// The body ended whole: the connection may serve again.
@@ -298,18 +322,8 @@ impl Exchange {
                     match std::task::ready!(conn.poll_body(cx, &mut feed)) {
                         Err(e) => self.fail(e, true),
                         Ok(false) => self.on_body_end(),
-                        // A JSON or unknown body past the bound: the rest is not read.
-                        Ok(true) if !more => {
-                            let Phase::Body {
-                                reader,
-                                retry_after_s,
-                                ..
-                            } = std::mem::replace(&mut self.phase, Phase::Done)
-                            else {
-                                unreachable!("matched above")
-                            };
-                            self.sink.finish(status, retry_after_s, reader.kind());
-                        }
+                        // A body or an SSE event past the bound: the rest is not read.
+                        Ok(true) if !more => self.abandon_body(),
                         Ok(true) => {}
                     }
                 }
