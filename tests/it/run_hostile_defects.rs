@@ -80,17 +80,14 @@ fn run_with_env(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-#[test]
-fn no_secret_of_the_command_line_leaks_into_the_run_folder_or_the_terminal() {
-    let _share = machine::loading();
-    let target = serve(&["--bind", "127.0.0.1:0"]);
-    let dir = scratch("secrets_flags");
-    let url = secret_url(host_port(&target.url));
+/// A one-second run against `url` with a secret `Authorization` header and a header taken from
+/// the environment, its folder under `results`.
+fn run_with_secret_flags(url: &str, results: &Path) -> std::process::Output {
     let auth = format!("Authorization: Bearer {AUTHORIZATION}");
     let from_env = format!("X-Key: ${{{ENV_VAR}}}");
-    let out = run_with_env(&[
+    run_with_env(&[
         "--url",
-        &url,
+        url,
         "-H",
         &auth,
         "-H",
@@ -102,8 +99,17 @@ fn no_secret_of_the_command_line_leaks_into_the_run_folder_or_the_terminal() {
         "--warmup",
         "0s",
         "--results",
-        dir.to_str().unwrap(),
-    ]);
+        results.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn no_secret_of_the_command_line_leaks_into_the_run_folder_or_the_terminal() {
+    let _share = machine::loading();
+    let target = serve(&["--bind", "127.0.0.1:0"]);
+    let dir = scratch("secrets_flags");
+    let url = secret_url(host_port(&target.url));
+    let out = run_with_secret_flags(&url, &dir);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let runs: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert_eq!(runs.len(), 1, "one run folder");
@@ -168,24 +174,7 @@ fn no_secret_leaks_when_the_target_is_unreachable() {
     };
     let dir = scratch("secrets_unreachable");
     let url = secret_url(&format!("127.0.0.1:{port}"));
-    let auth = format!("Authorization: Bearer {AUTHORIZATION}");
-    let from_env = format!("X-Key: ${{{ENV_VAR}}}");
-    let out = run_with_env(&[
-        "--url",
-        &url,
-        "-H",
-        &auth,
-        "-H",
-        &from_env,
-        "-c",
-        "1",
-        "-d",
-        "1s",
-        "--warmup",
-        "0s",
-        "--results",
-        dir.to_str().unwrap(),
-    ]);
+    let out = run_with_secret_flags(&url, &dir);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("127.0.0.1:{port}")), "{stderr}");
