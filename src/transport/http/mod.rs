@@ -60,8 +60,6 @@ pub struct HttpTransport {
     cancel_style: CancelStyle,
     /// Abort handles of single-request exchanges, by request id (`CloseStream` only).
     streams: FxHashMap<Id, (ExchangeId, AbortHandle)>,
-    /// Timed-out requests whose streams are kept open for a late answer, oldest first.
-    lingering: VecDeque<Id>,
     exchanges: SelectAll<Flow>,
     pool: Pool,
     /// The side exchanges whose answer someone wants.
@@ -100,7 +98,6 @@ impl HttpTransport {
             held: Vec::new(),
             cancel_style: CancelStyle::Notify,
             streams: FxHashMap::default(),
-            lingering: VecDeque::new(),
             exchanges: SelectAll::new(),
             pool: Pool::new(opts.pool_size),
             side: Vec::new(),
@@ -161,7 +158,6 @@ impl HttpTransport {
         let phase = match self.pool.take() {
             None => {
                 self.pool.wait(request);
-                self.free_a_lingering_connection();
                 return;
             }
             Some(Some(mut conn)) => {
@@ -188,9 +184,11 @@ impl HttpTransport {
             }
         };
         let exchange = request.exchange;
-        // A single request's stream is closed to cancel it (2026-07-28), or to free its
-        // connection for the requests behind it.
-        let closable = (request.is_load() && !request.out.batch && request.out.ids.len() == 1)
+        // A single request's stream is closed to cancel it (2026-07-28).
+        let closable = (request.is_load()
+            && matches!(self.cancel_style, CancelStyle::CloseStream)
+            && !request.out.batch
+            && request.out.ids.len() == 1)
             .then(|| request.out.ids[0].clone());
         let is_load = request.is_load();
         let ex = Box::new(Exchange::new(
@@ -217,27 +215,6 @@ impl HttpTransport {
     fn forget_stream(&mut self, id: &Id, exchange: ExchangeId) {
         if self.streams.get(id).is_some_and(|(ex, _)| *ex == exchange) {
             self.streams.remove(id);
-            self.lingering.retain(|l| l != id);
-        }
-    }
-
-    /// Closes the stream of a timed-out request, and its connection with it: HTTP/1.1 has no
-    /// other way to drop an answer.
-    fn close_stream(&mut self, id: &Id) {
-        if let Some((_, handle)) = self.streams.remove(id) {
-            handle.abort();
-            self.open -= 1;
-            self.on_conn(None);
-        }
-    }
-
-    /// While a request waits for a connection, the oldest timed-out stream still open is
-    /// closed so that the request goes out on a fresh connection.
-    fn free_a_lingering_connection(&mut self) {
-        while self.pool.has_waiting()
-            && let Some(id) = self.lingering.pop_front()
-        {
-            self.close_stream(&id);
         }
     }
 
@@ -317,22 +294,18 @@ impl Transport for HttpTransport {
     }
 
     fn cancel(&mut self, id: &Id) {
-        if self.pool.withdraw(|r| r.is_single(id)).is_some() {
-            // Never sent: nothing to tell the server.
-            self.open -= 1;
-            return;
-        }
         match self.cancel_style {
-            CancelStyle::CloseStream => self.close_stream(id),
-            CancelStyle::Notify => {
-                // Its answer may still come (counted late) while its connection is not
-                // needed: the stream lingers until a request waits for a connection.
-                if self.streams.contains_key(id) {
-                    self.lingering.push_back(id.clone());
-                    self.free_a_lingering_connection();
+            CancelStyle::CloseStream => {
+                if let Some((_, handle)) = self.streams.remove(id) {
+                    handle.abort();
+                    self.open -= 1;
+                    // Its connection goes with it (an answer left half read).
+                    self.on_conn(None);
+                } else if self.pool.withdraw(|r| r.is_single(id)).is_some() {
+                    self.open -= 1;
                 }
-                self.post_quietly(cancel_notification(id));
             }
+            CancelStyle::Notify => self.post_quietly(cancel_notification(id)),
         }
     }
 
@@ -367,7 +340,6 @@ impl Transport for HttpTransport {
         self.exchanges = SelectAll::new();
         self.pool.keep_only_idle();
         self.streams.clear();
-        self.lingering.clear();
         self.side.clear();
         self.held.clear();
         self.restarting = false;
