@@ -4,6 +4,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mcpload::correlator::{Correlator, Sent};
 use mcpload::jsonrpc::{Id, Message, Response, ResponseId};
+use mcpload::transport::Cancelled;
 use serde_json::value::RawValue;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -65,7 +66,7 @@ impl Steady {
         black_box(self.c.classify(Ok(msg), self.now));
         self.slots[slot] = self.register();
         if self.next_id % 1024 == 0 {
-            self.c.expire(self.now, |_| {});
+            self.c.expire(self.now, |_| Cancelled::Sent);
         }
     }
 

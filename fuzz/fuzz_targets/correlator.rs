@@ -7,6 +7,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use mcpload::correlator::{Correlator, End, Sent};
 use mcpload::jsonrpc::Id;
+use mcpload::transport::Cancelled;
 use std::time::{Duration, Instant};
 
 #[derive(Arbitrary, Debug)]
@@ -108,7 +109,9 @@ fuzz_target!(|ops: Vec<Op>| {
             }
             Op::Advance(ms) => {
                 now += Duration::from_millis(u64::from(*ms));
-                c.expire(now, |_| {});
+                // An odd step stands for requests still waiting for a connection.
+                let gone = if ms % 2 == 1 { Cancelled::Unsent } else { Cancelled::Sent };
+                c.expire(now, |_| gone);
             }
             Op::EndAll => {
                 c.end_all(End::Missing);

@@ -81,6 +81,7 @@ pub(crate) fn counter_phrase(counter: &str) -> &str {
         "http_503" => "HTTP 503",
         "http_other" => "other HTTP errors",
         "transport_errors" => "transport errors",
+        "expired_unsent" => "requests that expired unsent",
         "in_flight_at_end" => "requests never answered",
         other => other,
     }
@@ -135,6 +136,7 @@ fn dominant_cause(s: &StepSummary) -> Option<Cause> {
         ("http_503", s.http_503),
         ("http_other", s.http_other),
         ("transport_errors", s.transport_errors),
+        ("expired_unsent", s.expired_unsent),
         ("in_flight_at_end", s.in_flight_at_end),
     ];
     let (counter, n) = terms.into_iter().max_by_key(|(_, n)| *n)?;

@@ -7,6 +7,7 @@ pub use ledger::{Applied, Ledger};
 
 use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message, ResponseId};
 use crate::metrics::Stats;
+use crate::transport::Cancelled;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -62,6 +63,8 @@ pub enum End {
     Http503,
     HttpOther,
     Transport,
+    /// Timed out before any byte of it was written.
+    ExpiredUnsent,
 }
 
 /// A register call that was refused: the id is already pending.
@@ -437,6 +440,7 @@ impl Correlator {
             End::Http503 => c.http_503 += 1,
             End::HttpOther => c.http_other += 1,
             End::Transport => c.transport_errors += 1,
+            End::ExpiredUnsent => c.expired_unsent += 1,
         }
         true
     }
@@ -461,11 +465,19 @@ impl Correlator {
         ids.iter().filter(|id| self.end(id, end)).count()
     }
 
-    /// Ends as `timeouts` every pending request whose deadline is at or before `now`, calling
-    /// `on_timeout` for each (to cancel it on the wire). Returns how many timed out.
-    pub fn expire(&mut self, now: Instant, mut on_timeout: impl FnMut(&Id)) -> usize {
+    /// Ends every pending request whose deadline is at or before `now`, after `cancel` gave
+    /// it up on the wire: as `timeouts` when some of it was written, as `expired_unsent`
+    /// when it was withdrawn unsent. Returns how many expired.
+    pub fn expire(&mut self, now: Instant, mut cancel: impl FnMut(&Id) -> Cancelled) -> usize {
         let now = self.ns(now);
         let mut n = 0;
+        let mut give_up = |c: &mut Self, id: &Id| {
+            let end = match cancel(id) {
+                Cancelled::Sent => End::Timeout,
+                Cancelled::Unsent => End::ExpiredUnsent,
+            };
+            c.end(id, end);
+        };
         // The FIFO: drop entries of requests that already ended (so it stays about as long as
         // the span of requests in flight), stop at the first pending one not yet due.
         while let Some((deadline, id)) = self.deadlines.front() {
@@ -475,8 +487,7 @@ impl Correlator {
             }
             let (_, id) = self.deadlines.pop_front().expect("peeked");
             if live {
-                self.end(&id, End::Timeout);
-                on_timeout(&id);
+                give_up(self, &id);
                 n += 1;
             }
         }
@@ -486,8 +497,7 @@ impl Correlator {
             }
             let Reverse((deadline, id)) = self.early_deadlines.pop().expect("peeked");
             if self.is_pending_until(&id, deadline) {
-                self.end(&id, End::Timeout);
-                on_timeout(&id);
+                give_up(self, &id);
                 n += 1;
             }
         }

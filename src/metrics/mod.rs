@@ -74,6 +74,14 @@ pub struct Counters {
     pub progress_notifications: u64,
     /// Milliseconds spent with requests waiting because a child's stdin was full.
     pub stdio_write_block_ms: u64,
+    /// Requests whose timeout expired before any byte of them was written (waiting for a
+    /// connection): never sent, so no server saw them. An end of the pairing identity.
+    #[serde(default)]
+    pub expired_unsent: u64,
+    /// Requests sent again on a fresh connection because the one picked for them was found
+    /// closed before any byte of them was written (not an end: the request goes on).
+    #[serde(default)]
+    pub reconnects_before_send: u64,
 }
 
 derived_counts!(Counters);
@@ -92,6 +100,7 @@ impl Counters {
             + self.http_503
             + self.http_other
             + self.transport_errors
+            + self.expired_unsent
     }
 }
 
@@ -124,7 +133,9 @@ impl AddAssign<&Counters> for Counters {
             response_count_mismatch,
             session_restarts,
             progress_notifications,
-            stdio_write_block_ms
+            stdio_write_block_ms,
+            expired_unsent,
+            reconnects_before_send
         );
         self.retry_after_max_s = self.retry_after_max_s.max(o.retry_after_max_s);
         self.in_flight_max = self.in_flight_max.max(o.in_flight_max);

@@ -99,6 +99,14 @@ pub struct StepSummary {
     /// step failed and the sweep ended there. Empty otherwise.
     #[serde(default)]
     pub target_down: Option<String>,
+    /// Requests that timed out before any byte of them was written: an end of the pairing
+    /// identity, apart from `timeouts` since no server saw them (schema_version 2).
+    #[serde(default)]
+    pub expired_unsent: u64,
+    /// Requests sent again on a fresh connection because theirs was found closed before any
+    /// byte was written (schema_version 2).
+    #[serde(default)]
+    pub reconnects_before_send: u64,
 }
 
 /// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
@@ -243,6 +251,8 @@ impl StepSummary {
             in_flight_at_end: f.in_flight_at_end,
             interrupted: f.interrupted,
             target_down: f.target_down,
+            expired_unsent: c.expired_unsent,
+            reconnects_before_send: c.reconnects_before_send,
         }
     }
 

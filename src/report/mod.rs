@@ -53,7 +53,7 @@ mod terminal;
 pub use hlog::{Interval, read_hlog, step_histograms};
 pub use progress::Progress;
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
-pub use summary::{RunStatus, RunSummary, SCHEMA_VERSION, StepRecord};
+pub use summary::{OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION, StepRecord};
 pub use tables::{TimeseriesRow, read_steps, read_timeseries};
 pub use terminal::use_color;
 
@@ -103,7 +103,7 @@ pub enum ReportError {
     #[error("{}: the folder already holds files; give each run a new folder", path.display())]
     NotEmpty { path: PathBuf },
     #[error(
-        "{}: schema_version {found}; this mcpload reads version {SCHEMA_VERSION}",
+        "{}: schema_version {found}; this mcpload reads versions {OLDEST_SCHEMA_VERSION} to {SCHEMA_VERSION}",
         path.display()
     )]
     Schema { path: PathBuf, found: String },

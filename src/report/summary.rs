@@ -12,7 +12,10 @@ use std::path::Path;
 
 /// The version of summary.json's layout. Bumped when a field is renamed or redefined; adding
 /// a field does not bump it.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest summary.json layout still read (docs/results.md lists what each changed).
+pub const OLDEST_SCHEMA_VERSION: u32 = 1;
 
 /// Where the run stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,7 +109,8 @@ impl RunSummary {
         let text = fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))?;
         let value: Value = serde_json::from_str(&text).map_err(|e| ReportError::json(&path, e))?;
         let found = value.get("schema_version").and_then(Value::as_u64);
-        if found != Some(u64::from(SCHEMA_VERSION)) {
+        let readable = u64::from(OLDEST_SCHEMA_VERSION)..=u64::from(SCHEMA_VERSION);
+        if !found.is_some_and(|v| readable.contains(&v)) {
             return Err(ReportError::Schema {
                 path,
                 found: found.map_or_else(|| "none".to_owned(), |v| v.to_string()),

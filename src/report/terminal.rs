@@ -128,7 +128,7 @@ type Count = fn(&StepSummary) -> u64;
 
 /// Counters called out under the table when they are not zero, with what they usually mean.
 /// The first seven are docs/metrics.md's anomalies.
-const CALLOUTS: [(&str, Count); 12] = [
+const CALLOUTS: [(&str, Count); 13] = [
     ("duplicate_id", |s| s.duplicate_id),
     ("late", |s| s.late),
     ("unknown_id", |s| s.unknown_id),
@@ -141,6 +141,7 @@ const CALLOUTS: [(&str, Count); 12] = [
     ("response_count_mismatch", |s| s.response_count_mismatch),
     ("batch_rejected", |s| s.batch_rejected),
     ("transport_errors", |s| s.transport_errors),
+    ("expired_unsent", |s| s.expired_unsent),
 ];
 
 /// What a non-zero count of `counter` usually means, for the counters called out in reports.
@@ -193,6 +194,10 @@ pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
         "transport_errors" => {
             "connections refused or reset, TLS failures, or a stdio server not running: the \
              server is down or out of connections"
+        }
+        "expired_unsent" => {
+            "requests timed out while waiting for a connection, never sent: every connection \
+             the run may open (one per client, or max_in_flight) was held by a slow answer"
         }
         _ => return None,
     })

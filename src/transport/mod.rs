@@ -191,6 +191,15 @@ pub enum Event {
     Down { error: TransportError },
 }
 
+/// What cancelling a timed-out request found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cancelled {
+    /// Some of it had been written: the server may have seen it (`timeouts`).
+    Sent,
+    /// It was waiting for a connection: withdrawn, no byte of it written (`expired_unsent`).
+    Unsent,
+}
+
 /// Counts the transport keeps itself; added into a step's [`Counters`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TransportCounters {
@@ -215,8 +224,10 @@ pub trait Transport: Send {
     /// events, the first time [`Transport::next_event`] is polled.
     fn send(&mut self, out: Outgoing) -> ExchangeId;
 
-    /// Cancels a request that timed out (its id must already be ended in the correlator).
-    fn cancel(&mut self, id: &Id);
+    /// Cancels a request that timed out: one that never left (waiting for a connection) is
+    /// withdrawn and never sent; one that did is cancelled as its era says (a notification,
+    /// or its stream closed). Says which.
+    fn cancel(&mut self, id: &Id) -> Cancelled;
 
     /// Polls for the next event. Pending when nothing is in flight (no exchange open, and on
     /// stdio no output).
@@ -257,7 +268,7 @@ impl Transport for AnyTransport {
         }
     }
 
-    fn cancel(&mut self, id: &Id) {
+    fn cancel(&mut self, id: &Id) -> Cancelled {
         match self {
             AnyTransport::Http(t) => t.cancel(id),
             AnyTransport::Stdio(t) => t.cancel(id),

@@ -4,8 +4,8 @@
 //! goes to a file; a child that exits ends everything pending as `missing`.
 
 use super::{
-    Event, ExchangeId, Outgoing, Transport, TransportCounters, TransportError, Unreadable,
-    cancel_notification,
+    Cancelled, Event, ExchangeId, Outgoing, Transport, TransportCounters, TransportError,
+    Unreadable, cancel_notification,
 };
 use crate::jsonrpc::Id;
 use crate::metrics::Counters;
@@ -273,12 +273,15 @@ impl Transport for StdioTransport {
         ex
     }
 
-    fn cancel(&mut self, id: &Id) {
-        // stdio has no stream per request: every era cancels with a notification.
+    fn cancel(&mut self, id: &Id) -> Cancelled {
+        // stdio has no stream per request: every era cancels with a notification. A request
+        // is written to the child's pipe as it is sent (bytes the pipe has not yet taken
+        // count as sent: the line may be half written).
         if self.down.is_none() {
             self.wbuf.extend_from_slice(&cancel_notification(id));
             self.wbuf.extend_from_slice(b"\n");
         }
+        Cancelled::Sent
     }
 
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Event> {

@@ -3,6 +3,7 @@
 
 use mcpload::correlator::{Correlator, End, Sent};
 use mcpload::jsonrpc::Id;
+use mcpload::transport::Cancelled;
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,8 @@ enum Fate {
     Late,
     /// Times out and is never answered.
     Timeout,
+    /// Times out while still waiting for a connection: withdrawn unsent.
+    ExpiredUnsent,
     Refused429,
     Refused503,
     RefusedOther,
@@ -42,6 +45,7 @@ fn fate() -> impl Strategy<Value = Fate> {
         1 => Just(Fate::Duplicate),
         1 => Just(Fate::Late),
         1 => Just(Fate::Timeout),
+        1 => Just(Fate::ExpiredUnsent),
         1 => Just(Fate::Refused429),
         1 => Just(Fate::Refused503),
         1 => Just(Fate::RefusedOther),
@@ -77,6 +81,7 @@ struct Expected {
     duplicate: u64,
     late: u64,
     timeouts: u64,
+    expired_unsent: u64,
     r429: u64,
     r503: u64,
     other: u64,
@@ -105,7 +110,7 @@ proptest! {
         let timeout = Duration::from_secs(1);
         for (i, f) in fates.iter().enumerate() {
             let deadline = match f {
-                Fate::Late | Fate::Timeout => t0 + timeout,
+                Fate::Late | Fate::Timeout | Fate::ExpiredUnsent => t0 + timeout,
                 _ => t0 + timeout * 10,
             };
             c.register(Id::Num(i as i64), Sent { due: t0, written: t0, deadline }).unwrap();
@@ -125,6 +130,7 @@ proptest! {
                 Fate::Drop => exp.missing += 1,
                 Fate::Late => { exp.timeouts += 1; exp.late += 1; }
                 Fate::Timeout => exp.timeouts += 1,
+                Fate::ExpiredUnsent => exp.expired_unsent += 1,
                 Fate::Refused429 => { ends.push((id, End::Http429)); exp.r429 += 1; }
                 Fate::Refused503 => { ends.push((id, End::Http503)); exp.r503 += 1; }
                 Fate::RefusedOther => { ends.push((id, End::HttpOther)); exp.other += 1; }
@@ -163,8 +169,11 @@ proptest! {
         }
 
         // Phase 2: deadlines pass.
-        let timed_out = c.expire(t0 + timeout, |_| {});
-        prop_assert_eq!(timed_out as u64, exp.timeouts);
+        let timed_out = c.expire(t0 + timeout, |id| match id {
+            Id::Num(i) if matches!(fates[*i as usize], Fate::ExpiredUnsent) => Cancelled::Unsent,
+            _ => Cancelled::Sent,
+        });
+        prop_assert_eq!(timed_out as u64, exp.timeouts + exp.expired_unsent);
 
         // Phase 3: late answers and second copies, shuffled.
         let mut second: Vec<String> = Vec::new();
@@ -192,12 +201,13 @@ proptest! {
         prop_assert_eq!(
             k.requests,
             k.ok + k.errors + k.both_result_error + k.invalid_jsonrpc + k.missing + k.timeouts
-                + k.http_429 + k.http_503 + k.http_other + k.transport_errors + in_flight_at_end
+                + k.http_429 + k.http_503 + k.http_other + k.transport_errors + k.expired_unsent
+                + in_flight_at_end
         );
         let got = Expected {
             ok: k.ok, errors: k.errors, both: k.both_result_error, invalid: k.invalid_jsonrpc,
             null_id: k.null_id, missing: k.missing, duplicate: k.duplicate_id, late: k.late,
-            timeouts: k.timeouts, r429: k.http_429, r503: k.http_503, other: k.http_other,
+            timeouts: k.timeouts, expired_unsent: k.expired_unsent, r429: k.http_429, r503: k.http_503, other: k.http_other,
             transport: k.transport_errors, in_flight: in_flight_at_end, unknown: k.unknown_id,
             server: k.server_messages, parse: k.parse_errors,
         };

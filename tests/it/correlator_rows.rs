@@ -2,6 +2,7 @@
 
 use mcpload::correlator::{Class, Collision, Correlator, End, Sent};
 use mcpload::jsonrpc::Id;
+use mcpload::transport::Cancelled;
 use std::time::{Duration, Instant};
 
 fn sent(at: Instant) -> Sent {
@@ -130,7 +131,10 @@ fn a_second_answer_is_a_duplicate_and_an_answer_after_timeout_is_late() {
     c.ingest(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, t0);
     c.ingest(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, t0);
     let mut cancelled = Vec::new();
-    let n = c.expire(t0 + Duration::from_secs(6), |id| cancelled.push(id.clone()));
+    let n = c.expire(t0 + Duration::from_secs(6), |id| {
+        cancelled.push(id.clone());
+        Cancelled::Sent
+    });
     assert_eq!((n, cancelled), (1, vec![Id::Num(2)]));
     c.ingest(br#"{"jsonrpc":"2.0","id":2,"result":{}}"#, t0);
     let k = &c.stats().counters;
@@ -150,7 +154,8 @@ fn expire_only_ends_requests_past_their_deadline() {
     }
     let mut order = Vec::new();
     c.expire(t0 + Duration::from_millis(2500), |id| {
-        order.push(id.clone())
+        order.push(id.clone());
+        Cancelled::Sent
     });
     assert_eq!(order, vec![Id::Num(2), Id::Num(3)]);
     assert_eq!(c.in_flight(), 1);

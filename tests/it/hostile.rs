@@ -48,7 +48,7 @@ const ANOMALIES: [&str; 7] = [
 ];
 
 /// The counters a report calls out under "Anomalies and losses", each with a hint.
-const CALLED_OUT: [&str; 12] = [
+const CALLED_OUT: [&str; 13] = [
     "duplicate_id",
     "late",
     "unknown_id",
@@ -61,6 +61,7 @@ const CALLED_OUT: [&str; 12] = [
     "response_count_mismatch",
     "batch_rejected",
     "transport_errors",
+    "expired_unsent",
 ];
 
 /// Where one kind's hostile answers land: a row of the table in docs/metrics.md.
@@ -558,7 +559,6 @@ fn every_kind_has_a_contract() {
 }
 
 #[test]
-#[ignore = "issue #11 open: a timed-out request keeps its connection (defect 7)"]
 fn slow_head() {
     over_http("slow-head");
 }
@@ -594,13 +594,11 @@ fn reset_mid_body() {
 }
 
 #[test]
-#[ignore = "issue #11 open: a timed-out request keeps its connection (defect 7)"]
 fn sse_silent() {
     over_http("sse-silent");
 }
 
 #[test]
-#[ignore = "issue #11 open: a timed-out request keeps its connection (defect 7)"]
 fn sse_comments() {
     over_http("sse-comments");
 }
@@ -717,7 +715,6 @@ fn continue_100() {
 }
 
 #[test]
-#[ignore = "issue #11 open: a timed-out request keeps its connection (defect 7)"]
 fn never_read() {
     over_http("never-read");
 }

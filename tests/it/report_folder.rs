@@ -24,7 +24,8 @@ schedule_lag_p99_ms,dropped_arrivals,verdict";
 
 /// Columns mcpload adds after docs/metrics.md's (allowed: "a column may be added").
 const STEPS_EXTRA: &str = "service_p50_ms,service_p90_ms,service_p99_ms,service_p999_ms,\
-service_max_ms,service_mean_ms,in_flight_at_end,interrupted,target_down";
+service_max_ms,service_mean_ms,in_flight_at_end,interrupted,target_down,expired_unsent,\
+reconnects_before_send";
 
 /// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str =
@@ -261,6 +262,35 @@ fn summary_json_is_valid_after_every_step() {
         assert_eq!(s.knee.max_sustainable, Some(n as f64));
     }
     assert_eq!(run.summary().criteria, StopCriteria::default());
+}
+
+/// A version-1 summary.json (before `expired_unsent` and `reconnects_before_send`) is still
+/// read, its new columns as 0; a version from the future is refused, naming both.
+#[test]
+fn summary_json_of_version_one_is_read_and_a_newer_refused() {
+    let dir = scratch("schema_versions");
+    synthetic_run(&dir, &[]);
+    let path = dir.join("summary.json");
+    let mut v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(v["schema_version"], report::SCHEMA_VERSION);
+    v["schema_version"] = 1.into();
+    for step in v["steps"].as_array_mut().unwrap() {
+        let step = step.as_object_mut().unwrap();
+        assert!(step.remove("expired_unsent").is_some());
+        assert!(step.remove("reconnects_before_send").is_some());
+    }
+    fs::write(&path, v.to_string()).unwrap();
+    let old = RunSummary::read(&dir).unwrap();
+    assert!(!old.steps.is_empty());
+    assert!(old.step_figures().iter().all(|s| s.expired_unsent == 0));
+    v["schema_version"] = (report::SCHEMA_VERSION + 1).into();
+    fs::write(&path, v.to_string()).unwrap();
+    let err = RunSummary::read(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("schema_version {}", report::SCHEMA_VERSION + 1))
+            && err.contains(&format!("versions 1 to {}", report::SCHEMA_VERSION)),
+        "{err}"
+    );
 }
 
 #[test]

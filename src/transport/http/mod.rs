@@ -25,7 +25,8 @@ pub use session::LegacyInit;
 pub use side::Reply;
 
 use super::{
-    CancelStyle, Event, ExchangeId, Outgoing, Transport, TransportCounters, cancel_notification,
+    CancelStyle, Cancelled, Event, ExchangeId, Outgoing, Transport, TransportCounters,
+    cancel_notification,
 };
 use crate::jsonrpc::Id;
 use crate::metrics::Counters;
@@ -60,6 +61,8 @@ pub struct HttpTransport {
     cancel_style: CancelStyle,
     /// Abort handles of single-request exchanges, by request id (`CloseStream` only).
     streams: FxHashMap<Id, (ExchangeId, AbortHandle)>,
+    /// Timed-out requests whose streams are kept open for a late answer, oldest first.
+    lingering: VecDeque<Id>,
     exchanges: SelectAll<Flow>,
     pool: Pool,
     /// The side exchanges whose answer someone wants.
@@ -98,6 +101,7 @@ impl HttpTransport {
             held: Vec::new(),
             cancel_style: CancelStyle::Notify,
             streams: FxHashMap::default(),
+            lingering: VecDeque::new(),
             exchanges: SelectAll::new(),
             pool: Pool::new(opts.pool_size),
             side: Vec::new(),
@@ -158,6 +162,7 @@ impl HttpTransport {
         let phase = match self.pool.take() {
             None => {
                 self.pool.wait(request);
+                self.free_a_lingering_connection();
                 return;
             }
             Some(Some(mut conn)) => {
@@ -184,11 +189,9 @@ impl HttpTransport {
             }
         };
         let exchange = request.exchange;
-        // A single request's stream is closed to cancel it (2026-07-28).
-        let closable = (request.is_load()
-            && matches!(self.cancel_style, CancelStyle::CloseStream)
-            && !request.out.batch
-            && request.out.ids.len() == 1)
+        // A single request's stream is closed to cancel it (2026-07-28), or to free its
+        // connection for the requests behind it.
+        let closable = (request.is_load() && !request.out.batch && request.out.ids.len() == 1)
             .then(|| request.out.ids[0].clone());
         let is_load = request.is_load();
         let ex = Box::new(Exchange::new(
@@ -215,6 +218,27 @@ impl HttpTransport {
     fn forget_stream(&mut self, id: &Id, exchange: ExchangeId) {
         if self.streams.get(id).is_some_and(|(ex, _)| *ex == exchange) {
             self.streams.remove(id);
+            self.lingering.retain(|l| l != id);
+        }
+    }
+
+    /// Closes the stream of a timed-out request, and its connection with it: HTTP/1.1 has no
+    /// other way to drop an answer.
+    fn close_stream(&mut self, id: &Id) {
+        if let Some((_, handle)) = self.streams.remove(id) {
+            handle.abort();
+            self.open -= 1;
+            self.on_conn(None);
+        }
+    }
+
+    /// While a request waits for a connection, the oldest timed-out stream still open is
+    /// closed so that the request goes out on a fresh connection.
+    fn free_a_lingering_connection(&mut self) {
+        while self.pool.has_waiting()
+            && let Some(id) = self.lingering.pop_front()
+        {
+            self.close_stream(&id);
         }
     }
 
@@ -293,20 +317,25 @@ impl Transport for HttpTransport {
         ex
     }
 
-    fn cancel(&mut self, id: &Id) {
-        match self.cancel_style {
-            CancelStyle::CloseStream => {
-                if let Some((_, handle)) = self.streams.remove(id) {
-                    handle.abort();
-                    self.open -= 1;
-                    // Its connection goes with it (an answer left half read).
-                    self.on_conn(None);
-                } else if self.pool.withdraw(|r| r.is_single(id)).is_some() {
-                    self.open -= 1;
-                }
-            }
-            CancelStyle::Notify => self.post_quietly(cancel_notification(id)),
+    fn cancel(&mut self, id: &Id) -> Cancelled {
+        if self.pool.withdraw(|r| r.is_single(id)).is_some() {
+            // Never sent: nothing to tell the server.
+            self.open -= 1;
+            return Cancelled::Unsent;
         }
+        match self.cancel_style {
+            CancelStyle::CloseStream => self.close_stream(id),
+            CancelStyle::Notify => {
+                // Its answer may still come (counted late) while its connection is not
+                // needed: the stream lingers until a request waits for a connection.
+                if self.streams.contains_key(id) {
+                    self.lingering.push_back(id.clone());
+                    self.free_a_lingering_connection();
+                }
+                self.post_quietly(cancel_notification(id));
+            }
+        }
+        Cancelled::Sent
     }
 
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
@@ -340,6 +369,7 @@ impl Transport for HttpTransport {
         self.exchanges = SelectAll::new();
         self.pool.keep_only_idle();
         self.streams.clear();
+        self.lingering.clear();
         self.side.clear();
         self.held.clear();
         self.restarting = false;
@@ -357,23 +387,26 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::sync::atomic::Ordering::SeqCst;
 
-    /// A keep-alive server that counts its connections; a request whose body says `stall`
-    /// gets the head and part of a body, then nothing more.
-    async fn counting_server() -> (Uri, Arc<std::sync::atomic::AtomicUsize>) {
+    /// A keep-alive server that counts its connections and the requests it read; a request
+    /// whose body says `stall` gets the head and part of a body, then nothing more.
+    async fn counting_server() -> (Uri, Arc<AtomicUsize>, Arc<AtomicUsize>) {
         use crate::transport::wire_for_tests::read_request;
         use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap())
             .parse()
             .unwrap();
-        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let count = accepted.clone();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let received = Arc::new(AtomicUsize::new(0));
+        let (count, read) = (accepted.clone(), received.clone());
         tokio::spawn(async move {
             while let Ok((mut sock, _)) = listener.accept().await {
-                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                count.fetch_add(1, SeqCst);
+                let read = read.clone();
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     while let Some((_, body)) = read_request(&mut sock, &mut buf).await {
+                        read.fetch_add(1, SeqCst);
                         let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
                         let stall = body.windows(5).any(|w| w == b"stall");
                         let head = format!(
@@ -388,7 +421,7 @@ mod tests {
                 });
             }
         });
-        (url, accepted)
+        (url, accepted, received)
     }
 
     /// Sends one request and returns its terminal event.
@@ -410,7 +443,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancel_after_the_answer_was_read_closes_nothing() {
-        let (url, accepted) = counting_server().await;
+        let (url, accepted, _) = counting_server().await;
         let opts = HttpOptions::default();
         let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
         t.set_cancel_style(CancelStyle::CloseStream);
@@ -507,7 +540,7 @@ mod tests {
 
     #[tokio::test]
     async fn own_connections_are_reused_unless_an_answer_was_abandoned() {
-        let (url, accepted) = counting_server().await;
+        let (url, accepted, _) = counting_server().await;
         let opts = HttpOptions {
             exchange_timeout: Some(Duration::from_millis(300)),
             ..HttpOptions::default()
@@ -684,10 +717,13 @@ mod tests {
             initialize,
             initialized,
         });
-        // 200 calls, 8 in flight: more than the pool, so some wait for a connection; a cancel
-        // notification now and then takes one too.
+        // 200 calls, 8 in flight: more than the pool, so some wait for a connection. Now and
+        // then the newest call is given up: one still waiting is withdrawn unsent, one sent
+        // gets a cancel notification (a side request, ahead of the load) and its stream is
+        // closed once a call waits for its connection.
         let (mut sent, mut closed, mut messages) = (0, 0, 0);
-        while closed < 200 {
+        let (mut unsent, mut given_up) = (0, 0);
+        while sent < 200 || t.open_exchanges() > 0 {
             while sent < 200 && t.open_exchanges() < 8 {
                 let body = format!(r#"{{"jsonrpc":"2.0","id":{sent},"method":"ping"}}"#);
                 let id = Id::Num(sent);
@@ -706,13 +742,21 @@ mod tests {
                 Event::Closed { status: 200, .. } => {
                     closed += 1;
                     if closed % 50 == 0 {
-                        t.cancel(&Id::Num(closed));
+                        given_up += 1;
+                        if t.cancel(&Id::Num(sent - 1)) == Cancelled::Unsent {
+                            unsent += 1;
+                        }
                     }
                 }
                 other => panic!("{other:?}"),
             }
         }
-        assert_eq!(messages, 200);
+        // Every call ended once: answered, withdrawn, or its stream closed.
+        assert!(
+            (200 - given_up..=200 - unsent).contains(&closed),
+            "{closed} answered, {given_up} given up of which {unsent} unsent"
+        );
+        assert!((closed..=200 - unsent).contains(&messages), "{messages}");
         t.close().await;
         assert_eq!(deletes.load(SeqCst), 1, "the session ends with DELETE");
         let opened = accepted.load(SeqCst);
@@ -722,9 +766,72 @@ mod tests {
         );
     }
 
+    /// Issue #11, defects 5 and 7, in the legacy era (cancelled by notification): with the one
+    /// connection held by a stuck answer, a request that times out while it waits is
+    /// withdrawn, never sent; the stuck stream lingers until a request waits for its
+    /// connection, then it is closed and that request goes out on a fresh one.
+    #[tokio::test]
+    async fn a_request_that_expires_waiting_is_never_sent_and_a_stuck_stream_makes_way() {
+        let (url, accepted, received) = counting_server().await;
+        let opts = HttpOptions {
+            pool_size: 1,
+            ..HttpOptions::default()
+        };
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let single = |id: i64, method: &str| {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#);
+            Outgoing::single(body.into(), Some(Id::Num(id)), McpHeaders::default())
+        };
+        t.send(single(1, "stall"));
+        t.send(single(2, "ping"));
+        assert_eq!(t.open_exchanges(), 2);
+        // The stuck answer's head comes; the transport is driven until the server has read
+        // the first request (the second waits for the only connection).
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        while received.load(SeqCst) == 0 {
+            assert!(
+                tokio::time::Instant::now() < until,
+                "the stall never arrived"
+            );
+            let quiet = tokio::time::timeout(Duration::from_millis(10), t.next_event()).await;
+            assert!(
+                quiet.is_err(),
+                "no event before the stuck answer ends: {quiet:?}"
+            );
+        }
+        // Both time out; the second never left.
+        assert_eq!(t.cancel(&Id::Num(2)), Cancelled::Unsent);
+        assert_eq!(t.open_exchanges(), 1);
+        assert_eq!(t.cancel(&Id::Num(1)), Cancelled::Sent);
+        // The cancel notification waits for the connection the stuck stream holds, so the
+        // stream is closed and the notification goes out on a fresh connection; so does a
+        // new request.
+        t.send(single(3, "ping"));
+        let ev = loop {
+            let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+                .await
+                .expect("the third request is answered");
+            if matches!(ev, Event::Closed { .. } | Event::Failed { .. }) {
+                break ev;
+            }
+        };
+        match ev {
+            Event::Closed { ids, status, .. } => assert_eq!((ids, status), (vec![Id::Num(3)], 200)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.open_exchanges(), 0);
+        assert_eq!(
+            accepted.load(SeqCst),
+            2,
+            "the stuck connection and a fresh one"
+        );
+        // The stall, the notification and the third request: never the second.
+        assert_eq!(received.load(SeqCst), 3);
+    }
+
     #[tokio::test]
     async fn a_post_given_up_closes_its_stream_and_frees_its_connection() {
-        let (url, _) = counting_server().await;
+        let (url, _, _) = counting_server().await;
         let opts = HttpOptions {
             pool_size: 1,
             ..HttpOptions::default()

@@ -57,6 +57,11 @@ impl Pool {
         }
     }
 
+    /// Whether a request waits for a connection.
+    pub(super) fn has_waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
     /// The request that has waited longest, if any.
     pub(super) fn next_waiting(&mut self) -> Option<Request> {
         self.waiting.pop_front()

@@ -60,7 +60,7 @@ pub(crate) fn num(row: &std::collections::HashMap<String, String>, col: &str) ->
 
 /// The ends of a request in the pairing identity of docs/metrics.md: each request sent ends
 /// as exactly one of these.
-pub(crate) const ENDS: [&str; 11] = [
+pub(crate) const ENDS: [&str; 12] = [
     "ok",
     "errors",
     "both_result_error",
@@ -71,6 +71,7 @@ pub(crate) const ENDS: [&str; 11] = [
     "http_503",
     "http_other",
     "transport_errors",
+    "expired_unsent",
     "in_flight_at_end",
 ];
 
