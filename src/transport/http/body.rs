@@ -20,7 +20,8 @@ pub(super) enum Piece {
 /// Turns body chunks into JSON texts according to the content type, within the size bound.
 pub(super) struct BodyReader {
     pub(super) kind: BodyKind,
-    pub(super) sse: Option<SseParser>,
+    /// Boxed: a JSON body's reader (most answers) stays small enough to move inline.
+    pub(super) sse: Option<Box<SseParser>>,
     pub(super) json: BytesMut,
     pub(super) seen: usize,
     pub(super) max: usize,
@@ -32,7 +33,7 @@ impl BodyReader {
     pub(super) fn new(kind: BodyKind, max: usize) -> Self {
         BodyReader {
             kind,
-            sse: (kind == BodyKind::Sse).then(|| SseParser::new(max)),
+            sse: (kind == BodyKind::Sse).then(|| Box::new(SseParser::new(max))),
             json: BytesMut::new(),
             seen: 0,
             max,

@@ -153,9 +153,15 @@ impl Stream {
     }
 }
 
-/// One HTTP/1.1 connection and its buffers, reused request after request.
+/// One HTTP/1.1 connection, reused request after request. Its state lives in one box, so
+/// the exchange phases and items that hand a connection around stay small enough to be
+/// moved inline: a connection moves several times per request.
 #[derive(Debug)]
-pub(super) struct Connection {
+pub(super) struct Connection(Box<Wire>);
+
+/// A connection's socket and buffers, and where it is in its exchange.
+#[derive(Debug)]
+pub(super) struct Wire {
     stream: Stream,
     state: State,
     /// The request being written; `written` bytes of it are out.
@@ -187,6 +193,20 @@ pub(super) fn closed_early() -> TransportError {
 pub(super) struct Tls {
     pub(super) connector: TlsConnector,
     pub(super) name: ServerName<'static>,
+}
+
+impl std::ops::Deref for Connection {
+    type Target = Wire;
+
+    fn deref(&self) -> &Wire {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Connection {
+    fn deref_mut(&mut self) -> &mut Wire {
+        &mut self.0
+    }
 }
 
 impl Connection {
@@ -221,16 +241,18 @@ impl Connection {
                 )));
             }
         };
-        Ok(Connection {
+        Ok(Connection(Box::new(Wire {
             stream,
             state: State::Idle,
             wbuf: Vec::with_capacity(1024),
             written: 0,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             closing: false,
-        })
+        })))
     }
+}
 
+impl Wire {
     /// Whether an idle connection can take a request: its last answer was read whole, and
     /// the server has neither closed it nor sent anything unasked since.
     pub(super) fn reusable(&mut self) -> bool {

@@ -138,13 +138,14 @@ struct Whole {
     head: Option<Head>,
     messages: Vec<(Instant, bytes::Bytes)>,
     unreadable: Vec<Unreadable>,
-    done: Option<Result<Reply, TransportError>>,
+    done: Option<Box<Result<Reply, TransportError>>>,
 }
 
-/// What an exchange hands over, before the transport's bookkeeping.
+/// What an exchange hands over, before the transport's bookkeeping (a reply boxed, so
+/// events move inline).
 enum Output {
     Event(Event),
-    Reply(Result<Reply, TransportError>),
+    Reply(Box<Result<Reply, TransportError>>),
 }
 
 /// One request and its answer. Lives in one box from its request to its end, so no state is
@@ -371,7 +372,7 @@ impl futures_util::Stream for Exchange {
             },
             Output::Reply(reply) => Item::Reply {
                 exchange: this.exchange,
-                reply: Box::new(reply),
+                reply,
             },
         }))
     }
@@ -427,7 +428,7 @@ impl Sink {
     fn finish(&mut self, status: u16, retry_after_s: Option<u64>, body: BodyKind) {
         match self {
             Sink::Events(e) => e.finish(status, retry_after_s, body),
-            Sink::Whole(w) => w.done = Some(Ok(w.reply(body, None))),
+            Sink::Whole(w) => w.done = Some(Box::new(Ok(w.reply(body, None)))),
         }
     }
 
@@ -440,10 +441,10 @@ impl Sink {
                 error,
             }),
             Sink::Whole(w) => {
-                w.done = Some(match broken_body {
+                w.done = Some(Box::new(match broken_body {
                     Some(kind) if w.head.is_some() => Ok(w.reply(kind, Some(error))),
                     _ => Err(error),
-                })
+                }))
             }
         }
     }
