@@ -76,6 +76,8 @@ impl BodyReader {
             Some(p) => {
                 let mut oversized = false;
                 p.feed(chunk, |e| match e {
+                    // The stream ends at its oversized event, wherever the read ended.
+                    _ if oversized => {}
                     SseEvent::Data(b) => out(Piece::Message(at, b)),
                     SseEvent::Oversized => {
                         oversized = true;

@@ -90,6 +90,10 @@ enum State {
 enum Stream {
     Tcp(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
+    /// An answer scripted as the reads that deliver it, then the end (tests and fuzz
+    /// targets: [`super::scripted`]). Writes are taken whole.
+    #[cfg(any(test, fuzzing))]
+    Script(std::collections::VecDeque<Vec<u8>>),
 }
 
 impl Stream {
@@ -97,6 +101,8 @@ impl Stream {
         match self {
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            #[cfg(any(test, fuzzing))]
+            Stream::Script(_) => Poll::Ready(Ok(buf.len())),
         }
     }
 
@@ -105,6 +111,8 @@ impl Stream {
         match self {
             Stream::Tcp(_) => Poll::Ready(Ok(())),
             Stream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+            #[cfg(any(test, fuzzing))]
+            Stream::Script(_) => Poll::Ready(Ok(())),
         }
     }
 
@@ -116,6 +124,19 @@ impl Stream {
         match self {
             Stream::Tcp(s) => tokio_util::io::poll_read_buf(Pin::new(s), cx, buf),
             Stream::Tls(s) => tokio_util::io::poll_read_buf(Pin::new(&mut **s), cx, buf),
+            #[cfg(any(test, fuzzing))]
+            Stream::Script(reads) => {
+                // As a socket would: no more than the buffer's free room at once.
+                let Some(mut read) = reads.pop_front() else {
+                    return Poll::Ready(Ok(0));
+                };
+                let room = (buf.capacity() - buf.len()).max(1);
+                if read.len() > room {
+                    reads.push_front(read.split_off(room));
+                }
+                buf.extend_from_slice(&read);
+                Poll::Ready(Ok(read.len()))
+            }
         }
     }
 
@@ -149,6 +170,8 @@ impl Stream {
                     Poll::Ready(Ok(())) => Pin::new(&mut **tls).poll_fill_buf(&mut cx).is_pending(),
                 }
             }
+            #[cfg(any(test, fuzzing))]
+            Stream::Script(reads) => reads.is_empty(),
         }
     }
 }
@@ -241,14 +264,26 @@ impl Connection {
                 )));
             }
         };
-        Ok(Connection(Box::new(Wire {
+        Ok(Connection::over(stream))
+    }
+
+    fn over(stream: Stream) -> Self {
+        Connection(Box::new(Wire {
             stream,
             state: State::Idle,
             wbuf: Vec::with_capacity(1024),
             written: 0,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             closing: false,
-        })))
+        }))
+    }
+
+    /// A connection whose answer comes as `reads` (each a non-empty read), then its end.
+    #[cfg(any(test, fuzzing))]
+    pub(super) fn scripted(reads: impl IntoIterator<Item = Vec<u8>>) -> Self {
+        Connection::over(Stream::Script(
+            reads.into_iter().filter(|r| !r.is_empty()).collect(),
+        ))
     }
 }
 
@@ -340,6 +375,10 @@ impl Wire {
                 &mut headers,
             );
             let len = match parsed {
+                // The bound holds wherever the reads happened to end.
+                Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => {
+                    return Err(malformed("head over 64 KiB"));
+                }
                 Ok(httparse::Status::Complete(len)) => len,
                 Ok(httparse::Status::Partial) => return Ok(None),
                 Err(e) => return Err(malformed(&e.to_string())),

@@ -17,10 +17,14 @@ mod client;
 mod connection;
 mod exchange;
 mod pool;
+#[cfg(any(test, fuzzing))]
+mod scripted;
 mod session;
 mod side;
 
 pub use client::{HttpClient, HttpOptions};
+#[cfg(fuzzing)]
+pub use scripted::read_answer as read_scripted_answer;
 pub use session::LegacyInit;
 pub use side::Reply;
 
