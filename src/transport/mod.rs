@@ -28,7 +28,9 @@ mod http;
 pub mod sse;
 mod stdio;
 
-pub use http::{HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply};
+pub use http::{
+    DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply,
+};
 pub use stdio::{StdioOptions, StdioTransport};
 
 use crate::jsonrpc::Id;

@@ -20,7 +20,7 @@ mod pool;
 mod session;
 mod side;
 
-pub use client::{HttpClient, HttpOptions};
+pub use client::{DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions};
 pub use session::LegacyInit;
 pub use side::Reply;
 
