@@ -499,6 +499,10 @@ pub(crate) struct RunArgs {
     /// A request unanswered after this is a timeout (and is cancelled), e.g. 5s.
     #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
     pub timeout: Option<Duration>,
+    /// HTTP: opening a connection (TCP, and TLS for https) taking longer ends its request as
+    /// a transport error, e.g. 2s (default 3s).
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub connect_timeout: Option<Duration>,
     /// Closed loop: pause between an answer and the client's next request.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub think_time: Option<Duration>,
@@ -561,7 +565,7 @@ fn tool_args(text: &str) -> Result<toml::Table, String> {
     }
 }
 
-/// `--duration`, `--timeout`: a duration of more than 0s.
+/// `--duration`, `--timeout`, `--connect-timeout`: a duration of more than 0s.
 fn positive_duration(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
     if d.is_zero() {
@@ -613,6 +617,7 @@ impl RunArgs {
             duration: self.duration,
             warmup: self.warmup,
             timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
             think_time: self.think_time,
             max_in_flight: self.max_in_flight,
             spacing: self.spacing,

@@ -97,7 +97,7 @@ impl Connector {
                     pool_size: opts.pool_size,
                     headers: parsed,
                     max_message_bytes: opts.max_message_bytes,
-                    connect_timeout: opts.handshake_timeout,
+                    connect_timeout: opts.connect_timeout,
                     exchange_timeout: opts.exchange_timeout,
                 };
                 Some(HttpSetup {

@@ -23,7 +23,7 @@ pub use connect::{Connected, Connector};
 pub use ops::{Operation, client_info, header_value, modern_meta};
 
 pub use crate::protocol::{Era, ProtocolChoice, Revision};
-use crate::transport::{StdioOptions, TransportError};
+use crate::transport::{DEFAULT_CONNECT_TIMEOUT, StdioOptions, TransportError};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -106,6 +106,10 @@ pub struct ConnectOptions {
     pub max_message_bytes: usize,
     /// Bound on each handshake / discovery / listing step.
     pub handshake_timeout: Duration,
+    /// HTTP: bound on opening each connection (TCP, and TLS for `https://`), the
+    /// handshake's and the load's alike. A connect that takes longer fails: the handshake
+    /// with an error, a request of the load as `transport_errors`.
+    pub connect_timeout: Duration,
     /// Bound on every HTTP exchange of the load (`None`: unbounded; the engine's request
     /// timeouts and cancellation decide).
     pub exchange_timeout: Option<Duration>,
@@ -121,6 +125,7 @@ impl Default for ConnectOptions {
             transports: 1,
             max_message_bytes: 16 << 20,
             handshake_timeout: Duration::from_secs(15),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             exchange_timeout: None,
             list_tools: true,
         }

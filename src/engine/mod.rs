@@ -106,6 +106,8 @@ pub(crate) enum Report {
         interrupted: bool,
         /// Why the worker's transport is down for good, when it is.
         target_down: Option<String>,
+        /// The first transport failure that ended requests of the step, when one did.
+        transport_error: Option<String>,
     },
 }
 
@@ -275,6 +277,7 @@ async fn collect_step(
         in_flight_at_end: 0,
         interrupted: false,
         target_down: None,
+        transport_error: None,
     };
     let mut measured: Option<Duration> = None;
     let mut warmed = 0;
@@ -330,6 +333,7 @@ async fn collect_step(
                 in_flight_at_end,
                 interrupted,
                 target_down,
+                transport_error,
             } if step == order.step => {
                 finished[worker as usize] = true;
                 if let Some(m) = m {
@@ -342,6 +346,7 @@ async fn collect_step(
                 facts.in_flight_at_end += in_flight_at_end;
                 facts.interrupted |= interrupted;
                 facts.target_down = facts.target_down.take().or(target_down);
+                facts.transport_error = facts.transport_error.take().or(transport_error);
             }
             _ => {}
         }

@@ -67,6 +67,9 @@ struct StepState {
     dropped_arrivals: u64,
     /// When Ctrl-C / SIGTERM stopped the sending.
     interrupted_at: Option<Instant>,
+    /// The first transport failure that ended requests of the phase (the warm-up's is
+    /// forgotten with its counts).
+    transport_error: Option<String>,
 }
 
 impl Worker {
@@ -116,6 +119,7 @@ impl Worker {
             lag: LatencyHistogram::default(),
             dropped_arrivals: 0,
             interrupted_at: None,
+            transport_error: None,
             order,
         };
         self.start_sending(&mut st, now);
@@ -149,8 +153,16 @@ impl Worker {
                     if let Event::Down { error } = &ev {
                         self.down = Some(error.to_string());
                     }
+                    let failure = match &ev {
+                        Event::Failed { error, .. } if st.transport_error.is_none() => {
+                            Some(error.to_string())
+                        }
+                        _ => None,
+                    };
                     // A transport that is down ends its requests in flight (`missing`).
-                    ledger.apply(s.corr, ev);
+                    if ledger.apply(s.corr, ev).ended > 0 {
+                        st.transport_error = st.transport_error.take().or(failure);
+                    }
                 }
                 go = orders.recv(), if st.phase == Phase::WaitGo => match go {
                     Some(Order::Measure(at)) => self.start_measuring(&mut st, at),
@@ -212,6 +224,7 @@ impl Worker {
                 // Forget the warm-up: its requests have all ended, so the identity holds.
                 s.corr.take_stats();
                 self.transport.take_counters(&mut Counters::default());
+                st.transport_error = None;
                 st.phase = Phase::WaitGo;
                 let _ = self.reports.send(Report::WarmedUp {
                     step: st.order.step,
@@ -267,6 +280,7 @@ impl Worker {
             in_flight_at_end: s.corr.in_flight() as u64,
             interrupted: st.interrupted_at.is_some(),
             target_down: self.down.clone(),
+            transport_error: st.transport_error.take(),
         });
     }
 

@@ -107,6 +107,11 @@ pub struct StepSummary {
     /// byte was written (schema_version 2).
     #[serde(default)]
     pub reconnects_before_send: u64,
+    /// What ended requests of the step as `transport_errors`: the first such failure seen
+    /// (by the first worker to report one), e.g. a refused connect, a TLS certificate
+    /// rejected, a connect that took over the connect timeout. Empty when there was none.
+    #[serde(default)]
+    pub transport_error: Option<String>,
 }
 
 /// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
@@ -158,6 +163,8 @@ pub struct StepFacts {
     pub interrupted: bool,
     /// Why the target went down for good during the step, when it did.
     pub target_down: Option<String>,
+    /// The first transport failure that ended requests of the step, when one did.
+    pub transport_error: Option<String>,
 }
 
 impl StepFacts {
@@ -175,6 +182,7 @@ impl StepFacts {
             in_flight_at_end: 0,
             interrupted: false,
             target_down: None,
+            transport_error: None,
         }
     }
 }
@@ -253,6 +261,7 @@ impl StepSummary {
             target_down: f.target_down,
             expired_unsent: c.expired_unsent,
             reconnects_before_send: c.reconnects_before_send,
+            transport_error: f.transport_error,
         }
     }
 

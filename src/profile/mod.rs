@@ -8,6 +8,7 @@ pub use values::{Levels, Spacing, TemplateText, parse_duration};
 
 use crate::protocol::ProtocolChoice;
 use crate::server::ServeConfig;
+use crate::transport::DEFAULT_CONNECT_TIMEOUT;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -98,6 +99,13 @@ pub struct Load {
     pub warmup: Duration,
     #[serde(default = "d5s", deserialize_with = "values::duration")]
     pub timeout: Duration,
+    /// HTTP: the longest opening a connection (TCP, and TLS for `https://`) may take; a
+    /// request whose connect takes longer ends as `transport_errors`.
+    #[serde(
+        default = "default_connect_timeout",
+        deserialize_with = "values::duration"
+    )]
+    pub connect_timeout: Duration,
     /// Closed loop: pause of each virtual client between an answer and its next request.
     #[serde(default, deserialize_with = "values::duration")]
     pub think_time: Duration,
@@ -119,6 +127,7 @@ impl Default for Load {
             duration: d10s(),
             warmup: d1s(),
             timeout: d5s(),
+            connect_timeout: default_connect_timeout(),
             think_time: Duration::ZERO,
             max_in_flight: default_max_in_flight(),
             stop_on_failure: true,
@@ -228,6 +237,9 @@ fn d1s() -> Duration {
 fn d5s() -> Duration {
     Duration::from_secs(5)
 }
+fn default_connect_timeout() -> Duration {
+    DEFAULT_CONNECT_TIMEOUT
+}
 fn default_max_in_flight() -> usize {
     10_000
 }
@@ -281,6 +293,20 @@ impl Source {
         }
     }
 
+    /// Where the value at `path` (its keys, outermost first) is written, when it is.
+    fn span_of(&self, path: &[&str]) -> Option<std::ops::Range<usize>> {
+        let doc = toml::de::DeTable::parse(&self.text).ok()?;
+        let (last, tables) = path.split_last()?;
+        let mut table = doc.get_ref();
+        for key in tables {
+            match table.get(*key)?.get_ref() {
+                toml::de::DeValue::Table(t) => table = t,
+                _ => return None,
+            }
+        }
+        Some(table.get(*last)?.span())
+    }
+
     /// The cross-field rules serde cannot express.
     fn check(&self, p: &Profile) -> Result<(), ProfileError> {
         let t = p.target.get_ref();
@@ -317,11 +343,18 @@ impl Source {
             }
             _ => {}
         }
-        if l.duration.is_zero() {
-            return Err(self.error(None, "field `load.duration`: must be more than 0s".into()));
-        }
-        if l.timeout.is_zero() {
-            return Err(self.error(None, "field `load.timeout`: must be more than 0s".into()));
+        let durations = [
+            ("duration", l.duration),
+            ("timeout", l.timeout),
+            ("connect_timeout", l.connect_timeout),
+        ];
+        for (field, d) in durations {
+            if d.is_zero() {
+                return Err(self.error(
+                    self.span_of(&["load", field]),
+                    format!("field `load.{field}`: must be more than 0s"),
+                ));
+            }
         }
         for op in &p.mix {
             self.check_op(op)?;

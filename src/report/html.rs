@@ -111,7 +111,12 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
                     h2 { "Anomalies and losses" }
                     ul {
                         @for c in &called {
-                            li { code { (c.counter) } " " (c.total) " in " (step_list(&c.steps)) ": " (c.hint) "." }
+                            li {
+                                code { (c.counter) } " " (c.total) " in " (step_list(&c.steps)) ": " (c.hint) "."
+                                @if let Some((step, cause)) = &c.cause {
+                                    br; "First in step " (step) ": " code { (cause) }
+                                }
+                            }
                         }
                     }
                 }

@@ -192,8 +192,9 @@ pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
              send single requests"
         }
         "transport_errors" => {
-            "connections refused or reset, TLS failures, or a stdio server not running: the \
-             server is down or out of connections"
+            "connections refused, reset or slower to open than the connect timeout, TLS \
+             failures, or a stdio server not running: the server is down or out of \
+             connections"
         }
         "expired_unsent" => {
             "requests timed out while waiting for a connection, never sent: every connection \
@@ -292,13 +293,22 @@ pub(super) fn usl_line(run: &RunSummary) -> Option<String> {
     ))
 }
 
-/// A counter worth calling out: its total over the run, the steps where it occurred, and
-/// what it usually means.
+/// A counter worth calling out: its total over the run, the steps where it occurred, what
+/// it usually means, and what caused it where the run knows (its first step's cause).
 pub(super) struct Callout {
     pub counter: &'static str,
     pub total: u64,
     pub steps: Vec<u32>,
     pub hint: &'static str,
+    pub cause: Option<(u32, String)>,
+}
+
+/// What a step recorded of the cause of `counter`, for the counters whose cause is kept.
+fn cause<'a>(counter: &str, s: &'a StepSummary) -> Option<&'a str> {
+    match counter {
+        "transport_errors" => s.transport_error.as_deref(),
+        _ => None,
+    }
 }
 
 /// Every non-zero counter of [`CALLOUTS`].
@@ -317,6 +327,9 @@ pub(super) fn callouts(run: &RunSummary) -> Vec<Callout> {
                 total: figures.iter().map(|s| get(s)).sum(),
                 steps,
                 hint: anomaly_hint(counter).unwrap_or_default(),
+                cause: figures
+                    .iter()
+                    .find_map(|s| Some((s.step, cause(counter, s)?.to_owned()))),
             })
         })
         .collect()
@@ -434,6 +447,9 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
                 step_list(&c.steps),
                 c.hint
             );
+            if let Some((step, cause)) = &c.cause {
+                let _ = writeln!(out, "    first in step {step}: {cause}");
+            }
         }
     }
 

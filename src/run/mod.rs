@@ -196,6 +196,7 @@ async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connecte
         protocol: plan.target.protocol,
         pool_size: pool_size(plan),
         transports: worker_count(plan),
+        connect_timeout: plan.load.connect_timeout,
         list_tools: true,
         ..ConnectOptions::default()
     };

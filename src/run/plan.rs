@@ -53,6 +53,7 @@ pub struct Overrides {
     pub duration: Option<Duration>,
     pub warmup: Option<Duration>,
     pub timeout: Option<Duration>,
+    pub connect_timeout: Option<Duration>,
     pub think_time: Option<Duration>,
     pub max_in_flight: Option<usize>,
     pub spacing: Option<Spacing>,
@@ -249,6 +250,7 @@ fn override_load(l: &mut Load, o: &Overrides) {
         duration,
         warmup,
         timeout,
+        connect_timeout,
         think_time,
         max_in_flight,
         spacing
@@ -371,6 +373,7 @@ impl Plan {
                 "duration_s": l.duration.as_secs_f64(),
                 "warmup_s": l.warmup.as_secs_f64(),
                 "timeout_s": l.timeout.as_secs_f64(),
+                "connect_timeout_s": l.connect_timeout.as_secs_f64(),
                 "think_time_s": l.think_time.as_secs_f64(),
                 "spacing": l.spacing,
                 "max_in_flight": l.max_in_flight,

@@ -31,7 +31,9 @@ mod stdio;
 /// The HTTP/1.1 fuzz target's entry point (built with `--cfg fuzzing` only).
 #[cfg(fuzzing)]
 pub use http::read_scripted_answer;
-pub use http::{HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply};
+pub use http::{
+    DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply,
+};
 pub use stdio::{StdioOptions, StdioTransport};
 
 use crate::jsonrpc::Id;

@@ -30,6 +30,7 @@ fn sweep(model: Model, points: &[(f64, f64)]) -> Vec<StepSummary> {
                 in_flight_at_end: 0,
                 interrupted: false,
                 target_down: None,
+                transport_error: None,
             },
             &stats,
         );

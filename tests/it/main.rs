@@ -22,6 +22,7 @@ mod run_faults;
 mod run_hostile_defects;
 mod run_profiles;
 mod run_sweep;
+mod run_tls;
 mod serve_capacity;
 mod serve_faults;
 mod serve_interop;

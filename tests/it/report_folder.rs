@@ -25,7 +25,7 @@ schedule_lag_p99_ms,dropped_arrivals,verdict";
 /// Columns mcpload adds after docs/metrics.md's (allowed: "a column may be added").
 const STEPS_EXTRA: &str = "service_p50_ms,service_p90_ms,service_p99_ms,service_p999_ms,\
 service_max_ms,service_mean_ms,in_flight_at_end,interrupted,target_down,expired_unsent,\
-reconnects_before_send";
+reconnects_before_send,transport_error";
 
 /// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str =

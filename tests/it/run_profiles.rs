@@ -45,6 +45,28 @@ fn a_bad_duration_says_how_to_write_one() {
 }
 
 #[test]
+fn a_zero_timeout_names_its_line_and_field() {
+    expect_error(
+        "connect_timeout",
+        &format!("{TARGET}[load]\ntimeout = \"5s\"\nconnect_timeout = \"0s\"\n"),
+        &[],
+        &[
+            "connect_timeout.toml:5:19",
+            "field `load.connect_timeout`: must be more than 0s",
+        ],
+    );
+    expect_error(
+        "timeout",
+        &format!("{TARGET}[load]\ntimeout = \"0ms\"\n"),
+        &[],
+        &[
+            "timeout.toml:4:11",
+            "field `load.timeout`: must be more than 0s",
+        ],
+    );
+}
+
+#[test]
 fn a_bad_template_says_which_placeholders_exist() {
     expect_error(
         "template",

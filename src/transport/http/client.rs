@@ -19,6 +19,11 @@ pub(super) const NAME_HEADER: HeaderName = HeaderName::from_static(headers::NAME
 /// Headers written per request, never from the custom headers into the prefix.
 const SET_PER_REQUEST: [HeaderName; 3] = [CONTENT_LENGTH, METHOD_HEADER, NAME_HEADER];
 
+/// How long opening a connection (TCP, and TLS for `https://`) may take unless told
+/// otherwise: below the default request timeout, so that a target that does not take
+/// connections shows as `transport_errors` naming the cause, not as slow answers.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How the HTTP client and its transports are set up.
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
@@ -33,7 +38,8 @@ pub struct HttpOptions {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Largest JSON body or SSE event accepted; a larger one is dropped and counted.
     pub max_message_bytes: usize,
-    /// Bound on opening a connection: TCP, and TLS for `https://`.
+    /// Bound on opening a connection: TCP, and TLS for `https://`. A connect that takes
+    /// longer fails its request, naming the part that did not finish.
     pub connect_timeout: Duration,
     /// Longest an exchange may stay open (request, answer and stream); `None`: unbounded.
     pub exchange_timeout: Option<Duration>,
@@ -45,7 +51,7 @@ impl Default for HttpOptions {
             pool_size: 64,
             headers: Vec::new(),
             max_message_bytes: 16 << 20,
-            connect_timeout: Duration::from_secs(10),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             exchange_timeout: None,
         }
     }

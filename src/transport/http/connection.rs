@@ -234,17 +234,19 @@ impl std::ops::DerefMut for Connection {
 
 impl Connection {
     /// Connects (Nagle off) and, with `tls`, completes the TLS handshake, all within
-    /// `timeout`.
+    /// `timeout`; a connect that takes longer fails naming the part that did not finish.
     pub(super) async fn connect(
         host: &str,
         port: u16,
         tls: Option<&Tls>,
         timeout: Duration,
     ) -> Result<Self, TransportError> {
+        let mut tcp_connected = false;
         let open = async {
             let tcp = TcpStream::connect((host, port))
                 .await
                 .map_err(|e| TransportError::Connect(format!("{host}:{port}: {e}")))?;
+            tcp_connected = true;
             let _ = tcp.set_nodelay(true);
             Ok(match tls {
                 None => Stream::Tcp(tcp),
@@ -256,11 +258,18 @@ impl Connection {
                 )),
             })
         };
-        let stream = match tokio::time::timeout(timeout, open).await {
+        let opened = tokio::time::timeout(timeout, open).await;
+        let stream = match opened {
             Ok(stream) => stream?,
             Err(_) => {
+                // Over plain TCP the connection is ready as soon as it is connected.
+                let unfinished = if tcp_connected {
+                    "the TLS handshake"
+                } else {
+                    "the TCP connect"
+                };
                 return Err(TransportError::Timeout(format!(
-                    "connecting to {host}:{port} took over {timeout:?}"
+                    "connecting to {host}:{port} took over {timeout:?}: {unfinished} did not finish"
                 )));
             }
         };

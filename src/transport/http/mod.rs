@@ -22,7 +22,7 @@ mod scripted;
 mod session;
 mod side;
 
-pub use client::{HttpClient, HttpOptions};
+pub use client::{DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions};
 #[cfg(fuzzing)]
 pub use scripted::read_answer as read_scripted_answer;
 pub use session::LegacyInit;

@@ -1,6 +1,6 @@
 //! Everything the integration tests share, each helper once: the built binary and the servers
 //! it is tested against, scratch folders, run folders, a synthetic sweep, an independent HTTP
-//! client, a load driver, and the lock that keeps load measurements apart.
+//! client, a load driver, a TLS front, and the lock that keeps load measurements apart.
 
 pub(crate) mod http_client;
 pub(crate) mod installed;
@@ -10,6 +10,7 @@ pub(crate) mod run;
 pub(crate) mod scratch;
 pub(crate) mod servers;
 pub(crate) mod synthetic;
+pub(crate) mod tls;
 
 use std::process::{Command, Output};
 

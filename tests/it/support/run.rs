@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Writes `text` as `<dir>/<name>.toml` and returns its path.
@@ -104,16 +104,19 @@ pub(crate) struct Watched {
     pub overran: bool,
 }
 
-/// Runs `mcpload run --quiet ARGS` (no colour), reading its peak memory and open connections
-/// every 50 ms; kills it
-/// when it is still running after `budget`, so that a hang fails the test instead of stalling
-/// it.
+/// Runs `mcpload run --quiet ARGS` under [`watch`].
 pub(crate) fn run_watched(args: &[&str], budget: Duration) -> Watched {
+    let mut run = bin();
+    run.arg("run").arg("--quiet").args(args);
+    watch(run, budget)
+}
+
+/// Runs `command` (no colour), reading its peak memory and open connections every 50 ms;
+/// kills it when it is still running after `budget`, so that a hang fails the test instead of
+/// stalling it.
+pub(crate) fn watch(mut command: Command, budget: Duration) -> Watched {
     let start = Instant::now();
-    let mut child = bin()
-        .arg("run")
-        .arg("--quiet")
-        .args(args)
+    let mut child = command
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
