@@ -212,6 +212,9 @@ pub struct TransportCounters {
     pub session_restarts: u64,
     /// Time spent with bytes waiting because the child's stdin was full.
     pub stdio_write_block: Duration,
+    /// HTTP requests sent on another connection because the idle one picked for them was
+    /// found closed before any byte of them was written.
+    pub reconnects_before_send: u64,
 }
 
 impl TransportCounters {
@@ -219,6 +222,7 @@ impl TransportCounters {
     pub fn drain_into(&mut self, c: &mut Counters) {
         c.session_restarts += self.session_restarts;
         c.stdio_write_block_ms += self.stdio_write_block.as_millis() as u64;
+        c.reconnects_before_send += self.reconnects_before_send;
         *self = TransportCounters::default();
     }
 }

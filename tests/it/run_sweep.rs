@@ -164,12 +164,16 @@ fn an_open_loop_sees_a_stall_that_a_closed_loop_hides() {
 }
 
 /// A closed loop of N clients holds at most N connections of its own: a client whose answer
-/// came sends its next request on the connection that carried it. The target refuses any
-/// connection past its limit, so one opened too many shows as a transport error.
+/// came sends its next request on the connection that carried it, and the handshake's
+/// connection is one of the pool's. The target refuses any connection past its limit, so one
+/// opened too many shows as a transport error (issue #11: while the handshake took a
+/// connection of its own, the run held 65, this limit exactly, and a 66th would be refused and
+/// its client redial into the full target again and again: hundreds of transport errors).
 #[test]
 fn a_closed_loop_holds_no_more_connections_than_clients() {
     let _share = machine::loading();
-    // 64 clients and the handshake's connection.
+    // The pool of 64, and room for the GET /stats below, which may come before the target
+    // has seen the run's connections close.
     let target = serve(&["--max-connections", "65"]);
     let dir = scratch("connections");
     let out = run(&[
@@ -188,8 +192,12 @@ fn a_closed_loop_holds_no_more_connections_than_clients() {
     ]);
     assert!(out.status.success());
     let row = &steps(&dir)[0];
-    assert!(num(row, "requests") > 1000.0, "{row:?}");
+    // Each connection carried several requests: 4 a client on average. Not a throughput
+    // figure: on a shared 2-core machine under a load average of 13 a run still made 826.
+    assert!(num(row, "requests") >= 4.0 * 64.0, "{row:?}");
     assert_eq!(num(row, "transport_errors"), 0.0, "{row:?}");
+    // The target closes no idle connection, so none is found closed and replaced.
+    assert_eq!(num(row, "reconnects_before_send"), 0.0, "{row:?}");
     assert_eq!(target_stats(&target.url)["connections_refused"], 0);
 }
 

@@ -1,7 +1,9 @@
 //! One HTTP/1.1 connection to the target, over TCP or rustls, polled inline by the exchange
 //! using it (no task, no channel, no header map per request): the request is written from one
 //! buffer, the answer's head parsed with httparse, its body framed by `body`. One request at a
-//! time; nothing is ever retried. Idle, it tells whether it can take another request.
+//! time. Kept idle, it tells whether it can take another request, and whether it was found
+//! closed before any byte of that request was written (then the request may go elsewhere;
+//! once a byte is out, it never is).
 
 use super::body::{Chunk, Framing, Step, next_piece};
 use super::client::SESSION_HEADER;
@@ -313,6 +315,34 @@ impl Wire {
         self.state = State::Writing;
     }
 
+    /// Starts a request on an idle connection kept from an earlier one ([`Self::start`]) and
+    /// writes what the socket takes at once. `false`: the connection was found closed (or
+    /// sending unasked bytes) before any byte of the request was written, so the server has
+    /// none of it and the request may go on another connection; this one is done. Once a
+    /// byte is out, a failure is the exchange's to report.
+    pub(super) fn reuse(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+        if !self.reusable() {
+            return false;
+        }
+        self.start(encode);
+        let Stream::Tcp(tcp) = &mut self.stream else {
+            // rustls may put records out and still report an error for the rest: whether
+            // nothing was sent cannot be told, so the exchange writes, and any failure ends it
+            // (a scripted stream takes every write).
+            return true;
+        };
+        // No waker is kept: if the socket is full, the exchange's first poll registers its own.
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match Pin::new(tcp).poll_write(&mut cx, &self.wbuf) {
+            Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => false,
+            Poll::Ready(Ok(n)) => {
+                self.written = n;
+                true
+            }
+            Poll::Pending => true,
+        }
+    }
+
     /// Writes the request, then reads the answer's head (informational heads skipped);
     /// `details`: keep what an answer read whole needs ([`Head::details`]). A server may answer (413, 429) before it has read the whole
     /// request: while the write is held up, the answer is looked for too, and the connection
@@ -510,10 +540,10 @@ impl Wire {
         }
     }
 
-    /// Whether the connection may serve another request: the answer was read to its end and
-    /// neither side means to close.
+    /// Whether the connection may serve another request: the answer was read to its end,
+    /// nothing came after it, and neither side means to close.
     pub(super) fn keeps_alive(&self) -> bool {
-        self.state == State::Idle && !self.closing
+        self.state == State::Idle && !self.closing && self.rbuf.is_empty()
     }
 }
 
@@ -621,6 +651,47 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), seen)
             .await
             .unwrap();
+    }
+
+    /// A kept connection takes the next request's first bytes at once; one whose first write
+    /// fails is reported with nothing of the request out, so the request may go elsewhere.
+    #[tokio::test]
+    async fn a_kept_connection_tells_whether_the_first_write_took_any_of_the_request() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let request = crate::transport::wire_for_tests::read_request(&mut tcp, &mut seen);
+                assert!(request.await.is_some(), "the client hung up mid-request");
+                let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+                tcp.write_all(answer).await.unwrap();
+            }
+            // Held open, never closed by this side.
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        });
+        let mut conn = connect(port).await;
+        exchange(&mut conn).await.unwrap();
+        let request = b"POST /mcp HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}";
+        assert!(conn.reuse(|w| w.extend_from_slice(request)));
+        assert_eq!(conn.written, request.len(), "written before the first poll");
+        let head = std::future::poll_fn(|cx| conn.poll_head(cx, false)).await;
+        assert_eq!(head.unwrap().status, 200);
+        while std::future::poll_fn(|cx| conn.poll_body(cx, &mut |_| {}))
+            .await
+            .unwrap()
+        {}
+        // Shut for writing on this side: the server has not closed it, so it looks reusable,
+        // and the first write fails.
+        let Stream::Tcp(tcp) = &mut conn.stream else {
+            unreachable!("plain TCP")
+        };
+        tcp.shutdown().await.unwrap();
+        assert!(conn.reusable());
+        assert!(!conn.reuse(|w| w.extend_from_slice(request)));
+        assert_eq!(conn.written, 0);
     }
 
     #[tokio::test]

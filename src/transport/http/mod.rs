@@ -161,37 +161,38 @@ impl HttpTransport {
     }
 
     /// Sends a request on an idle connection or a new one; with every connection busy it
-    /// waits its turn (its time limit runs from `request.since` all the same).
+    /// waits its turn (its time limit runs from `request.since` all the same). An idle
+    /// connection found closed before any byte of the request was written is dropped, and
+    /// the request goes on another one, counted in `reconnects_before_send`.
     fn launch(&mut self, request: Request) {
-        let phase = match self.pool.take() {
-            None => {
+        let head = request.head.as_deref().unwrap_or(&self.head);
+        let out = &request.out;
+        let encode = |w: &mut Vec<u8>| head.encode(request.method, &out.headers, &out.body, w);
+        let mut found_closed = false;
+        let phase = loop {
+            if let Some(mut conn) = self.pool.take_idle() {
+                if conn.reuse(encode) {
+                    break Phase::Head(conn);
+                }
+                found_closed = true;
+                self.pool.put_back(None);
+            } else if self.pool.open_one() {
+                let mut bytes = Vec::new();
+                encode(&mut bytes);
+                let dial = self.client.connect();
+                break Phase::Dialing(Box::pin(async move {
+                    let mut conn = dial.await?;
+                    conn.start(|w| *w = bytes);
+                    Ok(conn)
+                }));
+            } else {
+                // Never after a connection was dropped above: that one's room is free.
                 self.pool.wait(request);
                 self.free_a_lingering_connection();
                 return;
             }
-            Some(Some(mut conn)) => {
-                let head = request.head.as_deref().unwrap_or(&self.head);
-                let out = &request.out;
-                conn.start(|w| head.encode(request.method, &out.headers, &out.body, w));
-                Phase::Head(conn)
-            }
-            Some(None) => {
-                let head = request.head.as_deref().unwrap_or(&self.head);
-                let mut bytes = Vec::new();
-                head.encode(
-                    request.method,
-                    &request.out.headers,
-                    &request.out.body,
-                    &mut bytes,
-                );
-                let dial = self.client.connect();
-                Phase::Dialing(Box::pin(async move {
-                    let mut conn = dial.await?;
-                    conn.start(|w| *w = bytes);
-                    Ok(conn)
-                }))
-            }
         };
+        self.counters.reconnects_before_send += u64::from(found_closed);
         let exchange = request.exchange;
         // A single request's stream is closed to cancel it (2026-07-28), or to free its
         // connection for the requests behind it.
@@ -392,7 +393,9 @@ mod tests {
     use std::sync::atomic::Ordering::SeqCst;
 
     /// A keep-alive server that counts its connections and the requests it read; a request
-    /// whose body says `stall` gets the head and part of a body, then nothing more.
+    /// whose body says `stall` gets the head and part of a body, then nothing more; one that
+    /// says `last` is answered, then its connection closed; one that says `hang_up` is read,
+    /// then its connection closed unanswered.
     async fn counting_server() -> (Uri, Arc<AtomicUsize>, Arc<AtomicUsize>) {
         use crate::transport::wire_for_tests::read_request;
         use tokio::io::AsyncWriteExt;
@@ -411,8 +414,12 @@ mod tests {
                     let mut buf = Vec::new();
                     while let Some((_, body)) = read_request(&mut sock, &mut buf).await {
                         read.fetch_add(1, SeqCst);
+                        let says = |word: &[u8]| body.windows(word.len()).any(|w| w == word);
+                        if says(b"hang_up") {
+                            return;
+                        }
                         let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
-                        let stall = body.windows(5).any(|w| w == b"stall");
+                        let stall = says(b"stall");
                         let head = format!(
                             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
                             if stall { 1000 } else { answer.len() }
@@ -421,6 +428,9 @@ mod tests {
                         let _ = sock
                             .write_all(if stall { &answer[..10] } else { answer })
                             .await;
+                        if says(b"last") {
+                            return;
+                        }
                     }
                 });
             }
@@ -584,6 +594,68 @@ mod tests {
         }
         assert_eq!(accepted.load(seq), 2);
         assert_eq!(t.open_exchanges(), 0);
+    }
+
+    /// Issue #11, defect 1: a keep-alive connection the server closed while idle is found
+    /// closed before the next request is written, so that request goes out on a fresh
+    /// connection and is counted apart, not as a transport error.
+    #[tokio::test]
+    async fn a_request_whose_idle_connection_was_closed_goes_out_on_a_fresh_one() {
+        let (url, accepted, received) = counting_server().await;
+        let opts = HttpOptions::default();
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let last: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"last"}"#;
+        assert!(matches!(
+            exchange(&mut t, last).await,
+            Event::Closed { status: 200, .. }
+        ));
+        // The server's close arrives on its own time: look until it shows, within a bound.
+        let seen = async {
+            while t.pool.idle_reusable() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), seen)
+            .await
+            .expect("the server's close shows");
+        let ping: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        let ev = exchange(&mut t, ping).await;
+        assert!(matches!(ev, Event::Closed { status: 200, .. }), "{ev:?}");
+        assert_eq!((accepted.load(SeqCst), received.load(SeqCst)), (2, 2));
+        let mut c = Counters::default();
+        t.take_counters(&mut c);
+        assert_eq!(c.reconnects_before_send, 1);
+        assert_eq!(
+            t.pool.counts(),
+            (1, 1),
+            "the closed one is no longer counted"
+        );
+    }
+
+    /// Issue #11, defect 1: once a request is written, a connection that fails is the
+    /// request's end (a POST sent again could take effect twice).
+    #[tokio::test]
+    async fn a_request_written_before_its_connection_closed_is_not_sent_again() {
+        let (url, accepted, received) = counting_server().await;
+        let opts = HttpOptions::default();
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let ping: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+        assert!(matches!(
+            exchange(&mut t, ping).await,
+            Event::Closed { status: 200, .. }
+        ));
+        let hang_up: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"hang_up"}"#;
+        let ev = exchange(&mut t, hang_up).await;
+        assert!(matches!(ev, Event::Failed { .. }), "{ev:?}");
+        assert_eq!(
+            (accepted.load(SeqCst), received.load(SeqCst)),
+            (1, 2),
+            "read once, on the connection it was written to"
+        );
+        let mut c = Counters::default();
+        t.take_counters(&mut c);
+        assert_eq!(c.reconnects_before_send, 0);
+        assert_eq!(t.pool.counts(), (0, 0));
     }
 
     #[tokio::test]

@@ -24,19 +24,17 @@ impl Pool {
         }
     }
 
-    /// A connection for the next request: `Some(Some(_))` an idle one, `Some(None)` one to
-    /// open (counted from now), `None` none free.
-    pub(super) fn take(&mut self) -> Option<Option<Connection>> {
-        while let Some(mut conn) = self.idle.pop() {
-            if conn.reusable() {
-                return Some(Some(conn));
-            }
-            self.live -= 1;
-        }
-        (self.live < self.cap).then(|| {
-            self.live += 1;
-            None
-        })
+    /// The idle connection used last, if any: the caller checks that it can still serve
+    /// ([`Connection::reuse`]) and hands it back as gone (`put_back(None)`) if not.
+    pub(super) fn take_idle(&mut self) -> Option<Connection> {
+        self.idle.pop()
+    }
+
+    /// Counts one more connection (the caller opens it) if the pool has room for it.
+    pub(super) fn open_one(&mut self) -> bool {
+        let room = self.live < self.cap;
+        self.live += usize::from(room);
+        room
     }
 
     /// A connection is free again: idle and ready, or gone (`None`).
@@ -83,5 +81,11 @@ impl Pool {
     #[cfg(test)]
     pub(super) fn counts(&self) -> (usize, usize) {
         (self.live, self.idle.len())
+    }
+
+    /// Whether every idle connection could still take a request.
+    #[cfg(test)]
+    pub(super) fn idle_reusable(&mut self) -> bool {
+        self.idle.iter_mut().all(|c| c.reusable())
     }
 }
