@@ -13,7 +13,8 @@
 # open descriptors (/proc/PID/fd), how many of them are TCP sockets (the HTTP connection
 # pool, matched against /proc/PID/net/tcp*), CPU time (utime+stime, /proc/PID/stat).
 # Then it fits a least-squares line to each metric over time after the warm-up (the first
-# 10 % of the run, at least 30 s) and takes its growth over that window, with a 95 % band
+# 10 % of the run, at least 30 s) until the step's end (the report written after it is
+# printed apart) and takes its growth over that window, with a 95 % band
 # (2 standard errors). A metric TRENDS UP when even the band's low end passes its limit; it
 # is flat when the high end stays under; else the run was too short or noisy to tell (said,
 # not failed). The limits, and why:
@@ -136,7 +137,10 @@ def verdict(growth, se_growth, limit):
     return "flat" if growth + 2 * se_growth <= limit else "inconclusive (run longer)"
 
 warm = max(30.0, 0.1 * secs)
-steady = [r for r in rows if r[0] >= warm]
+# The step's time only: after it, mcpload writes its report (plots, report.html), a burst
+# that is no trend; its peak is printed apart.
+steady = [r for r in rows if warm <= r[0] <= secs]
+after = [r for r in rows if r[0] > secs]
 if len(steady) < 20:
     sys.exit(f"{transport}: {len(steady)} samples after the {warm:.0f}s warm-up; raise SECS")
 span = steady[-1][0] - steady[0][0]
@@ -148,6 +152,8 @@ results.append(verdict(b * span, se * span, limit))
 print(f"  RSS    mean {mean / 1024:.1f} MiB (min {min(r[1] for r in steady) / 1024:.1f}, "
       f"max {max(r[1] for r in steady) / 1024:.1f}); slope {b * 60:+.1f} KiB/min; growth "
       f"{b * span:+.0f} ± {2 * se * span:.0f} KiB, limit {limit:.0f}: {results[-1]}")
+if after:
+    print(f"  after the step (writing the report): peak RSS {max(r[1] for r in after) / 1024:.1f} MiB")
 b, se, mean = fit([(r[0], r[2] - r[3]) for r in steady])
 results.append(verdict(b * span, se * span, 2))
 print(f"  fds    not TCP: mean {mean:.1f} (min {min(r[2] - r[3] for r in steady)}, "

@@ -5,11 +5,11 @@
 use super::{ReportError, Reporter};
 use crate::engine::Second;
 use base64::Engine;
+use hdrhistogram::Histogram;
 use hdrhistogram::serialization::interval_log::{
     IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
 };
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
-use hdrhistogram::{AdditionError, Histogram};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -88,8 +88,12 @@ pub struct Interval {
     pub histogram: Histogram<u64>,
 }
 
-/// Reads every interval of `dir/latency.hlog`.
-pub fn read_hlog(dir: &Path) -> Result<Vec<Interval>, ReportError> {
+/// Reads the intervals of `dir/latency.hlog` in order, handing each to `each` and keeping
+/// none, so reading a long run's log takes the memory of one interval, not of the run.
+pub fn read_hlog(
+    dir: &Path,
+    mut each: impl FnMut(Interval) -> Result<(), ReportError>,
+) -> Result<(), ReportError> {
     let path = dir.join(super::LATENCY_HLOG);
     let bytes = fs::read(&path).map_err(|e| ReportError::io(&path, e))?;
     let bad = |msg: String| ReportError::Hlog {
@@ -97,7 +101,6 @@ pub fn read_hlog(dir: &Path) -> Result<Vec<Interval>, ReportError> {
         msg,
     };
     let mut deserializer = Deserializer::new();
-    let mut out = Vec::new();
     for entry in IntervalLogIterator::new(super::complete_lines(&bytes)) {
         let LogEntry::Interval(i) = entry.map_err(|e| bad(format!("{e:?}")))? else {
             continue;
@@ -108,7 +111,7 @@ pub fn read_hlog(dir: &Path) -> Result<Vec<Interval>, ReportError> {
         let histogram: Histogram<u64> = deserializer
             .deserialize(&mut raw.as_slice())
             .map_err(|e| bad(e.to_string()))?;
-        out.push(Interval {
+        each(Interval {
             step: i
                 .tag()
                 .and_then(|t| t.as_str().strip_prefix("step="))
@@ -116,25 +119,28 @@ pub fn read_hlog(dir: &Path) -> Result<Vec<Interval>, ReportError> {
             start_s: i.start_timestamp().as_secs_f64(),
             length_s: i.duration().as_secs_f64(),
             histogram,
-        });
+        })?;
     }
-    Ok(out)
+    Ok(())
 }
 
-/// Each step's latency histogram: the sum of its intervals. Fails only when an interval's
-/// values do not fit the first interval's bounds (a log that mcpload did not write).
-pub fn step_histograms(
-    intervals: &[Interval],
-) -> Result<BTreeMap<u32, Histogram<u64>>, AdditionError> {
+/// Each step's latency histogram: the sum of its intervals in `dir/latency.hlog`, read one
+/// at a time. Fails when an interval's values do not fit the first interval's bounds (a log
+/// that mcpload did not write).
+pub fn step_histograms(dir: &Path) -> Result<BTreeMap<u32, Histogram<u64>>, ReportError> {
     let mut out: BTreeMap<u32, Histogram<u64>> = BTreeMap::new();
-    for i in intervals {
-        let Some(step) = i.step else { continue };
+    read_hlog(dir, |i| {
+        let Some(step) = i.step else { return Ok(()) };
         match out.get_mut(&step) {
-            Some(h) => h.add(&i.histogram)?,
+            Some(h) => h.add(&i.histogram).map_err(|e| ReportError::Hlog {
+                path: dir.join(super::LATENCY_HLOG),
+                msg: e.to_string(),
+            }),
             None => {
-                out.insert(step, i.histogram.clone());
+                out.insert(step, i.histogram);
+                Ok(())
             }
         }
-    }
+    })?;
     Ok(out)
 }

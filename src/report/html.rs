@@ -6,7 +6,7 @@ use super::terminal::{
     callouts, error_codes, knee_facts, knee_sentence, ms, num, rps, status_phrase, step_list,
     usl_line,
 };
-use super::{ReportError, RunSummary, plots, read_hlog, read_timeseries, step_histograms};
+use super::{ReportError, RunSummary, plots, read_timeseries, step_histograms};
 use crate::analysis::pct;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use std::fs;
@@ -154,11 +154,7 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
 /// report.html around them.
 pub(super) fn write_report(dir: &Path, run: &RunSummary) -> Result<(), ReportError> {
     let rows = read_timeseries(dir)?;
-    let intervals = read_hlog(dir)?;
-    let hists = step_histograms(&intervals).map_err(|e| ReportError::Hlog {
-        path: dir.join(super::LATENCY_HLOG),
-        msg: e.to_string(),
-    })?;
+    let hists = step_histograms(dir)?;
     let plots = plots::all(run, &rows, &hists)?;
     for p in &plots {
         let path = dir.join(p.file);

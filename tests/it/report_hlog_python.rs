@@ -7,7 +7,7 @@ use crate::support::installed::installed;
 use crate::support::scratch::scratch;
 use crate::support::synthetic::{SECONDS_PER_STEP, synthetic_run};
 use mcpload::metrics::us_to_ms;
-use mcpload::report::{read_hlog, step_histograms};
+use mcpload::report::step_histograms;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -34,7 +34,7 @@ fn python_hdrh_reads_the_same_histograms() {
     let py: Value = serde_json::from_slice(&out.stdout).expect("JSON from read_hlog.py");
     assert_eq!(py["_start_time_sec"], 1_800_000_000.0);
 
-    let hists = step_histograms(&read_hlog(&dir).unwrap()).unwrap();
+    let hists = step_histograms(&dir).unwrap();
     assert_eq!(done.summary.steps.len(), 6);
     let mut second = 0u64;
     for rec in &done.summary.steps {
