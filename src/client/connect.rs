@@ -10,8 +10,8 @@ use super::{
 use crate::jsonrpc::Id;
 use crate::protocol::codes;
 use crate::transport::{
-    AnyTransport, CancelStyle, Event, HttpClient, HttpOptions, HttpTransport, LegacyInit,
-    McpHeaders, Outgoing, StdioTransport, Transport,
+    AnswerBudget, AnyTransport, CancelStyle, Event, HttpClient, HttpOptions, HttpTransport,
+    LegacyInit, McpHeaders, Outgoing, StdioTransport, Transport,
 };
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Uri};
@@ -97,6 +97,7 @@ impl Connector {
                     pool_size: opts.pool_size,
                     headers: parsed,
                     max_message_bytes: opts.max_message_bytes,
+                    answer_budget: AnswerBudget::new(opts.max_answer_memory),
                     connect_timeout: opts.connect_timeout,
                     exchange_timeout: opts.exchange_timeout,
                 };

@@ -23,7 +23,9 @@ pub use connect::{Connected, Connector};
 pub use ops::{Operation, client_info, header_value, modern_meta};
 
 pub use crate::protocol::{Era, ProtocolChoice, Revision};
-use crate::transport::{DEFAULT_CONNECT_TIMEOUT, StdioOptions, TransportError};
+use crate::transport::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ANSWER_MEMORY, StdioOptions, TransportError,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -104,6 +106,9 @@ pub struct ConnectOptions {
     pub transports: usize,
     /// Largest JSON text accepted (body, SSE event, stdio line).
     pub max_message_bytes: usize,
+    /// HTTP: the most bytes the answers being read may hold at once, over every transport
+    /// the connector makes (docs/metrics.md, "answer bytes in flight").
+    pub max_answer_memory: usize,
     /// Bound on each handshake / discovery / listing step.
     pub handshake_timeout: Duration,
     /// HTTP: bound on opening each connection (TCP, and TLS for `https://`), the
@@ -124,6 +129,7 @@ impl Default for ConnectOptions {
             pool_size: 64,
             transports: 1,
             max_message_bytes: 16 << 20,
+            max_answer_memory: DEFAULT_MAX_ANSWER_MEMORY,
             handshake_timeout: Duration::from_secs(15),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             exchange_timeout: None,

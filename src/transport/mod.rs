@@ -1,6 +1,7 @@
 //! Moving JSON-RPC bytes to and from a server: one [`Transport`] trait, one module per
 //! transport (Streamable HTTP in `http`, a child process in `stdio`), the incremental SSE
-//! parser in `sse`. A transport reports transport facts as [`Event`]s; the correlator's
+//! parser in `sse`, the answer budget every HTTP answer being read is charged to in `budget`.
+//! A transport reports transport facts as [`Event`]s; the correlator's
 //! `Ledger` turns them into the counts of docs/metrics.md.
 //!
 //! # How a worker drives a transport
@@ -24,10 +25,12 @@
 //! Every [`Event::Message`] carries the instant its bytes were parsed off the wire, so the
 //! latency does not include the time the worker took to look at it.
 
+pub mod budget;
 mod http;
 pub mod sse;
 mod stdio;
 
+pub use budget::{AnswerBudget, DEFAULT_MAX_ANSWER_MEMORY};
 /// The HTTP/1.1 fuzz target's entry point (built with `--cfg fuzzing` only).
 #[cfg(fuzzing)]
 pub use http::read_scripted_answer;

@@ -4,44 +4,84 @@
 //! Chunks may split lines, `CRLF` pairs and UTF-8 sequences anywhere. Lines end with CRLF, LF
 //! or CR (a leading byte order mark is dropped, even split across chunks); `:` lines are
 //! comments; `event:`, `id:` and `retry:` are read and not needed for
-//! pairing (`retry:` is kept for the record); several `data:` lines join with `\n`. An event
+//! pairing (`retry:` is kept for the record); several `data:` lines join with `\n`. Only an
+//! event's data is held: a line's field name is read as it comes, a `data` value goes
+//! straight into the event's data, and every other byte is counted and dropped. An event
 //! whose data is empty (the priming event of 2025-11-25) is skipped, as the standard says. An
-//! event larger than the bound is dropped and reported once as [`SseEvent::Oversized`]; an
-//! event cut off by the end of the stream is reported by [`SseParser::finish`].
+//! event larger than the bound (its data and the line being read), or whose data the answer
+//! budget refuses, is dropped and reported once as [`SseEvent::Oversized`]; an event cut off
+//! by the end of the stream is reported by [`SseParser::finish`].
 
-use bytes::{Bytes, BytesMut};
+use crate::transport::budget::{AnswerBudget, AnswerBuf};
+use bytes::Bytes;
+use std::task::Waker;
 
 /// The UTF-8 byte order mark a stream may open with.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// `SseParser::bom_matched` once the stream is past its first bytes.
 const BOM_DECIDED: usize = usize::MAX;
+/// The longest field name that matters (`retry`); a longer one names a field not read.
+const NAME_MAX: usize = 5;
+/// The longest `retry:` value read (a u64 has 20 digits); a longer one is not a number.
+const RETRY_MAX: usize = 20;
 
 /// One complete event off the stream.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SseEvent {
     /// The event's data (non-empty): one JSON-RPC message, or bytes that claim to be one.
     Data(Bytes),
-    /// An event (or a line) longer than the bound; its bytes were discarded.
+    /// An event (or a line) longer than the bound, or refused by the answer budget; its
+    /// bytes were discarded.
     Oversized,
 }
 
-/// The incremental parser. Feed it chunks as they come; it never buffers more than about
-/// `max_event_bytes` (plus one chunk).
+/// The fields a line can set that matter here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Data,
+    Retry,
+    /// A comment, `event`, `id`, or a field the standard does not know.
+    Ignored,
+}
+
+/// Where the line being read is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    /// In the field name (up to the first colon).
+    Name,
+    /// Just past the colon: a single space here is dropped.
+    Colon(Field),
+    Value(Field),
+}
+
+/// The incremental parser. Feed it chunks as they come; it holds no more than the data of
+/// the event being read, at most `max_event_bytes`.
 #[derive(Debug)]
 pub struct SseParser {
-    /// Bytes of a line not yet terminated.
-    line: BytesMut,
     /// The data of the event being read, lines joined with `\n`.
-    data: BytesMut,
-    /// A `data:` line was seen since the last dispatch (even an empty one).
+    data: AnswerBuf,
+    /// A `data` line was seen since the last dispatch (even an empty one).
     has_data: bool,
     /// The previous chunk ended with CR: a leading LF of the next chunk belongs to it.
     after_cr: bool,
     /// The current event went over the bound: skip until its end.
     discarding: bool,
+    at: At,
+    /// The first bytes of the field name being read, and how many it has (counted up to
+    /// one past [`NAME_MAX`]).
+    name: [u8; NAME_MAX],
+    name_len: usize,
+    /// The `retry:` value being read, and how many bytes it has (up to one past the most).
+    retry: [u8; RETRY_MAX],
+    retry_len: usize,
+    /// Bytes of the line being read that are not held in `data` (name, colon, other values).
+    line_len: usize,
     /// The line being read has at least one byte (kept while discarding, so the end of an
     /// oversized line is not taken for a blank line).
     line_nonempty: bool,
+    /// The line being read has a byte other than ASCII whitespace: cut off, it is a
+    /// truncated event.
+    line_visible: bool,
     /// How many bytes of a leading UTF-8 byte order mark the stream has opened with so far
     /// (they are dropped when it completes), or [`BOM_DECIDED`] once the stream is past it.
     bom_matched: usize,
@@ -50,16 +90,29 @@ pub struct SseParser {
 }
 
 impl SseParser {
+    /// A parser whose events hold at most `max_event_bytes`.
     pub fn new(max_event_bytes: usize) -> Self {
+        Self::with_budget(max_event_bytes, None)
+    }
+
+    /// A parser whose event data is also charged to `budget`.
+    pub fn with_budget(max_event_bytes: usize, budget: Option<AnswerBudget>) -> Self {
+        let max_event_bytes = max_event_bytes.max(1);
         SseParser {
-            line: BytesMut::new(),
-            data: BytesMut::new(),
+            data: AnswerBuf::new(max_event_bytes, budget),
             has_data: false,
             after_cr: false,
             discarding: false,
+            at: At::Name,
+            name: [0; NAME_MAX],
+            name_len: 0,
+            retry: [0; RETRY_MAX],
+            retry_len: 0,
+            line_len: 0,
             line_nonempty: false,
+            line_visible: false,
             bom_matched: 0,
-            max_event_bytes: max_event_bytes.max(1),
+            max_event_bytes,
             retry_ms: None,
         }
     }
@@ -67,6 +120,17 @@ impl SseParser {
     /// The last `retry:` value the server sent, in milliseconds.
     pub fn retry_ms(&self) -> Option<u64> {
         self.retry_ms
+    }
+
+    /// Whether the answer budget picked the event being read to fail.
+    pub fn picked(&self) -> bool {
+        self.data.picked()
+    }
+
+    /// Has `waker` woken when the answer budget picks the event being read; returns whether
+    /// it was picked already.
+    pub fn watch(&self, waker: &Waker) -> bool {
+        self.data.watch(waker)
     }
 
     /// Parses one chunk, calling `out` for every event it completes.
@@ -105,7 +169,7 @@ impl SseParser {
             match memchr::memchr2(b'\n', b'\r', chunk) {
                 Some(i) => {
                     let end = chunk[i];
-                    self.push_line_bytes(&chunk[..i], out);
+                    self.line_bytes(&chunk[..i], out);
                     self.end_line(out);
                     chunk = &chunk[i + 1..];
                     if end == b'\r' {
@@ -117,7 +181,7 @@ impl SseParser {
                     }
                 }
                 None => {
-                    self.push_line_bytes(chunk, out);
+                    self.line_bytes(chunk, out);
                     break;
                 }
             }
@@ -128,69 +192,133 @@ impl SseParser {
     /// never got its terminating blank line); its bytes are discarded, as the standard says.
     pub fn finish(&mut self) -> bool {
         let held_back = self.bom_matched != BOM_DECIDED && self.bom_matched > 0;
-        let cut = held_back || self.has_data || self.line.iter().any(|b| !b.is_ascii_whitespace());
-        self.line.clear();
+        let cut = held_back || self.has_data || self.line_visible;
         self.data.clear();
         self.has_data = false;
         self.discarding = false;
-        self.line_nonempty = false;
+        self.new_line();
         cut
     }
 
-    fn push_line_bytes(&mut self, bytes: &[u8], out: &mut impl FnMut(SseEvent)) {
-        self.line_nonempty |= !bytes.is_empty();
+    /// Reads bytes of a line (no line end among them).
+    fn line_bytes(&mut self, mut bytes: &[u8], out: &mut impl FnMut(SseEvent)) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.line_nonempty = true;
         if self.discarding {
             return;
         }
-        if self.line.len() + bytes.len() + self.data.len() > self.max_event_bytes {
-            self.start_discarding(out);
-            return;
+        if !self.line_visible {
+            self.line_visible = bytes.iter().any(|b| !b.is_ascii_whitespace());
         }
-        self.line.extend_from_slice(bytes);
+        while !bytes.is_empty() {
+            let fits = match self.at {
+                At::Name => {
+                    let (name, rest, colon) = match memchr::memchr(b':', bytes) {
+                        Some(c) => (&bytes[..c], &bytes[c + 1..], true),
+                        None => (bytes, &b""[..], false),
+                    };
+                    self.keep_name(name);
+                    self.line_len += name.len() + usize::from(colon);
+                    if colon {
+                        self.at = At::Colon(self.field());
+                    }
+                    bytes = rest;
+                    true
+                }
+                At::Colon(field) => {
+                    if bytes[0] == b' ' {
+                        self.line_len += 1;
+                        bytes = &bytes[1..];
+                    }
+                    self.at = At::Value(field);
+                    field != Field::Data || self.start_data()
+                }
+                At::Value(Field::Data) => {
+                    let value = std::mem::take(&mut bytes);
+                    self.data.len() + value.len() + self.line_len <= self.max_event_bytes
+                        && self.data.extend(value).is_ok()
+                }
+                At::Value(field) => {
+                    let value = std::mem::take(&mut bytes);
+                    if field == Field::Retry {
+                        let keep = value.len().min(RETRY_MAX - self.retry_len.min(RETRY_MAX));
+                        let at = self.retry_len.min(RETRY_MAX);
+                        self.retry[at..at + keep].copy_from_slice(&value[..keep]);
+                        self.retry_len = (self.retry_len + value.len()).min(RETRY_MAX + 1);
+                    }
+                    self.line_len += value.len();
+                    true
+                }
+            };
+            if !fits || self.data.len() + self.line_len > self.max_event_bytes {
+                return self.start_discarding(out);
+            }
+        }
+    }
+
+    /// Keeps the first bytes of the field name.
+    fn keep_name(&mut self, bytes: &[u8]) {
+        let at = self.name_len.min(NAME_MAX);
+        let keep = bytes.len().min(NAME_MAX - at);
+        self.name[at..at + keep].copy_from_slice(&bytes[..keep]);
+        self.name_len = (self.name_len + bytes.len()).min(NAME_MAX + 1);
+    }
+
+    /// The field the name read so far names.
+    fn field(&self) -> Field {
+        match self.name.get(..self.name_len) {
+            Some(b"data") => Field::Data,
+            Some(b"retry") => Field::Retry,
+            _ => Field::Ignored,
+        }
+    }
+
+    /// A `data` line's value begins: it joins the data before it with `\n`. False when that
+    /// is refused (bound or budget).
+    fn start_data(&mut self) -> bool {
+        if !std::mem::replace(&mut self.has_data, true) {
+            return true;
+        }
+        self.data.len() + 1 + self.line_len <= self.max_event_bytes
+            && self.data.extend(b"\n").is_ok()
     }
 
     fn start_discarding(&mut self, out: &mut impl FnMut(SseEvent)) {
         self.discarding = true;
-        self.line.clear();
         self.data.clear();
         self.has_data = false;
+        self.line_visible = false;
         out(SseEvent::Oversized);
     }
 
+    /// Forgets the line read (its end was reached).
+    fn new_line(&mut self) {
+        self.at = At::Name;
+        self.name_len = 0;
+        self.retry_len = 0;
+        self.line_len = 0;
+        self.line_nonempty = false;
+        self.line_visible = false;
+    }
+
     fn end_line(&mut self, out: &mut impl FnMut(SseEvent)) {
-        let line = self.line.split();
-        if !std::mem::take(&mut self.line_nonempty) {
-            self.dispatch(out);
-            return;
+        let (at, field, nonempty) = (self.at, self.field(), self.line_nonempty);
+        if at == At::Value(Field::Retry) && self.retry_len <= RETRY_MAX {
+            let value = std::str::from_utf8(&self.retry[..self.retry_len]).ok();
+            if let Some(ms) = value.and_then(|v| v.parse::<u64>().ok()) {
+                self.retry_ms = Some(ms);
+            }
         }
-        if self.discarding || line[0] == b':' {
-            return;
+        self.new_line();
+        if !nonempty {
+            return self.dispatch(out);
         }
-        let (field, value) = match memchr::memchr(b':', &line) {
-            Some(c) => {
-                let v = &line[c + 1..];
-                (&line[..c], v.strip_prefix(b" ").unwrap_or(v))
-            }
-            None => (&line[..], &b""[..]),
-        };
-        match field {
-            b"data" => {
-                if self.has_data {
-                    self.data.extend_from_slice(b"\n");
-                }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
-            }
-            b"retry" => {
-                if let Some(ms) = std::str::from_utf8(value)
-                    .ok()
-                    .and_then(|s| s.parse::<u64>().ok())
-                {
-                    self.retry_ms = Some(ms);
-                }
-            }
-            // `event`, `id` and unknown fields do not affect pairing.
-            _ => {}
+        // A `data` line with no value adds an empty line to the data.
+        let empty_data = at == At::Colon(Field::Data) || (at == At::Name && field == Field::Data);
+        if !self.discarding && empty_data && !self.start_data() {
+            self.start_discarding(out);
         }
     }
 
@@ -200,9 +328,10 @@ impl SseParser {
             return;
         }
         self.has_data = false;
-        let data = self.data.split().freeze();
-        if !data.is_empty() {
-            out(SseEvent::Data(data));
+        if self.data.is_empty() {
+            self.data.clear();
+        } else {
+            out(SseEvent::Data(self.data.take()));
         }
     }
 }
@@ -316,12 +445,67 @@ mod tests {
     }
 
     #[test]
+    fn fields_and_retry_split_anywhere() {
+        let body: &[u8] = b"retry: 1500\nid: 7\ndata:x\ndata\n\n";
+        for cut_at in 0..=body.len() {
+            let mut p = SseParser::new(64);
+            let mut v = Vec::new();
+            p.feed(&body[..cut_at], |e| v.push(e));
+            p.feed(&body[cut_at..], |e| v.push(e));
+            assert_eq!(v, vec![data("x\n")], "split at {cut_at}");
+            assert_eq!(p.retry_ms(), Some(1500), "split at {cut_at}");
+        }
+        let (ev, _) = parse_chunks(
+            &[b"retryx: 9\ndatax: y\nretry: 99999999999999999999999\n\n"],
+            64,
+        );
+        assert!(ev.is_empty(), "longer names are other fields");
+    }
+
+    #[test]
+    fn a_huge_event_holds_what_arrived_and_never_past_the_bound() {
+        let max = 64 << 10;
+        let mut p = SseParser::new(max);
+        let mut events = Vec::new();
+        p.feed(b"data: ", |e| events.push(e));
+        p.feed(&[b'x'; 1000], |e| events.push(e));
+        assert_eq!(
+            p.data.capacity(),
+            1000,
+            "nothing reserved ahead of the bytes"
+        );
+        for _ in 0..100 {
+            p.feed(&[b'x'; 1000], |e| events.push(e));
+            assert!(p.data.capacity() <= max, "{}", p.data.capacity());
+        }
+        assert_eq!(events, vec![SseEvent::Oversized]);
+        assert_eq!(
+            p.data.capacity(),
+            0,
+            "the oversized event's bytes are dropped"
+        );
+    }
+
+    #[test]
+    fn an_event_the_answer_budget_refuses_is_oversized() {
+        let budget = AnswerBudget::new(4096);
+        let mut p = SseParser::with_budget(1 << 20, Some(budget.clone()));
+        let mut ev = Vec::new();
+        p.feed(b"data: {\"id\":1}\n\ndata: ", |e| ev.push(e));
+        p.feed(&[b'x'; 8192], |e| ev.push(e));
+        assert_eq!(budget.in_flight(), 0, "given back at once");
+        p.feed(b"\n\ndata: 2\n\n", |e| ev.push(e));
+        assert_eq!(ev, vec![data("{\"id\":1}"), SseEvent::Oversized, data("2")]);
+        assert_eq!(budget.in_flight(), 0);
+    }
+
+    #[test]
     fn memory_stays_bounded_on_an_endless_line() {
         let mut p = SseParser::new(1000);
         let mut n = 0;
         for _ in 0..10_000 {
             p.feed(&[b'y'; 100], |_| n += 1);
-            assert!(p.line.capacity() <= 4096);
+            assert_eq!(p.data.capacity(), 0, "only data is held");
         }
         assert_eq!(n, 1);
     }

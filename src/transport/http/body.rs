@@ -1,11 +1,13 @@
 //! Answer bodies: how their end is known (Content-Length, chunked coding, the connection's
 //! end) and how their bytes become JSON texts (one JSON body, or SSE events via
-//! `transport::sse`), within the size bound.
+//! `transport::sse`), within the size bound and the answer budget.
 
 use super::connection::{MAX_HEAD, malformed};
+use crate::transport::budget::{AnswerBudget, AnswerBuf};
 use crate::transport::sse::{SseEvent, SseParser};
 use crate::transport::{BodyKind, TransportError, Unreadable};
 use bytes::{Buf, Bytes, BytesMut};
+use std::task::Waker;
 use std::time::Instant;
 
 /// Longest chunk-size line accepted (extensions included).
@@ -17,24 +19,35 @@ pub(super) enum Piece {
     Unreadable(Instant, Unreadable),
 }
 
-/// Turns body chunks into JSON texts according to the content type, within the size bound.
+/// Turns body chunks into JSON texts according to the content type, within the size bound
+/// and the answer budget: what is held of a JSON body (from its first byte that is not
+/// whitespace) or of an SSE event grows with what arrives and is charged to the budget.
 pub(super) struct BodyReader {
-    pub(super) kind: BodyKind,
+    kind: BodyKind,
     /// Boxed: a JSON body's reader (most answers) stays small enough to move inline.
-    pub(super) sse: Option<Box<SseParser>>,
-    pub(super) json: BytesMut,
-    pub(super) seen: usize,
-    pub(super) max: usize,
-    pub(super) last_at: Option<Instant>,
+    sse: Option<Box<SseParser>>,
+    json: AnswerBuf,
+    seen: usize,
+    max: usize,
+    last_at: Option<Instant>,
 }
 
 impl BodyReader {
-    /// A reader for a body of the kind its `Content-Type` announced.
-    pub(super) fn new(kind: BodyKind, max: usize) -> Self {
+    /// A reader for a body of the kind its `Content-Type` announced, charging what it holds
+    /// to `budget`.
+    pub(super) fn new(kind: BodyKind, max: usize, budget: Option<AnswerBudget>) -> Self {
+        let (sse, json) = match kind {
+            BodyKind::Sse => (
+                Some(Box::new(SseParser::with_budget(max, budget))),
+                AnswerBuf::new(max, None),
+            ),
+            BodyKind::Json => (None, AnswerBuf::new(max, budget)),
+            _ => (None, AnswerBuf::new(max, None)),
+        };
         BodyReader {
             kind,
-            sse: (kind == BodyKind::Sse).then(|| Box::new(SseParser::new(max))),
-            json: BytesMut::new(),
+            sse,
+            json,
             seen: 0,
             max,
             last_at: None,
@@ -67,8 +80,8 @@ impl BodyReader {
     }
 
     /// Feeds one chunk. Returns false when the rest of the body is not worth reading (a
-    /// JSON or unknown body past the bound, an SSE event past it): the caller drops the
-    /// connection.
+    /// JSON or unknown body past the bound, an SSE event past it, an answer the budget
+    /// refused): the caller drops the connection.
     pub(super) fn feed(&mut self, chunk: &[u8], at: Instant, out: &mut impl FnMut(Piece)) -> bool {
         self.seen += chunk.len();
         self.last_at = Some(at);
@@ -90,21 +103,57 @@ impl BodyReader {
                 self.too_large(at, out);
                 false
             }
-            None => {
-                if self.kind == BodyKind::Json {
-                    self.json.extend_from_slice(chunk);
+            None if self.kind == BodyKind::Json => {
+                // Whitespace before the JSON text is counted, never held.
+                let text = if self.json.is_empty() {
+                    chunk.trim_ascii_start()
+                } else {
+                    chunk
+                };
+                if text.is_empty() || self.json.extend(text).is_ok() {
+                    return true;
                 }
-                true
+                self.too_large(at, out);
+                false
             }
+            None => true,
         }
     }
 
-    /// A JSON or unknown body past the bound: what came is dropped; a JSON one is reported.
+    /// A JSON or unknown body past the bound (or refused by the budget): what came is
+    /// dropped; a JSON one is reported.
     fn too_large(&mut self, at: Instant, out: &mut impl FnMut(Piece)) {
-        self.json = BytesMut::new();
+        self.json.clear();
         if self.kind == BodyKind::Json {
             out(Piece::Unreadable(at, Unreadable::TooLarge));
         }
+    }
+
+    /// Whether the answer budget picked this answer to fail (see [`BodyReader::give_up`]).
+    pub(super) fn picked(&self) -> bool {
+        match &self.sse {
+            Some(p) => p.picked(),
+            None => self.json.picked(),
+        }
+    }
+
+    /// Has `waker` woken when the answer budget picks this answer; returns whether it was
+    /// picked already.
+    pub(super) fn watch(&self, waker: &Waker) -> bool {
+        match &self.sse {
+            Some(p) => p.watch(waker),
+            None => self.json.watch(waker),
+        }
+    }
+
+    /// The answer budget picked this answer: it ends as oversized, what it held dropped; the
+    /// caller drops the connection.
+    pub(super) fn give_up(&mut self, at: Instant, out: &mut impl FnMut(Piece)) {
+        self.json.clear();
+        if let Some(p) = &mut self.sse {
+            p.finish();
+        }
+        out(Piece::Unreadable(at, Unreadable::TooLarge));
     }
 
     /// The body broke off (a framing or transport failure): what came of a JSON body is
@@ -129,11 +178,8 @@ impl BodyReader {
             }
             return;
         }
-        if self.kind == BodyKind::Json && !self.json.is_empty() {
-            let body = self.json.split().freeze();
-            if body.iter().any(|b| !b.is_ascii_whitespace()) {
-                out(Piece::Message(self.last_at.unwrap_or(at), body));
-            }
+        if !self.json.is_empty() {
+            out(Piece::Message(self.last_at.unwrap_or(at), self.json.take()));
         } else if self.kind == BodyKind::Other && self.seen > 0 && other_is_unreadable {
             out(Piece::Unreadable(at, Unreadable::UnexpectedContentType));
         }
@@ -244,7 +290,7 @@ mod tests {
     use super::*;
 
     fn pieces(ct: &str, chunks: &[&[u8]], max: usize, status: u16) -> (Vec<String>, BodyKind) {
-        let mut r = BodyReader::new(content_kind(Some(ct.as_bytes())), max);
+        let mut r = BodyReader::new(content_kind(Some(ct.as_bytes())), max, None);
         let mut out = Vec::new();
         let mut sink = |p: Piece| {
             out.push(match p {
@@ -285,10 +331,10 @@ mod tests {
     fn bodies_past_the_bound_are_not_read_on() {
         let now = Instant::now();
         let mut out = Vec::new();
-        let mut json = BodyReader::new(BodyKind::Json, 64);
+        let mut json = BodyReader::new(BodyKind::Json, 64, None);
         assert!(json.announced(64, now, &mut |_| out.push("")));
         assert!(!json.announced(65, now, &mut |_| out.push("json")));
-        let mut sse = BodyReader::new(BodyKind::Sse, 64);
+        let mut sse = BodyReader::new(BodyKind::Sse, 64, None);
         assert!(
             sse.announced(1 << 30, now, &mut |_| out.push("")),
             "SSE events are bounded one by one"
@@ -299,7 +345,7 @@ mod tests {
 
     #[test]
     fn a_json_body_that_breaks_off_is_not_parsed() {
-        let mut r = BodyReader::new(BodyKind::Json, 64);
+        let mut r = BodyReader::new(BodyKind::Json, 64, None);
         let mut out = 0;
         let now = Instant::now();
         assert!(r.feed(b"{\"id\":1,\"res", now, &mut |_| out += 1));

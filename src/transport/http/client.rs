@@ -4,6 +4,7 @@
 
 use super::connection::{Connection, Tls};
 use crate::protocol::headers;
+use crate::transport::budget::AnswerBudget;
 use crate::transport::{McpHeaders, TransportError};
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
@@ -38,6 +39,9 @@ pub struct HttpOptions {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// Largest JSON body or SSE event accepted; a larger one is dropped and counted.
     pub max_message_bytes: usize,
+    /// What answers being read may hold at once, shared by every transport given these
+    /// options (or a clone of them); at the budget the largest one fails as oversized.
+    pub answer_budget: AnswerBudget,
     /// Bound on opening a connection: TCP, and TLS for `https://`. A connect that takes
     /// longer fails its request, naming the part that did not finish.
     pub connect_timeout: Duration,
@@ -51,6 +55,7 @@ impl Default for HttpOptions {
             pool_size: 64,
             headers: Vec::new(),
             max_message_bytes: 16 << 20,
+            answer_budget: AnswerBudget::default(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             exchange_timeout: None,
         }

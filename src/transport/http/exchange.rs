@@ -9,6 +9,7 @@ use super::body::{BodyReader, Piece};
 use super::client::{Method, RequestHead};
 use super::connection::{Connection, Head};
 use crate::jsonrpc::Id;
+use crate::transport::budget::AnswerBudget;
 use crate::transport::{BodyKind, Event, ExchangeId, Outgoing, TransportError, Unreadable};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -159,6 +160,8 @@ pub(super) struct Exchange {
     /// The session generation it was sent in.
     generation: u64,
     max: usize,
+    /// What its answer's reader charges (none: nothing); taken by the reader when the head comes.
+    budget: Option<AnswerBudget>,
     owed: Owed,
     /// The id its stream is closed under to cancel it, if it is.
     closable: Option<Id>,
@@ -171,6 +174,7 @@ impl Exchange {
         phase: Phase,
         generation: u64,
         max: usize,
+        budget: Option<AnswerBudget>,
         closable: Option<Id>,
     ) -> Self {
         let sink = if request.whole {
@@ -199,6 +203,7 @@ impl Exchange {
                 .map(|t| Box::pin(tokio::time::sleep_until(request.since + t))),
             generation,
             max,
+            budget,
             owed: Owed::Lost,
             closable,
         }
@@ -223,7 +228,7 @@ impl Exchange {
 
     /// The answer's head came: the body is read next.
     fn on_head(&mut self, head: Head, conn: Connection) {
-        let mut reader = BodyReader::new(head.kind, self.max);
+        let mut reader = BodyReader::new(head.kind, self.max, self.budget.take());
         let status = head.status;
         let sink = &mut self.sink;
         let worth_reading = head
@@ -316,16 +321,26 @@ impl Exchange {
                 } => {
                     let status = *status;
                     let sink = &mut self.sink;
+                    if reader.picked() {
+                        // The answer budget is spent and this is the largest answer read.
+                        reader.give_up(Instant::now(), &mut |p| sink.piece(p, status));
+                        self.abandon_body();
+                        continue;
+                    }
                     let mut more = true;
                     let mut feed = |chunk: &[u8]| {
                         more = reader.feed(chunk, Instant::now(), &mut |p| sink.piece(p, status));
                     };
-                    match std::task::ready!(conn.poll_body(cx, &mut feed)) {
-                        Err(e) => self.fail(e, true),
-                        Ok(false) => self.on_body_end(),
-                        // A body or an SSE event past the bound: the rest is not read.
-                        Ok(true) if !more => self.abandon_body(),
-                        Ok(true) => {}
+                    match conn.poll_body(cx, &mut feed) {
+                        // Woken when more comes, or when the budget picks this answer.
+                        Poll::Pending if reader.watch(cx.waker()) => {}
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Err(e)) => self.fail(e, true),
+                        Poll::Ready(Ok(false)) => self.on_body_end(),
+                        // A body or an SSE event past the bound, or refused by the budget:
+                        // the rest is not read.
+                        Poll::Ready(Ok(true)) if !more => self.abandon_body(),
+                        Poll::Ready(Ok(true)) => {}
                     }
                 }
             }

@@ -28,6 +28,7 @@ pub use scripted::read_answer as read_scripted_answer;
 pub use session::LegacyInit;
 pub use side::Reply;
 
+use super::budget::AnswerBudget;
 use super::{
     CancelStyle, Cancelled, Event, ExchangeId, Outgoing, Transport, TransportCounters,
     cancel_notification,
@@ -54,6 +55,7 @@ pub struct HttpTransport {
     /// The head every request starts with (version and session included).
     head: RequestHead,
     max_message_bytes: usize,
+    answer_budget: AnswerBudget,
     exchange_timeout: Option<Duration>,
     protocol_version: Option<HeaderValue>,
     session: Option<HeaderValue>,
@@ -96,6 +98,7 @@ impl HttpTransport {
             head: RequestHead::new(&client, None, None),
             client,
             max_message_bytes: opts.max_message_bytes,
+            answer_budget: opts.answer_budget.clone(),
             exchange_timeout: opts.exchange_timeout,
             protocol_version: None,
             session: None,
@@ -204,6 +207,7 @@ impl HttpTransport {
             phase,
             self.generation,
             self.max_message_bytes,
+            Some(self.answer_budget.clone()),
             closable.clone(),
         ));
         let flow = if let Some(id) = closable {
@@ -928,5 +932,102 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((reply.status, reply.messages.len()), (200, 1));
+    }
+
+    #[tokio::test]
+    async fn at_the_answer_budget_the_largest_answer_being_read_fails_and_frees_its_bytes() {
+        use crate::transport::Unreadable;
+        use crate::transport::wire_for_tests::read_request;
+        use tokio::io::AsyncWriteExt;
+        // Call 1 gets 600 000 bytes of a longer body, then nothing; call 2 a whole answer of
+        // 700 000 bytes. Together they pass a budget of 1 MiB while call 2 is read.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let Some((_, body)) = read_request(&mut sock, &mut buf).await else {
+                        return;
+                    };
+                    let first = body.windows(6).any(|w| w == b"\"id\":1");
+                    let (id, text, length) = if first {
+                        (1, 600_000, 2_000_000)
+                    } else {
+                        (2, 700_000, 0)
+                    };
+                    let mut answer =
+                        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"text":""#).into_bytes();
+                    answer.resize(answer.len() + text, b'x');
+                    answer.extend_from_slice(b"\"}}");
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        if first { length } else { answer.len() }
+                    );
+                    let sent = if first { &answer[..text] } else { &answer[..] };
+                    let _ = sock.write_all(head.as_bytes()).await;
+                    let _ = sock.write_all(sent).await;
+                    // Call 1's answer never ends: wait for the client to hang up.
+                    let _ = read_request(&mut sock, &mut buf).await;
+                });
+            }
+        });
+        let budget = AnswerBudget::new(1 << 20);
+        let opts = HttpOptions {
+            answer_budget: budget.clone(),
+            ..HttpOptions::default()
+        };
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let call = |id: i64| {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            Outgoing::single(Bytes::from(body), Some(Id::Num(id)), McpHeaders::default())
+        };
+        let stalled = t.send(call(1));
+        // Drive the transport until call 1's 600 000 bytes are held.
+        let held = async {
+            while budget.in_flight() < 600_000 {
+                let _ = tokio::time::timeout(Duration::from_millis(20), t.next_event()).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), held)
+            .await
+            .expect("call 1's bytes arrive");
+        let whole = t.send(call(2));
+        let mut ends = Vec::new();
+        while ends.len() < 4 {
+            let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+                .await
+                .expect("both calls end");
+            ends.push(match ev {
+                Event::Message {
+                    exchange, bytes, ..
+                } => (exchange, format!("{} bytes", bytes.len())),
+                Event::Unreadable {
+                    exchange,
+                    why: Unreadable::TooLarge,
+                    ..
+                } => (exchange, "oversized".into()),
+                Event::Closed { exchange, ids, .. } => (Some(exchange), format!("closed {ids:?}")),
+                other => panic!("{other:?}"),
+            });
+        }
+        ends.sort_by_key(|(ex, _)| ex.map(|e| e.0));
+        assert_eq!(
+            ends,
+            [
+                (Some(stalled), "oversized".into()),
+                (Some(stalled), format!("closed {:?}", [Id::Num(1)])),
+                (Some(whole), "700045 bytes".into()),
+                (Some(whole), format!("closed {:?}", [Id::Num(2)])),
+            ]
+        );
+        assert_eq!(budget.in_flight(), 0, "every byte charged was given back");
+        assert_eq!(
+            t.pool.counts().0,
+            1,
+            "the failed answer's connection is closed, the other kept"
+        );
     }
 }

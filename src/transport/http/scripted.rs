@@ -30,7 +30,7 @@ pub fn read_answer(reads: Vec<Vec<u8>>, max: usize) -> Vec<String> {
         McpHeaders::default(),
     );
     let request = Request::load(ExchangeId(0), out, None, tokio::time::Instant::now());
-    let mut exchange = Exchange::new(request, Phase::Head(conn), 0, max, None);
+    let mut exchange = Exchange::new(request, Phase::Head(conn), 0, max, None, None);
     let mut cx = Context::from_waker(Waker::noop());
     let mut lines = Vec::new();
     let mut terminal = 0;
