@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use mcpload::client::split_header;
-use mcpload::profile::{Levels, Spacing, parse_duration};
+use mcpload::profile::{Levels, Spacing, parse_bytes, parse_duration};
 use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
     self, AnswerMode, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
@@ -509,6 +509,10 @@ pub(crate) struct RunArgs {
     /// Open loop: requests in flight at most; arrivals past it are dropped and counted.
     #[arg(long, value_name = "N")]
     pub max_in_flight: Option<usize>,
+    /// HTTP: the most memory the answers being read may hold at once, e.g. 256MiB (the
+    /// default) or 1GiB; at it, the largest one fails as oversized (missing, parse_errors).
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    pub max_answer_memory: Option<usize>,
     /// Open loop: constant or poisson spacing of arrivals.
     #[arg(long, value_name = "SPACING", value_enum, hide_possible_values = true)]
     pub spacing: Option<Spacing>,
@@ -620,6 +624,7 @@ impl RunArgs {
             connect_timeout: self.connect_timeout,
             think_time: self.think_time,
             max_in_flight: self.max_in_flight,
+            max_answer_memory: self.max_answer_memory,
             spacing: self.spacing,
             batch_size: self.batch_size,
             batch_notifications: self.batch_notifications,

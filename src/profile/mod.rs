@@ -4,7 +4,7 @@
 pub mod template;
 mod values;
 
-pub use values::{Levels, Spacing, TemplateText, parse_duration};
+pub use values::{Levels, Spacing, TemplateText, parse_bytes, parse_duration};
 
 use crate::protocol::ProtocolChoice;
 use crate::server::ServeConfig;
@@ -112,6 +112,13 @@ pub struct Load {
     /// Open loop: requests in flight at most; arrivals past it are `dropped_arrivals`.
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
+    /// HTTP: the most bytes the answers being read may hold at once (docs/metrics.md); at
+    /// it, the largest one fails as oversized.
+    #[serde(
+        default = "default_max_answer_memory",
+        deserialize_with = "values::answer_memory"
+    )]
+    pub max_answer_memory: usize,
     /// Stop the sweep after the first failed step.
     #[serde(default = "yes")]
     pub stop_on_failure: bool,
@@ -130,6 +137,7 @@ impl Default for Load {
             connect_timeout: default_connect_timeout(),
             think_time: Duration::ZERO,
             max_in_flight: default_max_in_flight(),
+            max_answer_memory: default_max_answer_memory(),
             stop_on_failure: true,
         }
     }
@@ -242,6 +250,9 @@ fn default_connect_timeout() -> Duration {
 }
 fn default_max_in_flight() -> usize {
     10_000
+}
+fn default_max_answer_memory() -> usize {
+    crate::transport::DEFAULT_MAX_ANSWER_MEMORY
 }
 fn default_error_rate() -> f64 {
     0.01

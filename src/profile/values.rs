@@ -1,5 +1,6 @@
-//! The small value types of a profile with their text syntax: durations (`"10s"`), load
-//! levels (`[1, 2, 4]` or `"1..64 x2"`), protocol choice, spacing, templated text.
+//! The small value types of a profile with their text syntax: durations (`"10s"`), sizes
+//! (`"256MiB"`), load levels (`[1, 2, 4]` or `"1..64 x2"`), protocol choice, spacing,
+//! templated text.
 
 use super::template;
 use crate::protocol::ProtocolChoice;
@@ -18,6 +19,54 @@ pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::E
     let text = String::deserialize(d)
         .map_err(|_| de::Error::custom("expected a duration as text, e.g. \"10s\" or \"250ms\""))?;
     parse_duration(&text).map_err(de::Error::custom)
+}
+
+/// Parses a size in bytes of at least 1: `"256MiB"`, `"512 KiB"`, `"1GiB"`, `"64MB"` (units
+/// of 1024 or of 1000, case aside), or a plain number of bytes.
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let bad = || format!("invalid size {text:?}; write e.g. \"256MiB\", \"512KiB\", \"1GiB\"");
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: usize = digits.parse().map_err(|_| bad())?;
+    let scale: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => return Err(bad()),
+    };
+    match n.checked_mul(scale) {
+        Some(0) => Err(format!("size {text:?}: must be more than 0 bytes")),
+        Some(bytes) => Ok(bytes),
+        None => Err(format!("size {text:?}: too large")),
+    }
+}
+
+/// serde helper: `load.max_answer_memory`, a size.
+pub(super) fn answer_memory<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    size(d, "load.max_answer_memory")
+}
+
+/// A size written as text (`"256MiB"`) or as a number of bytes; an error names `field`.
+fn size<'de, D: Deserializer<'de>>(d: D, field: &str) -> Result<usize, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Number(u64),
+        Text(String),
+    }
+    let named = |e: String| de::Error::custom(format!("field `{field}`: {e}"));
+    match Raw::deserialize(d) {
+        Ok(Raw::Number(n)) => parse_bytes(&n.to_string()).map_err(named),
+        Ok(Raw::Text(t)) => parse_bytes(&t).map_err(named),
+        Err(_) => Err(named(
+            "expected a size: text such as \"256MiB\", or a number of bytes".into(),
+        )),
+    }
 }
 
 /// A sweep has at most this many steps.
@@ -184,6 +233,27 @@ mod tests {
         ] {
             assert!(Levels::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_bytes(" 512 kib "), Ok(512 << 10));
+        assert_eq!(parse_bytes("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        for bad in [
+            "",
+            "MiB",
+            "1.5MiB",
+            "-1MiB",
+            "10 parsecs",
+            "0",
+            "0MiB",
+            "99999999999GiB",
+        ] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+        assert!(parse_bytes("lots").unwrap_err().contains("\"256MiB\""));
     }
 
     #[test]

@@ -173,8 +173,9 @@ pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
              other than a JSON-RPC 2.0 server answers on this path"
         }
         "parse_errors" => {
-            "bytes that are not JSON-RPC: truncated bodies or SSE events, or a stdio server \
-             printing logs on stdout"
+            "bytes that are not JSON-RPC: truncated bodies or SSE events, answers over the \
+             message limit (16 MiB) or over the answer memory budget (--max-answer-memory), or \
+             a stdio server printing logs on stdout"
         }
         "missing" => {
             "exchanges ended without their response: an HTTP body or SSE stream closed \

@@ -197,6 +197,7 @@ async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connecte
         pool_size: pool_size(plan),
         transports: worker_count(plan),
         connect_timeout: plan.load.connect_timeout,
+        max_answer_memory: plan.load.max_answer_memory,
         list_tools: true,
         ..ConnectOptions::default()
     };

@@ -56,6 +56,8 @@ pub struct Overrides {
     pub connect_timeout: Option<Duration>,
     pub think_time: Option<Duration>,
     pub max_in_flight: Option<usize>,
+    /// Bytes, at least 1.
+    pub max_answer_memory: Option<usize>,
     pub spacing: Option<Spacing>,
     pub batch_size: Option<NonZeroUsize>,
     pub batch_notifications: Option<usize>,
@@ -253,6 +255,7 @@ fn override_load(l: &mut Load, o: &Overrides) {
         connect_timeout,
         think_time,
         max_in_flight,
+        max_answer_memory,
         spacing
     );
 }
@@ -377,6 +380,7 @@ impl Plan {
                 "think_time_s": l.think_time.as_secs_f64(),
                 "spacing": l.spacing,
                 "max_in_flight": l.max_in_flight,
+                "max_answer_memory": l.max_answer_memory,
                 "stop_on_failure": self.sweep.stop_on_failure,
             },
             "mix": mix.ops().iter().map(|o| o.label.clone()).collect::<Vec<_>>(),
