@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    raise_open_files_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -45,3 +46,24 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// A run of 1,000 clients holds 1,000 connections (and a built-in or hostile server as many),
+/// past the soft limit of 1,024 open files many systems start a shell with: the soft limit is
+/// raised to the hard one, as far as the system lets (a failure leaves it as it was).
+#[cfg(target_os = "linux")]
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if let (Some(current), Some(maximum)) = (limit.current, limit.maximum)
+        && current < maximum
+    {
+        let raised = rustix::process::Rlimit {
+            current: Some(maximum),
+            maximum: Some(maximum),
+        };
+        let _ = setrlimit(Resource::Nofile, raised);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn raise_open_files_limit() {}
