@@ -179,21 +179,30 @@ impl Shared {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Oversized;
 
-/// The bytes of one answer while the rest of it is awaited, charged to a budget (none: only
-/// bounded). They are held as they arrive and never past the bound: a first piece that grows
-/// by doubling up to [`PIECE`] bytes (most answers fit in it, and are handed on as they are),
-/// then pieces of [`PIECE`] bytes, joined once the answer is whole. So an answer that never
-/// ends (one cut at the bound, or picked by the budget) is never copied, and what it holds
-/// stays within one piece of what arrived.
+/// The bytes of one answer while the rest of it is awaited, charged to a budget (none: not
+/// charged). They are held as they arrive: a first piece that grows by doubling up to
+/// [`PIECE`] bytes (most answers fit in it, and are handed on as they are), then pieces of
+/// [`PIECE`] bytes, joined once the answer is whole. So an answer that never ends (one cut at
+/// its bound, or picked by the budget) is never copied, and it holds within a piece of what
+/// arrived. Its bound is its reader's to check. Small (it moves inline with an exchange's
+/// phase): what only a large answer needs is boxed.
 pub struct AnswerBuf {
     first: Vec<u8>,
-    /// Full pieces after the first, and the one being filled.
-    more: Vec<Vec<u8>>,
-    len: usize,
-    /// The bytes allocated for the pieces: what is charged.
-    held: usize,
-    max: usize,
+    /// Pieces past the first, and the answer's slot in the budget (boxed: most answers
+    /// never need them).
+    rest: Option<Box<Rest>>,
     budget: Option<AnswerBudget>,
+}
+
+/// What only a large answer needs.
+#[derive(Default)]
+struct Rest {
+    /// Full pieces after the first, and the one being filled.
+    pieces: Vec<Vec<u8>>,
+    /// Bytes in `pieces`.
+    len: usize,
+    /// Bytes allocated for `pieces`.
+    held: usize,
     /// The answer's slot in the budget, once it is large enough to be known by size.
     slot: Option<usize>,
 }
@@ -204,90 +213,83 @@ pub const PIECE: usize = 64 << 10;
 impl fmt::Debug for AnswerBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AnswerBuf")
-            .field("len", &self.len)
+            .field("len", &self.len())
             .field("capacity", &self.capacity())
-            .field("max", &self.max)
             .finish_non_exhaustive()
     }
 }
 
 impl AnswerBuf {
-    /// An empty buffer that holds at most `max` bytes, charged to `budget`.
-    pub fn new(max: usize, budget: Option<AnswerBudget>) -> Self {
+    /// An empty buffer charged to `budget`.
+    pub fn new(budget: Option<AnswerBudget>) -> Self {
         AnswerBuf {
             first: Vec::new(),
-            more: Vec::new(),
-            len: 0,
-            held: 0,
-            max,
+            rest: None,
             budget,
-            slot: None,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.first.len() + self.rest.as_ref().map_or(0, |r| r.len)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.first.is_empty()
     }
 
     /// The bytes allocated (what is charged).
     pub fn capacity(&self) -> usize {
-        self.held
+        self.first.capacity() + self.rest.as_ref().map_or(0, |r| r.held)
     }
 
-    /// Appends `bytes`. `Err`: the answer would pass its bound, or failed at the budget; the
-    /// caller drops it ([`AnswerBuf::clear`]).
+    fn slot(&self) -> Option<usize> {
+        self.rest.as_ref().and_then(|r| r.slot)
+    }
+
+    /// Appends `bytes`. `Err`: the budget picked this answer, or it is the largest and the
+    /// budget is spent; the caller drops it ([`AnswerBuf::clear`]).
     pub fn extend(&mut self, mut bytes: &[u8]) -> Result<(), Oversized> {
-        if self.len + bytes.len() > self.max {
-            return Err(Oversized);
-        }
-        self.len += bytes.len();
-        if self.more.is_empty() {
-            let room = PIECE.max(self.first.capacity()) - self.first.len();
-            let now = bytes.len().min(room);
-            self.grow_first(now)?;
+        if self.rest.as_ref().is_none_or(|r| r.pieces.is_empty()) {
+            let (len, cap) = (self.first.len(), self.first.capacity());
+            let now = bytes.len().min(PIECE.max(cap) - len);
+            if len + now > cap {
+                let grown = (len + now).max((2 * cap).min(PIECE));
+                self.first.reserve_exact(grown - len);
+                self.charge(self.first.capacity() - cap)?;
+            }
             self.first.extend_from_slice(&bytes[..now]);
             bytes = &bytes[now..];
         }
         while !bytes.is_empty() {
-            if self.more.last().is_none_or(|p| p.len() == p.capacity()) {
-                let piece = Vec::with_capacity(PIECE.min(self.max));
+            let rest = self.rest.get_or_insert_default();
+            if rest.pieces.last().is_none_or(|p| p.len() == p.capacity()) {
+                let piece = Vec::with_capacity(PIECE);
                 let added = piece.capacity();
-                self.more.push(piece);
+                rest.held += added;
+                rest.pieces.push(piece);
                 self.charge(added)?;
             }
-            let piece = self
-                .more
-                .last_mut()
-                .expect("a piece with room was just made");
+            let rest = self.rest.as_mut().expect("made above");
+            let piece = rest.pieces.last_mut().expect("a piece with room was made");
             let now = bytes.len().min(piece.capacity() - piece.len());
             piece.extend_from_slice(&bytes[..now]);
+            rest.len += now;
             bytes = &bytes[now..];
         }
         Ok(())
     }
 
-    /// Makes room for `n` more bytes in the first piece: what arrived, or double, never past
-    /// a piece (nor the bound).
-    fn grow_first(&mut self, n: usize) -> Result<(), Oversized> {
-        let (len, cap) = (self.first.len(), self.first.capacity());
-        if len + n <= cap {
-            return Ok(());
-        }
-        let grown = (len + n).max((2 * cap).min(PIECE).min(self.max));
-        self.first.reserve_exact(grown - len);
-        self.charge(self.first.capacity() - cap)
-    }
-
+    /// Charges `added` bytes, just allocated, to the budget.
     fn charge(&mut self, added: usize) -> Result<(), Oversized> {
-        self.held += added;
-        match &self.budget {
-            Some(b) => b.0.charge(self.held, added, &mut self.slot),
-            None => Ok(()),
+        let Some(b) = &self.budget else {
+            return Ok(());
+        };
+        let mut slot = self.slot();
+        let charged = b.0.charge(self.capacity(), added, &mut slot);
+        if slot != self.slot() {
+            self.rest.get_or_insert_default().slot = slot;
         }
+        charged
     }
 
     /// The bytes held, in one piece, handed on (the charge given back: they are no longer
@@ -295,14 +297,14 @@ impl AnswerBuf {
     pub fn take(&mut self) -> Bytes {
         let capacity = self.capacity();
         let mut whole = std::mem::take(&mut self.first);
-        if !self.more.is_empty() {
-            whole.reserve_exact(self.len - whole.len());
-            for piece in self.more.drain(..) {
+        if let Some(rest) = self.rest.as_mut()
+            && !rest.pieces.is_empty()
+        {
+            whole.reserve_exact(rest.len);
+            for piece in rest.pieces.drain(..) {
                 whole.extend_from_slice(&piece);
             }
         }
-        self.len = 0;
-        self.held = 0;
         self.give_back(capacity);
         Bytes::from(whole)
     }
@@ -311,29 +313,30 @@ impl AnswerBuf {
     pub fn clear(&mut self) {
         let capacity = self.capacity();
         self.first = Vec::new();
-        self.more = Vec::new();
-        self.len = 0;
-        self.held = 0;
         self.give_back(capacity);
     }
 
+    /// Gives the charge of `capacity` bytes back, with the slot; forgets the pieces.
     fn give_back(&mut self, capacity: usize) {
+        let slot = self.rest.take().and_then(|r| r.slot);
         if let Some(b) = &self.budget
-            && (capacity > 0 || self.slot.is_some())
+            && (capacity > 0 || slot.is_some())
         {
-            b.0.release(capacity, self.slot.take());
+            b.0.release(capacity, slot);
         }
     }
 
     /// Whether the budget picked this answer to fail.
     pub fn picked(&self) -> bool {
-        self.budget.as_ref().is_some_and(|b| b.0.picked(self.slot))
+        self.budget
+            .as_ref()
+            .is_some_and(|b| b.0.picked(self.slot()))
     }
 
     /// Has `waker` woken when the budget picks this answer; returns whether it was picked
     /// already (checked after registering, so a pick is never missed).
     pub fn watch(&self, waker: &Waker) -> bool {
-        match (&self.budget, self.slot) {
+        match (&self.budget, self.slot()) {
             (Some(b), Some(i)) => {
                 b.0.slots[i].waker.register(waker);
                 b.0.picked(Some(i))
@@ -355,14 +358,14 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::task::Wake;
 
-    fn buf(budget: &AnswerBudget, max: usize) -> AnswerBuf {
-        AnswerBuf::new(max, Some(budget.clone()))
+    fn buf(budget: &AnswerBudget) -> AnswerBuf {
+        AnswerBuf::new(Some(budget.clone()))
     }
 
     #[test]
     fn buffers_grow_with_what_arrives_and_give_it_back() {
         let budget = AnswerBudget::new(1 << 20);
-        let mut a = buf(&budget, 1 << 20);
+        let mut a = buf(&budget);
         a.extend(&[b'x'; 100]).unwrap();
         assert_eq!(a.capacity(), 100, "the first bytes are held exactly");
         a.extend(&[b'x'; 10]).unwrap();
@@ -378,7 +381,7 @@ mod tests {
     #[test]
     fn past_the_first_piece_bytes_are_held_in_pieces_and_joined_whole() {
         let budget = AnswerBudget::new(1 << 30);
-        let mut a = buf(&budget, 1 << 20);
+        let mut a = buf(&budget);
         let mut want = Vec::new();
         for i in 0..300u32 {
             let part = vec![(i % 251) as u8; 1000 + i as usize];
@@ -395,14 +398,23 @@ mod tests {
     }
 
     #[test]
-    fn growth_stops_at_the_bound() {
-        let budget = AnswerBudget::new(1 << 20);
-        let mut a = buf(&budget, 1000);
+    fn the_first_piece_doubles_up_to_a_piece_then_pieces_follow() {
+        let mut a = AnswerBuf::new(None);
         a.extend(&[b'x'; 600]).unwrap();
         a.extend(&[b'x'; 300]).unwrap();
-        assert_eq!(a.capacity(), 1000, "doubling is capped at the bound");
-        assert_eq!(a.extend(&[b'x'; 101]), Err(Oversized));
-        assert_eq!(a.len(), 900);
+        assert_eq!(a.capacity(), 1200);
+        a.extend(&[b'x'; 40_000]).unwrap();
+        assert_eq!(
+            a.capacity(),
+            40_900,
+            "what arrived when that is more than double"
+        );
+        a.extend(&[b'x'; 40_000]).unwrap();
+        assert_eq!((a.len(), a.capacity()), (80_900, 2 * PIECE));
+        assert!(
+            !a.picked(),
+            "without a budget nothing is charged, nothing picked"
+        );
     }
 
     #[test]
@@ -414,8 +426,7 @@ mod tests {
             }
         }
         let budget = AnswerBudget::new(10_000);
-        let (mut big, mut small, mut third) =
-            (buf(&budget, 8000), buf(&budget, 8000), buf(&budget, 8000));
+        let (mut big, mut small, mut third) = (buf(&budget), buf(&budget), buf(&budget));
         big.extend(&[b'x'; 6000]).unwrap();
         small.extend(&[b'x'; 3000]).unwrap();
         let woken = Arc::new(Flag(AtomicBool::new(false)));
@@ -438,13 +449,5 @@ mod tests {
         third.clear();
         assert_eq!(budget.in_flight(), 0);
         assert_eq!(budget.0.freeing.load(Ordering::SeqCst), 0);
-    }
-
-    #[test]
-    fn an_answer_bound_alone_charges_nothing() {
-        let mut a = AnswerBuf::new(10, None);
-        a.extend(b"0123456789").unwrap();
-        assert_eq!(a.extend(b"!"), Err(Oversized));
-        assert!(!a.picked());
     }
 }

@@ -99,7 +99,7 @@ impl SseParser {
     pub fn with_budget(max_event_bytes: usize, budget: Option<AnswerBudget>) -> Self {
         let max_event_bytes = max_event_bytes.max(1);
         SseParser {
-            data: AnswerBuf::new(max_event_bytes, budget),
+            data: AnswerBuf::new(budget),
             has_data: false,
             after_cr: false,
             discarding: false,

@@ -24,11 +24,13 @@ pub(super) enum Piece {
 /// whitespace) or of an SSE event grows with what arrives and is charged to the budget.
 pub(super) struct BodyReader {
     kind: BodyKind,
+    /// A byte of the body came.
+    began: bool,
     /// Boxed: a JSON body's reader (most answers) stays small enough to move inline.
     sse: Option<Box<SseParser>>,
     json: AnswerBuf,
-    seen: usize,
-    max: usize,
+    /// How many more bytes a JSON or unknown body may have within the bound.
+    room: usize,
     last_at: Option<Instant>,
 }
 
@@ -39,24 +41,24 @@ impl BodyReader {
         let (sse, json) = match kind {
             BodyKind::Sse => (
                 Some(Box::new(SseParser::with_budget(max, budget))),
-                AnswerBuf::new(max, None),
+                AnswerBuf::new(None),
             ),
-            BodyKind::Json => (None, AnswerBuf::new(max, budget)),
-            _ => (None, AnswerBuf::new(max, None)),
+            BodyKind::Json => (None, AnswerBuf::new(budget)),
+            _ => (None, AnswerBuf::new(None)),
         };
         BodyReader {
             kind,
+            began: false,
             sse,
             json,
-            seen: 0,
-            max,
+            room: max,
             last_at: None,
         }
     }
 
     /// The kind of body read so far (`Empty` when no byte came).
     pub(super) fn kind(&self) -> BodyKind {
-        if self.seen == 0 {
+        if !self.began {
             BodyKind::Empty
         } else {
             self.kind
@@ -71,10 +73,10 @@ impl BodyReader {
         at: Instant,
         out: &mut impl FnMut(Piece),
     ) -> bool {
-        if self.sse.is_some() || length <= self.max as u64 {
+        if self.sse.is_some() || length <= self.room as u64 {
             return true;
         }
-        self.seen = self.max + 1;
+        self.began = true;
         self.too_large(at, out);
         false
     }
@@ -83,7 +85,7 @@ impl BodyReader {
     /// JSON or unknown body past the bound, an SSE event past it, an answer the budget
     /// refused): the caller drops the connection.
     pub(super) fn feed(&mut self, chunk: &[u8], at: Instant, out: &mut impl FnMut(Piece)) -> bool {
-        self.seen += chunk.len();
+        self.began |= !chunk.is_empty();
         self.last_at = Some(at);
         match &mut self.sse {
             Some(p) => {
@@ -99,11 +101,12 @@ impl BodyReader {
                 });
                 !oversized
             }
-            None if self.seen > self.max => {
+            None if chunk.len() > self.room => {
                 self.too_large(at, out);
                 false
             }
             None if self.kind == BodyKind::Json => {
+                self.room -= chunk.len();
                 // Whitespace before the JSON text is counted, never held.
                 let text = if self.json.is_empty() {
                     chunk.trim_ascii_start()
@@ -116,7 +119,10 @@ impl BodyReader {
                 self.too_large(at, out);
                 false
             }
-            None => true,
+            None => {
+                self.room -= chunk.len();
+                true
+            }
         }
     }
 
@@ -180,7 +186,7 @@ impl BodyReader {
         }
         if !self.json.is_empty() {
             out(Piece::Message(self.last_at.unwrap_or(at), self.json.take()));
-        } else if self.kind == BodyKind::Other && self.seen > 0 && other_is_unreadable {
+        } else if self.kind == BodyKind::Other && self.began && other_is_unreadable {
             out(Piece::Unreadable(at, Unreadable::UnexpectedContentType));
         }
     }
