@@ -350,6 +350,24 @@ mod tests {
     }
 
     #[test]
+    fn whitespace_before_a_json_text_is_counted_never_held() {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        let mut r = BodyReader::new(BodyKind::Json, 1 << 20, None);
+        for _ in 0..127 {
+            assert!(r.feed(&[b' '; 8192], now, &mut |_| out.push("?")));
+            assert_eq!(r.json.capacity(), 0);
+        }
+        assert!(r.feed(b"\n {\"id\":1} ", now, &mut |_| out.push("?")));
+        assert_eq!(r.json.capacity(), 9, "held from the text's first byte");
+        assert!(
+            !r.feed(&[b' '; 8192], now, &mut |_| out.push("oversized")),
+            "the spaces count against the bound"
+        );
+        assert_eq!((out, r.json.capacity()), (vec!["oversized"], 0));
+    }
+
+    #[test]
     fn a_json_body_that_breaks_off_is_not_parsed() {
         let mut r = BodyReader::new(BodyKind::Json, 64, None);
         let mut out = 0;
