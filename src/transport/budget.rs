@@ -82,10 +82,6 @@ impl AnswerBudget {
         }))
     }
 
-    pub fn limit(&self) -> usize {
-        self.0.limit
-    }
-
     /// The bytes charged now by every answer being read.
     pub fn in_flight(&self) -> usize {
         self.0.used.load(Ordering::Relaxed)

@@ -322,7 +322,7 @@ impl Exchange {
                     let status = *status;
                     let sink = &mut self.sink;
                     if reader.picked() {
-                        // The answer budget is spent and this is the largest answer read.
+                        // The answer budget ran out and picked this answer, the largest read.
                         reader.give_up(Instant::now(), &mut |p| sink.piece(p, status));
                         self.abandon_body();
                         continue;
