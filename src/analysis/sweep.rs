@@ -4,7 +4,9 @@
 
 use super::knee::Knee;
 use super::verdict::{StopCriteria, Tripped, judge};
-use crate::metrics::{Stats, StepFacts, StepSummary, Verdict};
+use crate::metrics::{
+    OpSummary, ScenarioNames, ScenarioSummary, Stats, StepFacts, StepSummary, Verdict,
+};
 use std::collections::BTreeMap;
 
 /// A finished step with its verdict.
@@ -18,6 +20,10 @@ pub struct JudgedStep {
     pub errors_by_code: BTreeMap<i64, u64>,
     /// The knee of the sweep up to and including this step.
     pub knee: Knee,
+    /// Per operation, and what belongs to none (ops.csv).
+    pub ops: Vec<OpSummary>,
+    /// Per scenario and scenario step (scenarios.csv); empty without scenarios.
+    pub scenarios: Vec<ScenarioSummary>,
 }
 
 impl JudgedStep {
@@ -32,6 +38,10 @@ impl JudgedStep {
 pub struct SweepJudge {
     criteria: StopCriteria,
     steps: Vec<StepSummary>,
+    /// The operations' names, by operation number.
+    op_names: Vec<String>,
+    /// The scenarios' names and their steps', by scenario number.
+    scenario_names: Vec<ScenarioNames>,
 }
 
 impl SweepJudge {
@@ -39,7 +49,21 @@ impl SweepJudge {
         SweepJudge {
             criteria,
             steps: Vec::new(),
+            op_names: Vec::new(),
+            scenario_names: Vec::new(),
         }
+    }
+
+    /// Names the scenarios (by scenario number) and their steps in the steps' scenario rows.
+    pub fn naming_scenarios(mut self, names: Vec<ScenarioNames>) -> Self {
+        self.scenario_names = names;
+        self
+    }
+
+    /// Names the operations (by operation number) in the steps' per-operation rows.
+    pub fn naming_ops(mut self, names: Vec<String>) -> Self {
+        self.op_names = names;
+        self
     }
 
     /// Builds the row of a finished step from its merged stats and judges it.
@@ -48,11 +72,15 @@ impl SweepJudge {
         let judgement = judge(&figures, self.steps.last(), &self.criteria);
         figures.verdict = judgement.verdict;
         self.steps.push(figures.clone());
+        let ops = OpSummary::rows(&figures, stats, &self.op_names);
+        let scenarios = ScenarioSummary::rows(&figures, &stats.scenarios, &self.scenario_names);
         JudgedStep {
             figures,
             tripped: judgement.tripped,
             errors_by_code: stats.counters.errors_by_code.clone(),
             knee: Knee::of(&self.steps, &self.criteria),
+            ops,
+            scenarios,
         }
     }
 }

@@ -6,9 +6,10 @@ mod ledger;
 pub use ledger::{Applied, Ledger};
 
 use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message, ResponseId};
-use crate::metrics::Stats;
+use crate::metrics::{Counters, LatencyHistogram, Stats};
 use crate::transport::Cancelled;
 use rustc_hash::FxHashMap;
+use serde_json::value::RawValue;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
@@ -27,6 +28,37 @@ pub struct Sent {
     pub written: Instant,
     /// When it counts as `timeouts` if still unanswered.
     pub deadline: Instant,
+}
+
+/// The iteration of a scenario that waits on a request (a worker's own numbering).
+pub type Owner = std::num::NonZeroU32;
+
+/// What a request is for: the operation it counts under (ops.csv), and the scenario
+/// iteration waiting on it, if one is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tag {
+    pub op: u16,
+    pub owner: Option<Owner>,
+}
+
+/// How a request an iteration waits on ended: answered (with the answer's `result` or
+/// `error`, for captures and conditions) or ended without an answer.
+#[derive(Debug)]
+pub enum Outcome {
+    Answered {
+        class: Class,
+        result: Option<Box<RawValue>>,
+        error: Option<Box<RawValue>>,
+    },
+    Ended(End),
+}
+
+/// An owned request that ended, for its iteration to take up.
+#[derive(Debug)]
+pub struct Settled {
+    pub owner: Owner,
+    pub op: u16,
+    pub outcome: Outcome,
 }
 
 /// How one incoming message was counted: one row of the first table of docs/metrics.md.
@@ -102,6 +134,8 @@ struct Record {
     written: u64,
     deadline: u64,
     state: State,
+    op: u16,
+    owner: Option<Owner>,
 }
 
 const EMPTY: Record = Record {
@@ -109,6 +143,8 @@ const EMPTY: Record = Record {
     written: 0,
     deadline: 0,
     state: State::Empty,
+    op: 0,
+    owner: None,
 };
 
 /// Integer ids, direct-mapped by `id & mask`: the run issues them in sequence, so a slot is
@@ -228,6 +264,8 @@ pub struct Correlator {
     /// ...and the few that arrive out of order wait here.
     early_deadlines: BinaryHeap<Reverse<(u64, Id)>>,
     stats: Stats,
+    /// Owned requests that ended since the owner last looked ([`Correlator::take_settled`]).
+    settled: Vec<Settled>,
 }
 
 impl Default for Correlator {
@@ -250,6 +288,7 @@ impl Correlator {
             deadlines: VecDeque::new(),
             early_deadlines: BinaryHeap::new(),
             stats: Stats::default(),
+            settled: Vec::new(),
         }
     }
 
@@ -280,9 +319,16 @@ impl Correlator {
         }
     }
 
-    /// Registers a request about to be written. Refused when `id` is still pending.
+    /// Registers a request of operation 0 that no iteration waits on.
     #[inline]
     pub fn register(&mut self, id: Id, sent: Sent) -> Result<(), Collision> {
+        self.register_tagged(id, sent, Tag::default())
+    }
+
+    /// Registers a request about to be written, counted under `tag.op`. Refused when `id` is
+    /// still pending.
+    #[inline]
+    pub fn register_tagged(&mut self, id: Id, sent: Sent, tag: Tag) -> Result<(), Collision> {
         if matches!(self.record(&id), Some(r) if r.state == State::Pending) {
             return Err(Collision(id));
         }
@@ -291,6 +337,8 @@ impl Correlator {
             written: self.ns(sent.written),
             deadline: self.ns(sent.deadline),
             state: State::Pending,
+            op: tag.op,
+            owner: tag.owner,
         };
         match &id {
             Id::Num(n) => {
@@ -315,6 +363,7 @@ impl Correlator {
         let c = &mut self.stats.counters;
         c.requests += 1;
         c.in_flight_max = c.in_flight_max.max(self.pending as u64);
+        self.stats.op_mut(tag.op).counters.requests += 1;
         Ok(())
     }
 
@@ -356,6 +405,7 @@ impl Correlator {
 
     /// Counts one decoded message (or decode failure) and returns its class.
     pub fn classify(&mut self, msg: Result<Message<'_>, DecodeError>, now: Instant) -> Class {
+        let mut op = None;
         let class = match msg {
             Err(_) => Class::ParseError,
             Ok(Message::ServerMessage { method, .. }) => {
@@ -367,47 +417,41 @@ impl Correlator {
             Ok(Message::Response(r)) => match &r.id {
                 ResponseId::Null => Class::NullId,
                 ResponseId::Foreign(_) => Class::UnknownId,
-                ResponseId::Id(id) => self.pair(id, &r, now),
+                ResponseId::Id(id) => {
+                    let (class, of) = self.pair(id, &r, now);
+                    op = of;
+                    class
+                }
             },
         };
-        let c = &mut self.stats.counters;
-        match class {
-            Class::Ok => c.ok += 1,
-            Class::Error => c.errors += 1,
-            Class::BothResultError => c.both_result_error += 1,
-            Class::InvalidJsonrpc => c.invalid_jsonrpc += 1,
-            Class::DuplicateId => c.duplicate_id += 1,
-            Class::Late => c.late += 1,
-            Class::UnknownId => c.unknown_id += 1,
-            Class::NullId => c.null_id += 1,
-            Class::ServerMessage => c.server_messages += 1,
-            Class::ParseError => c.parse_errors += 1,
+        count_class(&mut self.stats.counters, class);
+        if let Some(op) = op {
+            count_class(&mut self.stats.op_mut(op).counters, class);
         }
         class
     }
 
+    /// Pairs a response with a pending `id`: its class, and the operation it counts under
+    /// when the id is known.
     #[inline]
-    fn pair(&mut self, id: &Id, r: &jsonrpc::Response<'_>, now: Instant) -> Class {
+    fn pair(&mut self, id: &Id, r: &jsonrpc::Response<'_>, now: Instant) -> (Class, Option<u16>) {
         let now_ns = self.ns(now);
         let Some(rec) = self.record_mut(id) else {
-            return Class::UnknownId;
+            return (Class::UnknownId, None);
         };
+        let op = rec.op;
         match rec.state {
             State::Pending => {}
-            State::Paired => return Class::DuplicateId,
-            State::Unpaired => return Class::Late,
-            State::Empty => return Class::UnknownId,
+            State::Paired => return (Class::DuplicateId, Some(op)),
+            State::Unpaired => return (Class::Late, Some(op)),
+            State::Empty => return (Class::UnknownId, None),
         }
         rec.state = State::Paired;
-        let (due, written) = (rec.due, rec.written);
+        let (due, written, owner) = (rec.due, rec.written, rec.owner);
         self.pending -= 1;
         self.remember_ended(id);
-        let s = &mut self.stats;
-        s.latency
-            .record(Duration::from_nanos(now_ns.saturating_sub(due)));
-        s.service_latency
-            .record(Duration::from_nanos(now_ns.saturating_sub(written)));
-        s.counters.responses += 1;
+        let latency = Duration::from_nanos(now_ns.saturating_sub(due));
+        let service = Duration::from_nanos(now_ns.saturating_sub(written));
         let class = match (r.result.is_some(), r.error.is_some()) {
             _ if !r.well_formed => Class::InvalidJsonrpc,
             (true, false) => Class::Ok,
@@ -415,32 +459,54 @@ impl Correlator {
             (true, true) => Class::BothResultError,
             (false, false) => Class::InvalidJsonrpc,
         };
-        if class == Class::Error
-            && let Some(code) = r.error_code()
-        {
-            *s.counters.errors_by_code.entry(code).or_default() += 1;
+        let code = if class == Class::Error {
+            r.error_code()
+        } else {
+            None
+        };
+        let s = &mut self.stats;
+        let answered = Answered {
+            latency,
+            service,
+            code,
+        };
+        answered.count(&mut s.counters, &mut s.latency, &mut s.service_latency);
+        let o = s.op_mut(op);
+        answered.count(&mut o.counters, &mut o.latency, &mut o.service_latency);
+        if let Some(owner) = owner {
+            self.settled.push(Settled {
+                owner,
+                op,
+                outcome: Outcome::Answered {
+                    class,
+                    result: r.result.map(ToOwned::to_owned),
+                    error: r.error.map(ToOwned::to_owned),
+                },
+            });
         }
-        class
+        (class, Some(op))
     }
 
     /// Ends a pending request without a response. Returns false (and counts nothing) when
     /// `id` was not pending.
     pub fn end(&mut self, id: &Id, end: End) -> bool {
-        match self.record_mut(id) {
-            Some(rec) if rec.state == State::Pending => rec.state = State::Unpaired,
+        let (op, owner) = match self.record_mut(id) {
+            Some(rec) if rec.state == State::Pending => {
+                rec.state = State::Unpaired;
+                (rec.op, rec.owner)
+            }
             _ => return false,
-        }
+        };
         self.pending -= 1;
         self.remember_ended(id);
-        let c = &mut self.stats.counters;
-        match end {
-            End::Missing => c.missing += 1,
-            End::Timeout => c.timeouts += 1,
-            End::Http429 => c.http_429 += 1,
-            End::Http503 => c.http_503 += 1,
-            End::HttpOther => c.http_other += 1,
-            End::Transport => c.transport_errors += 1,
-            End::ExpiredUnsent => c.expired_unsent += 1,
+        count_end(&mut self.stats.counters, end);
+        count_end(&mut self.stats.op_mut(op).counters, end);
+        if let Some(owner) = owner {
+            self.settled.push(Settled {
+                owner,
+                op,
+                outcome: Outcome::Ended(end),
+            });
         }
         true
     }
@@ -559,6 +625,11 @@ impl Correlator {
         &self.stats
     }
 
+    /// Hands over the owned requests that ended since the last call.
+    pub fn take_settled(&mut self, into: &mut Vec<Settled>) {
+        into.append(&mut self.settled);
+    }
+
     /// Hands over the measurements so far and starts afresh (pending requests stay pending).
     pub fn take_stats(&mut self) -> Stats {
         let mut fresh = Stats::default();
@@ -580,6 +651,61 @@ impl Correlator {
             }
             Id::Str(s) => self.named.remember_ended(s, self.ended_window),
         }
+    }
+}
+
+/// A pairing's figures, counted at step level and under its operation alike.
+struct Answered {
+    latency: Duration,
+    service: Duration,
+    code: Option<i64>,
+}
+
+impl Answered {
+    #[inline]
+    fn count(
+        &self,
+        c: &mut Counters,
+        latency: &mut LatencyHistogram,
+        service: &mut LatencyHistogram,
+    ) {
+        latency.record(self.latency);
+        service.record(self.service);
+        c.responses += 1;
+        if let Some(code) = self.code {
+            *c.errors_by_code.entry(code).or_default() += 1;
+        }
+    }
+}
+
+/// Counts one message of `class` under its column.
+#[inline]
+fn count_class(c: &mut Counters, class: Class) {
+    match class {
+        Class::Ok => c.ok += 1,
+        Class::Error => c.errors += 1,
+        Class::BothResultError => c.both_result_error += 1,
+        Class::InvalidJsonrpc => c.invalid_jsonrpc += 1,
+        Class::DuplicateId => c.duplicate_id += 1,
+        Class::Late => c.late += 1,
+        Class::UnknownId => c.unknown_id += 1,
+        Class::NullId => c.null_id += 1,
+        Class::ServerMessage => c.server_messages += 1,
+        Class::ParseError => c.parse_errors += 1,
+    }
+}
+
+/// Counts one unanswered end under its column.
+#[inline]
+fn count_end(c: &mut Counters, end: End) {
+    match end {
+        End::Missing => c.missing += 1,
+        End::Timeout => c.timeouts += 1,
+        End::Http429 => c.http_429 += 1,
+        End::Http503 => c.http_503 += 1,
+        End::HttpOther => c.http_other += 1,
+        End::Transport => c.transport_errors += 1,
+        End::ExpiredUnsent => c.expired_unsent += 1,
     }
 }
 

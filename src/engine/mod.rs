@@ -165,7 +165,7 @@ pub async fn sweep(
         crew.tasks.spawn(async move { (i, w.run(rx).await) });
     }
     drop(report_tx);
-    let mut judge = SweepJudge::new(plan.criteria.clone());
+    let mut judge = SweepJudge::new(plan.criteria.clone()).naming_ops(work.mix.names().to_vec());
     let mut end = SweepEnd::Complete;
     for (i, level) in plan.levels.iter().enumerate() {
         if cancel.is_cancelled() {

@@ -3,7 +3,7 @@
 
 use super::timer::SendTimer;
 use super::{Order, Report, StepOrder, Workload};
-use crate::correlator::{Correlator, Ledger, Sent};
+use crate::correlator::{Correlator, Ledger, Sent, Tag};
 use crate::jsonrpc::{BatchWriter, Id, encode_notification};
 use crate::load::mix::Renderer;
 use crate::load::schedule::Arrivals;
@@ -349,7 +349,11 @@ impl Worker {
                 let (id, seq) = next_id(s.seq, self.index, self.workers);
                 let op = w.mix.pick(&mut s.renderer.rng);
                 let headers = op.render(s.buf, &id, seq, s.renderer);
-                if s.corr.register(id.clone(), sent).is_ok() {
+                let tag = Tag {
+                    op: op.op,
+                    owner: None,
+                };
+                if s.corr.register_tagged(id.clone(), sent, tag).is_ok() {
                     let body = Bytes::copy_from_slice(s.buf);
                     self.transport
                         .send(Outgoing::single(body, Some(id), headers));
@@ -364,7 +368,11 @@ impl Worker {
                     let (id, seq) = next_id(s.seq, self.index, self.workers);
                     let op = w.mix.pick(&mut s.renderer.rng);
                     op.render(batch.member(), &id, seq, s.renderer);
-                    if s.corr.register(id.clone(), sent).is_ok() {
+                    let tag = Tag {
+                        op: op.op,
+                        owner: None,
+                    };
+                    if s.corr.register_tagged(id.clone(), sent, tag).is_ok() {
                         ids.push(id);
                     }
                 }

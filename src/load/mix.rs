@@ -57,8 +57,8 @@ enum Body {
 #[derive(Clone, Debug)]
 pub struct MixOp {
     method: &'static str,
-    /// A label for reports: `tools/call echo`, `resources/read`, …
-    pub label: String,
+    /// Its number among the mix's operation names: what its requests count under.
+    pub op: u16,
     body: Body,
     headers: McpHeaders,
     /// Whether `Mcp-Name` must be set per request (2026-07-28 `resources/read`).
@@ -71,6 +71,9 @@ pub struct MixOp {
 pub struct Mix {
     ops: Vec<MixOp>,
     cumulative: Vec<f64>,
+    /// The operations' names (ops.csv's `op`), indexed by [`MixOp::op`]: entries that share
+    /// a name count as one operation.
+    names: Vec<String>,
 }
 
 /// Per-worker state for rendering: sequence, randomness, scratch space.
@@ -96,6 +99,7 @@ impl Mix {
     pub fn new(ops: &[Op], server: &ServerInfo, base: &Path) -> Result<Self, String> {
         let mut out = Vec::new();
         let mut weights = Vec::new();
+        let mut names = OpNames::default();
         for op in ops {
             let csv = match &op.csv {
                 Some(p) => Some(Arc::new(CsvData::read(&base.join(p))?)),
@@ -115,6 +119,7 @@ impl Mix {
                         server.revision,
                         csv.clone(),
                         Source::Server,
+                        &mut names,
                     )?);
                     weights.push(share);
                 }
@@ -127,6 +132,7 @@ impl Mix {
                     server.revision,
                     csv,
                     Source::Profile,
+                    &mut names,
                 )?);
                 weights.push(op.weight as f64);
             }
@@ -145,11 +151,17 @@ impl Mix {
         Ok(Mix {
             ops: out,
             cumulative,
+            names: names.into_vec(),
         })
     }
 
     pub fn ops(&self) -> &[MixOp] {
         &self.ops
+    }
+
+    /// The operations' names, indexed by [`MixOp::op`].
+    pub fn names(&self) -> &[String] {
+        &self.names
     }
 
     /// Draws an operation by weight.
@@ -222,6 +234,37 @@ enum Source {
     Server,
 }
 
+/// Operation names in order of first use; a name's index is its operation number.
+#[derive(Default)]
+pub struct OpNames(Vec<String>);
+
+impl OpNames {
+    /// The number of operation `name`, given one on first use.
+    pub fn number(&mut self, name: &str) -> Result<u16, String> {
+        if let Some(i) = self.0.iter().position(|n| n == name) {
+            return Ok(i as u16);
+        }
+        let i = u16::try_from(self.0.len())
+            .map_err(|_| format!("more than {} operation names", u16::MAX))?;
+        self.0.push(name.to_owned());
+        Ok(i)
+    }
+
+    pub fn into_vec(self) -> Vec<String> {
+        self.0
+    }
+}
+
+/// An operation's name when the profile gives none: the tool, the uri, the prompt, or else
+/// the method.
+pub fn default_op_name(op: &Op, tool: Option<&str>) -> String {
+    tool.or(op.prompt.as_deref())
+        .map(str::to_owned)
+        .or_else(|| op.uri.as_ref().map(|u| u.0.clone()))
+        .unwrap_or_else(|| op.method.as_str().to_owned())
+}
+
+#[allow(clippy::too_many_arguments)]
 fn compile(
     op: &Op,
     tool: Option<&str>,
@@ -229,6 +272,7 @@ fn compile(
     revision: Revision,
     csv: Option<Arc<CsvData>>,
     source: Source,
+    names: &mut OpNames,
 ) -> Result<MixOp, String> {
     let modern = revision.is_modern();
     let method = op.method.as_str();
@@ -302,7 +346,7 @@ fn compile(
     }
     Ok(MixOp {
         method: op.method.as_str(),
-        label,
+        op: names.number(&default_op_name(op, tool))?,
         body,
         name_per_request: modern && op.method == Method::ResourcesRead,
         headers,

@@ -26,9 +26,16 @@ macro_rules! derived_counts {
     };
 }
 
+mod scenario;
 mod summary;
 
-pub use summary::{Model, Percentiles, StepFacts, StepSummary, Verdict, us_to_ms};
+pub use scenario::{
+    EXPECT_PREFIX, RunCounts, ScenarioNames, ScenarioStats, ScenarioSummary, WHOLE,
+};
+
+pub use summary::{
+    Model, NO_OP, OpSummary, Percentiles, StepFacts, StepSummary, Verdict, us_to_ms,
+};
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -104,12 +111,11 @@ impl Counters {
     }
 }
 
-impl AddAssign<&Counters> for Counters {
-    fn add_assign(&mut self, o: &Counters) {
-        macro_rules! sum {
-            ($($f:ident),*) => { $( self.$f += o.$f; )* };
-        }
-        sum!(
+/// Calls `$apply!` with the names of every counter that adds up (all but the maxima and the
+/// map by code), so adding and taking away list them once.
+macro_rules! additive_counters {
+    ($apply:ident) => {
+        $apply!(
             requests,
             responses,
             ok,
@@ -136,7 +142,32 @@ impl AddAssign<&Counters> for Counters {
             stdio_write_block_ms,
             expired_unsent,
             reconnects_before_send
-        );
+        )
+    };
+}
+
+impl Counters {
+    /// What is left of these counts once `parts` are taken away (floored at 0): the step's
+    /// counts that no operation holds. Maxima and the counts by code are not taken apart.
+    pub fn residual<'a>(&self, parts: impl IntoIterator<Item = &'a Counters>) -> Counters {
+        let mut left = self.clone();
+        left.errors_by_code.clear();
+        for p in parts {
+            macro_rules! take {
+                ($($f:ident),*) => { $( left.$f = left.$f.saturating_sub(p.$f); )* };
+            }
+            additive_counters!(take);
+        }
+        left
+    }
+}
+
+impl AddAssign<&Counters> for Counters {
+    fn add_assign(&mut self, o: &Counters) {
+        macro_rules! sum {
+            ($($f:ident),*) => { $( self.$f += o.$f; )* };
+        }
+        additive_counters!(sum);
         self.retry_after_max_s = self.retry_after_max_s.max(o.retry_after_max_s);
         self.in_flight_max = self.in_flight_max.max(o.in_flight_max);
         for (code, n) in &o.errors_by_code {
@@ -192,6 +223,24 @@ impl AddAssign<&LatencyHistogram> for LatencyHistogram {
     }
 }
 
+/// What one operation measured: a mix entry, or one call of a scenario step. Only the
+/// counts that belong to a request are kept here (its registration, its pairing or its end,
+/// a duplicate or late answer to it, its latency); the rest stay at step level.
+#[derive(Clone, Debug, Default)]
+pub struct OpStats {
+    pub counters: Counters,
+    pub latency: LatencyHistogram,
+    pub service_latency: LatencyHistogram,
+}
+
+impl AddAssign<&OpStats> for OpStats {
+    fn add_assign(&mut self, o: &OpStats) {
+        self.counters += &o.counters;
+        self.latency += &o.latency;
+        self.service_latency += &o.service_latency;
+    }
+}
+
 /// Everything one worker measures in one step.
 #[derive(Clone, Debug)]
 pub struct Stats {
@@ -203,6 +252,31 @@ pub struct Stats {
     pub service_latency: LatencyHistogram,
     /// Members per batch sent.
     pub batch_size: Histogram<u64>,
+    /// Per operation, indexed by the operation's number (grown on first use); the rows of
+    /// ops.csv.
+    pub ops: Vec<OpStats>,
+    /// Per scenario, by scenario number (grown on first use); the rows of scenarios.csv.
+    pub scenarios: Vec<ScenarioStats>,
+}
+
+impl Stats {
+    /// The stats of operation `op`, made on first use.
+    #[inline]
+    pub fn op_mut(&mut self, op: u16) -> &mut OpStats {
+        let i = op as usize;
+        if i >= self.ops.len() {
+            self.ops.resize_with(i + 1, OpStats::default);
+        }
+        &mut self.ops[i]
+    }
+
+    /// The stats of scenario `i`, made on first use.
+    pub fn scenario_mut(&mut self, i: usize) -> &mut ScenarioStats {
+        if i >= self.scenarios.len() {
+            self.scenarios.resize_with(i + 1, ScenarioStats::default);
+        }
+        &mut self.scenarios[i]
+    }
 }
 
 impl Default for Stats {
@@ -212,6 +286,8 @@ impl Default for Stats {
             latency: LatencyHistogram::default(),
             service_latency: LatencyHistogram::default(),
             batch_size: Histogram::new(3).expect("static bounds are valid"),
+            ops: Vec::new(),
+            scenarios: Vec::new(),
         }
     }
 }
@@ -222,5 +298,11 @@ impl AddAssign<&Stats> for Stats {
         self.latency += &o.latency;
         self.service_latency += &o.service_latency;
         let _ = self.batch_size.add(&o.batch_size);
+        for (i, op) in o.ops.iter().enumerate() {
+            *self.op_mut(i as u16) += op;
+        }
+        for (i, sc) in o.scenarios.iter().enumerate() {
+            *self.scenario_mut(i) += sc;
+        }
     }
 }

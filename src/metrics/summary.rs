@@ -193,13 +193,7 @@ impl StepSummary {
     /// Builds the row from the merged stats; `verdict` starts `Ok` and is set by the analysis.
     pub fn new(f: StepFacts, s: &Stats) -> Self {
         let c: &Counters = &s.counters;
-        let per_s = |n: u64| {
-            if f.duration_s > 0.0 {
-                n as f64 / f.duration_s
-            } else {
-                0.0
-            }
-        };
+        let rates = Rates::of(c, f.duration_s);
         let lat = Percentiles::of(&s.latency);
         let service = match f.model {
             Model::Open => Percentiles::of(&s.service_latency),
@@ -232,13 +226,9 @@ impl StepSummary {
             batches: c.batches,
             batch_rejected: c.batch_rejected,
             response_count_mismatch: c.response_count_mismatch,
-            throughput_rps: per_s(c.responses),
-            goodput_rps: per_s(c.ok),
-            error_rate: if c.requests == 0 {
-                0.0
-            } else {
-                (c.requests - c.ok.min(c.requests)) as f64 / c.requests as f64
-            },
+            throughput_rps: rates.throughput,
+            goodput_rps: rates.goodput,
+            error_rate: rates.error_rate,
             p50_ms: lat.p50,
             p90_ms: lat.p90,
             p99_ms: lat.p99,
@@ -270,6 +260,170 @@ impl StepSummary {
         match self.model {
             Model::Closed => self.concurrency.unwrap_or(0) as f64,
             Model::Open => self.target_rate.unwrap_or(0.0),
+        }
+    }
+}
+
+/// The name of ops.csv's row that holds what belongs to no operation.
+pub const NO_OP: &str = "-";
+
+/// One row of ops.csv: one operation's figures in one step (docs/results.md). The row named
+/// [`NO_OP`] holds the step's counts that belong to no request (`unknown_id`, `null_id`,
+/// `parse_errors`, `server_messages`, batches), so a step's rows add up to its steps.csv row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpSummary {
+    pub step: u32,
+    pub op: String,
+    pub model: Model,
+    pub concurrency: Option<u64>,
+    pub target_rate: Option<f64>,
+    pub duration_s: f64,
+    pub requests: u64,
+    pub responses: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub both_result_error: u64,
+    pub invalid_jsonrpc: u64,
+    pub duplicate_id: u64,
+    pub late: u64,
+    pub unknown_id: u64,
+    pub null_id: u64,
+    pub server_messages: u64,
+    pub parse_errors: u64,
+    pub missing: u64,
+    pub timeouts: u64,
+    pub http_429: u64,
+    pub http_503: u64,
+    pub http_other: u64,
+    pub transport_errors: u64,
+    pub expired_unsent: u64,
+    pub batches: u64,
+    pub batch_rejected: u64,
+    pub response_count_mismatch: u64,
+    pub throughput_rps: f64,
+    pub goodput_rps: f64,
+    pub error_rate: f64,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub p999_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    pub mean_ms: Option<f64>,
+    pub service_p50_ms: Option<f64>,
+    pub service_p90_ms: Option<f64>,
+    pub service_p99_ms: Option<f64>,
+    pub service_p999_ms: Option<f64>,
+    pub service_max_ms: Option<f64>,
+    pub service_mean_ms: Option<f64>,
+}
+
+impl OpSummary {
+    /// The rows of one step: one per named operation (in `names` order, those that sent
+    /// nothing left out), then the [`NO_OP`] row.
+    pub fn rows(step: &StepSummary, stats: &Stats, names: &[String]) -> Vec<OpSummary> {
+        let empty = LatencyHistogram::default();
+        let mut rows: Vec<OpSummary> = stats
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.counters.requests > 0 || o.counters.ended() > 0)
+            .map(|(i, o)| {
+                let name = names.get(i).cloned().unwrap_or_else(|| format!("op{i}"));
+                OpSummary::new(step, name, &o.counters, &o.latency, &o.service_latency)
+            })
+            .collect();
+        let rest = stats
+            .counters
+            .residual(stats.ops.iter().map(|o| &o.counters));
+        rows.push(OpSummary::new(step, NO_OP.into(), &rest, &empty, &empty));
+        rows
+    }
+
+    fn new(
+        step: &StepSummary,
+        op: String,
+        c: &Counters,
+        latency: &LatencyHistogram,
+        service: &LatencyHistogram,
+    ) -> Self {
+        let rates = Rates::of(c, step.duration_s);
+        let lat = Percentiles::of(latency);
+        let service = match step.model {
+            Model::Open => Percentiles::of(service),
+            Model::Closed => Percentiles::default(),
+        };
+        OpSummary {
+            step: step.step,
+            op,
+            model: step.model,
+            concurrency: step.concurrency,
+            target_rate: step.target_rate,
+            duration_s: step.duration_s,
+            requests: c.requests,
+            responses: c.responses,
+            ok: c.ok,
+            errors: c.errors,
+            both_result_error: c.both_result_error,
+            invalid_jsonrpc: c.invalid_jsonrpc,
+            duplicate_id: c.duplicate_id,
+            late: c.late,
+            unknown_id: c.unknown_id,
+            null_id: c.null_id,
+            server_messages: c.server_messages,
+            parse_errors: c.parse_errors,
+            missing: c.missing,
+            timeouts: c.timeouts,
+            http_429: c.http_429,
+            http_503: c.http_503,
+            http_other: c.http_other,
+            transport_errors: c.transport_errors,
+            expired_unsent: c.expired_unsent,
+            batches: c.batches,
+            batch_rejected: c.batch_rejected,
+            response_count_mismatch: c.response_count_mismatch,
+            throughput_rps: rates.throughput,
+            goodput_rps: rates.goodput,
+            error_rate: rates.error_rate,
+            p50_ms: lat.p50,
+            p90_ms: lat.p90,
+            p99_ms: lat.p99,
+            p999_ms: lat.p999,
+            max_ms: lat.max,
+            mean_ms: lat.mean,
+            service_p50_ms: service.p50,
+            service_p90_ms: service.p90,
+            service_p99_ms: service.p99,
+            service_p999_ms: service.p999,
+            service_max_ms: service.max,
+            service_mean_ms: service.mean,
+        }
+    }
+}
+
+/// Throughput, goodput and error rate of some counts over a step's length.
+struct Rates {
+    throughput: f64,
+    goodput: f64,
+    error_rate: f64,
+}
+
+impl Rates {
+    fn of(c: &Counters, duration_s: f64) -> Self {
+        let per_s = |n: u64| {
+            if duration_s > 0.0 {
+                n as f64 / duration_s
+            } else {
+                0.0
+            }
+        };
+        Rates {
+            throughput: per_s(c.responses),
+            goodput: per_s(c.ok),
+            error_rate: if c.requests == 0 {
+                0.0
+            } else {
+                (c.requests - c.ok.min(c.requests)) as f64 / c.requests as f64
+            },
         }
     }
 }

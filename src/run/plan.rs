@@ -383,7 +383,7 @@ impl Plan {
                 "max_answer_memory": l.max_answer_memory,
                 "stop_on_failure": self.sweep.stop_on_failure,
             },
-            "mix": mix.ops().iter().map(|o| o.label.clone()).collect::<Vec<_>>(),
+            "ops": mix.names(),
             "batch": self.batch.as_ref().map(|b| json!({"size": b.size, "notifications": b.notifications, "force": b.force})),
             "criteria": {
                 "error_rate": c.max_error_rate,

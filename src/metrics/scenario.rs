@@ -1,0 +1,226 @@
+//! What scenario iterations measured: per scenario, iterations started, completed, failed and
+//! interrupted, their latency, polls per iteration and the named reasons they failed; per
+//! scenario step (a "part"), the same for that step alone (a parallel step's join latency, a
+//! poll's time to its terminal state). The rows of scenarios.csv.
+
+use super::LatencyHistogram;
+use super::summary::{Model, Percentiles, StepSummary};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::AddAssign;
+use std::time::Duration;
+
+/// scenarios.csv's `part` of the row that covers whole iterations.
+pub const WHOLE: &str = "*";
+
+/// How iterations (or one step of them) went.
+#[derive(Clone, Debug)]
+pub struct RunCounts {
+    pub started: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Still running when the step's graceful stop ran out.
+    pub interrupted: u64,
+    /// From the scheduled start to the end (open loop: coordinated omission corrected).
+    pub latency: LatencyHistogram,
+    /// Polls per iteration (or per run of a poll step); empty when nothing polls.
+    pub polls: Histogram<u64>,
+    /// Failures by named reason, e.g. `capture job_id: path not found`.
+    pub failures: BTreeMap<String, u64>,
+}
+
+impl Default for RunCounts {
+    fn default() -> Self {
+        RunCounts {
+            started: 0,
+            completed: 0,
+            failed: 0,
+            interrupted: 0,
+            latency: LatencyHistogram::default(),
+            polls: Histogram::new(3).expect("static bounds are valid"),
+            failures: BTreeMap::new(),
+        }
+    }
+}
+
+impl RunCounts {
+    /// One run that ended well after `took`.
+    pub fn completed(&mut self, took: Duration) {
+        self.completed += 1;
+        self.latency.record(took);
+    }
+
+    /// One run that failed for `reason`.
+    pub fn failed(&mut self, reason: &str) {
+        self.failed += 1;
+        match self.failures.get_mut(reason) {
+            Some(n) => *n += 1,
+            None => {
+                self.failures.insert(reason.to_owned(), 1);
+            }
+        }
+    }
+
+    pub fn polled(&mut self, polls: u64) {
+        let _ = self.polls.record(polls);
+    }
+}
+
+impl AddAssign<&RunCounts> for RunCounts {
+    fn add_assign(&mut self, o: &RunCounts) {
+        self.started += o.started;
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.interrupted += o.interrupted;
+        self.latency += &o.latency;
+        let _ = self.polls.add(&o.polls);
+        for (k, n) in &o.failures {
+            *self.failures.entry(k.clone()).or_default() += n;
+        }
+    }
+}
+
+/// One scenario's figures in one step: whole iterations, and each of its steps.
+#[derive(Clone, Debug, Default)]
+pub struct ScenarioStats {
+    pub iterations: RunCounts,
+    /// By scenario step, in the scenario's order.
+    pub parts: Vec<RunCounts>,
+}
+
+impl ScenarioStats {
+    pub fn part_mut(&mut self, i: usize) -> &mut RunCounts {
+        if i >= self.parts.len() {
+            self.parts.resize_with(i + 1, RunCounts::default);
+        }
+        &mut self.parts[i]
+    }
+}
+
+impl AddAssign<&ScenarioStats> for ScenarioStats {
+    fn add_assign(&mut self, o: &ScenarioStats) {
+        self.iterations += &o.iterations;
+        for (i, p) in o.parts.iter().enumerate() {
+            *self.part_mut(i) += p;
+        }
+    }
+}
+
+/// The names a run's scenarios report under: each scenario's, and its steps'.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScenarioNames {
+    pub scenario: String,
+    pub steps: Vec<String>,
+}
+
+/// One row of scenarios.csv (docs/results.md): a scenario's whole iterations (`part` is
+/// [`WHOLE`]) or one of its steps, in one step of the sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioSummary {
+    pub step: u32,
+    pub scenario: String,
+    pub part: String,
+    pub model: Model,
+    pub concurrency: Option<u64>,
+    pub target_rate: Option<f64>,
+    pub duration_s: f64,
+    pub started: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub interrupted: u64,
+    /// `completed` per second.
+    pub completed_per_s: f64,
+    /// `failed / started`; 0 when none started.
+    pub error_rate: f64,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub p999_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    pub mean_ms: Option<f64>,
+    /// Polls per iteration (per run of the step, on a poll step's row).
+    pub polls_p50: Option<u64>,
+    pub polls_p99: Option<u64>,
+    pub polls_max: Option<u64>,
+    pub polls_mean: Option<f64>,
+    /// Failures whose reason is a failed `expect` assertion.
+    pub assertion_failures: u64,
+    /// Every failure reason with its count: `reason (n); reason (n)`, sorted by reason.
+    pub failure_reasons: String,
+}
+
+/// The prefix of every failure reason that is a failed `expect` assertion.
+pub const EXPECT_PREFIX: &str = "expect ";
+
+impl ScenarioSummary {
+    /// The rows of one sweep step: per scenario, the whole-iteration row then one per step.
+    pub fn rows(
+        step: &StepSummary,
+        stats: &[ScenarioStats],
+        names: &[ScenarioNames],
+    ) -> Vec<ScenarioSummary> {
+        let mut out = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            let empty = ScenarioStats::default();
+            let s = stats.get(i).unwrap_or(&empty);
+            out.push(Self::new(step, &n.scenario, WHOLE, &s.iterations));
+            let none = RunCounts::default();
+            for (j, part) in n.steps.iter().enumerate() {
+                let p = s.parts.get(j).unwrap_or(&none);
+                out.push(Self::new(step, &n.scenario, part, p));
+            }
+        }
+        out
+    }
+
+    fn new(step: &StepSummary, scenario: &str, part: &str, c: &RunCounts) -> Self {
+        let lat = Percentiles::of(&c.latency);
+        let polls = (!c.polls.is_empty()).then_some(&c.polls);
+        ScenarioSummary {
+            step: step.step,
+            scenario: scenario.to_owned(),
+            part: part.to_owned(),
+            model: step.model,
+            concurrency: step.concurrency,
+            target_rate: step.target_rate,
+            duration_s: step.duration_s,
+            started: c.started,
+            completed: c.completed,
+            failed: c.failed,
+            interrupted: c.interrupted,
+            completed_per_s: if step.duration_s > 0.0 {
+                c.completed as f64 / step.duration_s
+            } else {
+                0.0
+            },
+            error_rate: if c.started == 0 {
+                0.0
+            } else {
+                c.failed as f64 / c.started as f64
+            },
+            p50_ms: lat.p50,
+            p90_ms: lat.p90,
+            p99_ms: lat.p99,
+            p999_ms: lat.p999,
+            max_ms: lat.max,
+            mean_ms: lat.mean,
+            polls_p50: polls.map(|h| h.value_at_quantile(0.5)),
+            polls_p99: polls.map(|h| h.value_at_quantile(0.99)),
+            polls_max: polls.map(|h| h.max()),
+            polls_mean: polls.map(|h| (h.mean() * 100.0).round() / 100.0),
+            assertion_failures: c
+                .failures
+                .iter()
+                .filter(|(r, _)| r.starts_with(EXPECT_PREFIX))
+                .map(|(_, n)| n)
+                .sum(),
+            failure_reasons: c
+                .failures
+                .iter()
+                .map(|(r, n)| format!("{r} ({n})"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
+}
