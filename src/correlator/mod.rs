@@ -57,6 +57,7 @@ pub enum Outcome {
 #[derive(Debug)]
 pub struct Settled {
     pub owner: Owner,
+    pub id: Id,
     pub op: u16,
     pub outcome: Outcome,
 }
@@ -476,6 +477,7 @@ impl Correlator {
         if let Some(owner) = owner {
             self.settled.push(Settled {
                 owner,
+                id: id.clone(),
                 op,
                 outcome: Outcome::Answered {
                     class,
@@ -504,6 +506,7 @@ impl Correlator {
         if let Some(owner) = owner {
             self.settled.push(Settled {
                 owner,
+                id: id.clone(),
                 op,
                 outcome: Outcome::Ended(end),
             });

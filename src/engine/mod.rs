@@ -3,6 +3,7 @@
 //! (`analysis`), decides whether the sweep goes on, and hands everything to a [`StepSink`].
 //! The engine never writes files, formats or prints.
 
+mod scenario;
 mod sink;
 mod timer;
 mod worker;
@@ -11,6 +12,7 @@ pub use sink::{FanOut, Second, SinkError, StepSink, StepStart};
 
 use crate::analysis::{StopCriteria, SweepJudge};
 use crate::load::mix::Mix;
+use crate::load::scenario::Scenarios;
 use crate::metrics::{LatencyHistogram, Model, Stats, StepFacts};
 use crate::profile::Spacing;
 use crate::transport::{AnyTransport, Transport};
@@ -27,6 +29,14 @@ use tokio_util::sync::CancellationToken;
 pub struct Workload {
     pub model: Model,
     pub mix: Mix,
+    /// When the profile has scenarios, every virtual user (or arrival) runs iterations of
+    /// them, the mix's entries included as one-step scenarios; the mix alone is not drawn.
+    pub scenarios: Option<Scenarios>,
+    /// Every operation's name, by operation number (the mix's and the scenarios' calls).
+    pub op_names: Vec<String>,
+    /// How long iterations still running when the sending ends may take to finish before
+    /// they count as `interrupted`.
+    pub graceful_stop: Duration,
     pub batch: Option<BatchShape>,
     pub duration: Duration,
     pub warmup: Duration,
@@ -165,7 +175,13 @@ pub async fn sweep(
         crew.tasks.spawn(async move { (i, w.run(rx).await) });
     }
     drop(report_tx);
-    let mut judge = SweepJudge::new(plan.criteria.clone()).naming_ops(work.mix.names().to_vec());
+    let mut judge = SweepJudge::new(plan.criteria.clone())
+        .naming_ops(work.op_names.clone())
+        .naming_scenarios(
+            work.scenarios
+                .as_ref()
+                .map_or_else(Vec::new, Scenarios::names),
+        );
     let mut end = SweepEnd::Complete;
     for (i, level) in plan.levels.iter().enumerate() {
         if cancel.is_cancelled() {

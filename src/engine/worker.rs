@@ -1,11 +1,13 @@
 //! One worker: the hot loop. It owns one transport, one correlator, one ledger and its share
 //! of the load; it writes only its own state and reports to the coordinator once a second.
 
+use super::scenario::{MAX_LIVE, Runner};
 use super::timer::SendTimer;
 use super::{Order, Report, StepOrder, Workload};
 use crate::correlator::{Correlator, Ledger, Sent, Tag};
 use crate::jsonrpc::{BatchWriter, Id, encode_notification};
 use crate::load::mix::Renderer;
+use crate::load::scenario::Scenarios;
 use crate::load::schedule::Arrivals;
 use crate::metrics::{Counters, LatencyHistogram, Model};
 use crate::transport::{AnyTransport, Event, Outgoing, Transport};
@@ -80,6 +82,7 @@ impl Worker {
         let mut seq = 0u64;
         let mut buf = Vec::with_capacity(512);
         let mut batch = BatchWriter::default();
+        let mut runner = self.work.scenarios.as_ref().map(Runner::new);
         while let Some(order) = orders.recv().await {
             let Order::Step(order) = order else { continue };
             let mut ctx = Sending {
@@ -88,8 +91,12 @@ impl Worker {
                 seq: &mut seq,
                 buf: &mut buf,
                 batch: &mut batch,
+                worker: self.index,
+                workers: self.workers,
+                timeout: self.work.timeout,
             };
-            self.step(order, &mut ctx, &mut ledger, &mut orders).await;
+            self.step(order, &mut ctx, &mut ledger, &mut runner, &mut orders)
+                .await;
         }
         self.transport
     }
@@ -99,6 +106,7 @@ impl Worker {
         order: StepOrder,
         s: &mut Sending<'_>,
         ledger: &mut Ledger,
+        runner: &mut Option<Runner>,
         orders: &mut mpsc::UnboundedReceiver<Order>,
     ) {
         let work = Arc::clone(&self.work);
@@ -133,17 +141,25 @@ impl Worker {
         let mut timer = SendTimer::new();
         loop {
             let sending = matches!(st.phase, Phase::Warmup | Phase::Measure) && self.down.is_none();
-            let next_send = match work.model {
+            let next_start = match work.model {
                 Model::Open => st.arrivals.as_ref().map(Arrivals::next_due),
                 Model::Closed => st.ready.front().copied(),
             }
             .filter(|_| sending);
+            // Iterations' polls and think times wake the loop too.
+            let next_send = match runner.as_ref().and_then(Runner::next_timer) {
+                Some(t) => Some(next_start.map_or(t, |n| n.min(t))),
+                None => next_start,
+            };
             let before = st.outstanding(s.corr);
             tokio::select! {
                 biased;
                 _ = &mut cancelled, if st.interrupted_at.is_none() => {
                     let now = Instant::now();
                     st.interrupted_at = Some(now);
+                    if let (Some(r), Some(sc)) = (runner.as_mut(), &work.scenarios) {
+                        r.interrupt_all(sc);
+                    }
                     if st.phase != Phase::Drain {
                         st.drain_began = now;
                     }
@@ -174,18 +190,25 @@ impl Worker {
             }
             let now = Instant::now();
             s.corr.expire(now, |id| self.transport.cancel(id));
+            if let (Some(r), Some(sc)) = (runner.as_mut(), &work.scenarios) {
+                r.settle(sc, s, &mut self.transport, now);
+                r.fire_timers(sc, s, &mut self.transport, now);
+            }
             if work.model == Model::Closed {
-                // A client whose request ended (answered, refused, timed out, failed) may
-                // send again after its think time.
-                let freed = before.saturating_sub(st.outstanding(s.corr));
+                // A client whose request (or iteration) ended (answered, refused, timed out,
+                // failed) may send again after its think time.
+                let freed = match runner.as_mut() {
+                    Some(r) => r.take_freed_users(),
+                    None => before.saturating_sub(st.outstanding(s.corr)),
+                };
                 st.ready
                     .extend(std::iter::repeat_n(now + work.think_time, freed));
             }
-            if self.advance(&mut st, s, now) {
+            if self.advance(&mut st, s, runner, now) {
                 break;
             }
             if matches!(st.phase, Phase::Warmup | Phase::Measure) {
-                self.send_due(&mut st, s, now);
+                self.send_due(&mut st, s, runner, now);
             }
         }
     }
@@ -202,27 +225,51 @@ impl Worker {
 
     /// Whether a drain is over: nothing in flight and no exchange open (so no answer of this
     /// phase can land in the next), or the timeout spent waiting for stragglers.
-    fn drained(&self, st: &StepState, s: &Sending<'_>, now: Instant) -> bool {
+    fn drained(&self, st: &StepState, s: &Sending<'_>, iterations: usize, now: Instant) -> bool {
         if let Some(t) = st.interrupted_at {
             return s.corr.in_flight() == 0 || now >= t + INTERRUPT_DRAIN;
         }
-        s.corr.in_flight() == 0
+        iterations == 0
+            && s.corr.in_flight() == 0
             && (self.transport.open_exchanges() == 0 || now >= st.drain_began + self.work.timeout)
     }
 
     /// Moves the step through its phases; true when the step is over. A transport that is down
     /// ends the sending at once.
-    fn advance(&mut self, st: &mut StepState, s: &mut Sending<'_>, now: Instant) -> bool {
-        let work = &self.work;
+    fn advance(
+        &mut self,
+        st: &mut StepState,
+        s: &mut Sending<'_>,
+        runner: &mut Option<Runner>,
+        now: Instant,
+    ) -> bool {
+        let work = Arc::clone(&self.work);
         let down = self.down.is_some();
+        // Iterations still running at the end of the sending get the graceful stop to
+        // finish; warm-up iterations are not a result and stop at once.
+        let graceful_over = match st.phase {
+            Phase::WarmupDrain => true,
+            Phase::Drain => now >= st.drain_began + work.graceful_stop,
+            _ => false,
+        };
+        if let (Some(r), Some(sc)) = (runner.as_mut(), &work.scenarios)
+            && graceful_over
+            && r.live() > 0
+        {
+            r.interrupt_all(sc);
+        }
+        let iterations = runner.as_ref().map_or(0, Runner::live);
         match st.phase {
             Phase::Warmup if now >= st.measure_start || down => {
                 st.phase = Phase::WarmupDrain;
                 st.drain_began = now;
             }
-            Phase::WarmupDrain if self.drained(st, s, now) => {
+            Phase::WarmupDrain if self.drained(st, s, iterations, now) => {
                 // Forget the warm-up: its requests have all ended, so the identity holds.
                 s.corr.take_stats();
+                if let Some(r) = runner.as_mut() {
+                    r.take_stats();
+                }
                 self.transport.take_counters(&mut Counters::default());
                 st.transport_error = None;
                 st.phase = Phase::WaitGo;
@@ -237,18 +284,26 @@ impl Worker {
             _ => {}
         }
         if st.phase == Phase::Measure && now >= st.next_second {
-            self.report_second(st, s);
+            self.report_second(st, s, runner);
         }
-        if st.phase == Phase::Drain && self.drained(st, s, now) {
-            self.end_step(st, s);
+        if st.phase == Phase::Drain && self.drained(st, s, iterations, now) {
+            self.end_step(st, s, runner);
             return true;
         }
         false
     }
 
-    fn report_second(&mut self, st: &mut StepState, s: &mut Sending<'_>) {
+    fn report_second(
+        &mut self,
+        st: &mut StepState,
+        s: &mut Sending<'_>,
+        runner: &mut Option<Runner>,
+    ) {
         let mut stats = s.corr.take_stats();
         self.transport.take_counters(&mut stats.counters);
+        if let Some(r) = runner.as_mut() {
+            stats.scenarios = r.take_stats();
+        }
         let _ = self.reports.send(Report::Second {
             worker: self.index,
             step: st.order.step,
@@ -263,13 +318,16 @@ impl Worker {
 
     /// Sends the step's last second (with the drain) and its end. A step interrupted before
     /// its measured time began reports nothing measured: its warm-up is not a result.
-    fn end_step(&mut self, st: &mut StepState, s: &mut Sending<'_>) {
+    fn end_step(&mut self, st: &mut StepState, s: &mut Sending<'_>, runner: &mut Option<Runner>) {
         let measured = st.interrupted_at.is_none_or(|t| t >= st.measure_start);
         if measured {
-            self.report_second(st, s);
+            self.report_second(st, s, runner);
         } else {
             s.corr.take_stats();
             self.transport.take_counters(&mut Counters::default());
+            if let Some(r) = runner.as_mut() {
+                r.take_stats();
+            }
         }
         let _ = self.reports.send(Report::StepDone {
             worker: self.index,
@@ -303,8 +361,17 @@ impl Worker {
         }
     }
 
-    fn send_due(&mut self, st: &mut StepState, s: &mut Sending<'_>, now: Instant) {
+    fn send_due(
+        &mut self,
+        st: &mut StepState,
+        s: &mut Sending<'_>,
+        runner: &mut Option<Runner>,
+        now: Instant,
+    ) {
         let w = Arc::clone(&self.work);
+        if let (Some(r), Some(sc)) = (runner.as_mut(), &w.scenarios) {
+            return self.start_due(st, s, r, sc, now);
+        }
         match w.model {
             Model::Closed => {
                 while st.ready.front().is_some_and(|t| *t <= now) {
@@ -330,6 +397,45 @@ impl Worker {
                     }
                     st.lag.record(now.saturating_duration_since(due));
                     self.send_one(s, due, now);
+                }
+            }
+        }
+    }
+
+    /// Starts the iterations that are due: one per free virtual user (closed loop), one per
+    /// arrival (open loop; past `max_in_flight` iterations, the arrival is dropped).
+    fn start_due(
+        &mut self,
+        st: &mut StepState,
+        s: &mut Sending<'_>,
+        r: &mut Runner,
+        sc: &Scenarios,
+        now: Instant,
+    ) {
+        match self.work.model {
+            Model::Closed => {
+                while st.ready.front().is_some_and(|t| *t <= now) {
+                    st.ready.pop_front();
+                    r.start(sc, s, &mut self.transport, now, now, true);
+                }
+            }
+            Model::Open => {
+                let Some(arrivals) = st.arrivals.as_mut() else {
+                    return;
+                };
+                let cap = self
+                    .work
+                    .max_in_flight
+                    .div_ceil(self.workers as usize)
+                    .min(MAX_LIVE);
+                while arrivals.next_due() <= now {
+                    let due = arrivals.advance();
+                    if r.live() >= cap {
+                        st.dropped_arrivals += 1;
+                        continue;
+                    }
+                    st.lag.record(now.saturating_duration_since(due));
+                    r.start(sc, s, &mut self.transport, due, now, false);
                 }
             }
         }
@@ -391,18 +497,22 @@ impl Worker {
 }
 
 /// The per-worker mutable state a send touches.
-struct Sending<'a> {
-    corr: &'a mut Correlator,
-    renderer: &'a mut Renderer,
-    seq: &'a mut u64,
-    buf: &'a mut Vec<u8>,
+pub(super) struct Sending<'a> {
+    pub corr: &'a mut Correlator,
+    pub renderer: &'a mut Renderer,
+    pub seq: &'a mut u64,
+    pub buf: &'a mut Vec<u8>,
     /// Reused for every batch a worker sends.
-    batch: &'a mut BatchWriter,
+    pub batch: &'a mut BatchWriter,
+    pub worker: u32,
+    pub workers: u32,
+    /// How long a request may wait for its answer.
+    pub timeout: Duration,
 }
 
 /// A fresh id (unique in the run: the worker's index sits in the high bits) and the
 /// request's run-wide sequence number for `{{seq}}`.
-fn next_id(seq: &mut u64, worker: u32, workers: u32) -> (Id, u64) {
+pub(super) fn next_id(seq: &mut u64, worker: u32, workers: u32) -> (Id, u64) {
     let local = *seq;
     *seq += 1;
     let id = Id::Num(((worker as i64) << 40) | local as i64);

@@ -56,7 +56,7 @@ enum Body {
 /// One operation of the mix, ready to render.
 #[derive(Clone, Debug)]
 pub struct MixOp {
-    method: &'static str,
+    method: Box<str>,
     /// Its number among the mix's operation names: what its requests count under.
     pub op: u16,
     body: Body,
@@ -74,6 +74,14 @@ pub struct Mix {
     /// The operations' names (ops.csv's `op`), indexed by [`MixOp::op`]: entries that share
     /// a name count as one operation.
     names: Vec<String>,
+}
+
+/// What a scenario iteration binds for every request it sends: its CSV row (by number; a
+/// mix takes the request's sequence number) and its captured variables.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bound<'a> {
+    pub row: Option<u64>,
+    pub vars: Option<&'a Map<String, Value>>,
 }
 
 /// Per-worker state for rendering: sequence, randomness, scratch space.
@@ -113,12 +121,11 @@ impl Mix {
                 for t in &server.tools {
                     let args = schema_args::arguments_for(&t.input_schema);
                     out.push(compile(
-                        op,
-                        Some(&t.name),
-                        Some(args),
+                        Request::of(op, Some(&t.name), Some(&args)),
                         server.revision,
                         csv.clone(),
                         Source::Server,
+                        &default_op_name(op, Some(&t.name)),
                         &mut names,
                     )?);
                     weights.push(share);
@@ -126,12 +133,11 @@ impl Mix {
             } else {
                 let args = op.args.as_ref().map(toml_to_json);
                 out.push(compile(
-                    op,
-                    op.tool.as_deref(),
-                    args,
+                    Request::of(op, op.tool.as_deref(), args.as_ref()),
                     server.revision,
                     csv,
                     Source::Profile,
+                    &default_op_name(op, op.tool.as_deref()),
                     &mut names,
                 )?);
                 weights.push(op.weight as f64);
@@ -178,14 +184,26 @@ impl Mix {
 }
 
 impl MixOp {
-    pub fn method(&self) -> &'static str {
-        self.method
+    pub fn method(&self) -> &str {
+        &self.method
     }
 
     /// Appends the request with `id` (sequence number `seq`) to `out`; returns its headers.
     pub fn render(&self, out: &mut Vec<u8>, id: &Id, seq: u64, r: &mut Renderer) -> McpHeaders {
+        self.render_bound(out, id, seq, r, Bound::default())
+    }
+
+    /// [`MixOp::render`] for a scenario iteration: its CSV row and its variables.
+    pub fn render_bound(
+        &self,
+        out: &mut Vec<u8>,
+        id: &Id,
+        seq: u64,
+        r: &mut Renderer,
+        bound: Bound<'_>,
+    ) -> McpHeaders {
         let row = self.csv.as_ref().map(|c| {
-            let row = &c.rows[(seq % c.rows.len() as u64) as usize];
+            let row = &c.rows[(bound.row.unwrap_or(seq) % c.rows.len() as u64) as usize];
             CsvRow {
                 header: &c.header,
                 row,
@@ -196,18 +214,18 @@ impl MixOp {
             worker: r.worker,
             rng: &mut r.rng,
             csv: row.as_ref(),
-            vars: None,
+            vars: bound.vars,
         };
         match &self.body {
             Body::Params(t) => {
-                encode_request_with(out, id, self.method, |o| t.render(o, &mut ctx));
+                encode_request_with(out, id, &self.method, |o| t.render(o, &mut ctx));
                 self.headers.clone()
             }
             Body::Uri { uri, meta } => {
                 r.scratch.clear();
                 uri.render(&mut r.scratch, &mut ctx);
                 let text = String::from_utf8_lossy(&r.scratch);
-                encode_request_with(out, id, self.method, |o| {
+                encode_request_with(out, id, &self.method, |o| {
                     o.extend_from_slice(br#"{"uri":"#);
                     // Writing JSON into a Vec cannot fail.
                     let _ = serde_json::to_writer(&mut *o, text.as_ref());
@@ -265,21 +283,65 @@ pub fn default_op_name(op: &Op, tool: Option<&str>) -> String {
         .unwrap_or_else(|| op.method.as_str().to_owned())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One request as a profile describes it, for [`MixOp::compile`]: a mix entry or a call of a
+/// scenario step.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub tool: Option<&'a str>,
+    pub prompt: Option<&'a str>,
+    pub uri: Option<&'a str>,
+    /// `tools/call` / `prompts/get` arguments.
+    pub args: Option<&'a Value>,
+    /// The whole params object, for other methods.
+    pub params: Option<&'a Value>,
+}
+
+impl<'a> Request<'a> {
+    fn of(op: &'a Op, tool: Option<&'a str>, args: Option<&'a Value>) -> Self {
+        Request {
+            method: op.method.as_str(),
+            tool,
+            prompt: op.prompt.as_deref(),
+            uri: op.uri.as_ref().map(|u| u.0.as_str()),
+            args,
+            params: None,
+        }
+    }
+}
+
+impl MixOp {
+    /// Compiles one request for `revision`, counted under operation `name`.
+    pub fn compile(
+        req: Request<'_>,
+        revision: Revision,
+        csv: Option<Arc<CsvData>>,
+        name: &str,
+        names: &mut OpNames,
+    ) -> Result<MixOp, String> {
+        compile(req, revision, csv, Source::Profile, name, names)
+    }
+}
+
 fn compile(
-    op: &Op,
-    tool: Option<&str>,
-    args: Option<Value>,
+    req: Request<'_>,
     revision: Revision,
     csv: Option<Arc<CsvData>>,
     source: Source,
+    op_name: &str,
     names: &mut OpNames,
 ) -> Result<MixOp, String> {
     let modern = revision.is_modern();
-    let method = op.method.as_str();
-    let mut params = Map::new();
-    let name = match op.method {
-        Method::ToolsCall => {
+    let method = req.method;
+    let mut params = match req.params {
+        Some(Value::Object(p)) => p.clone(),
+        Some(_) => return Err(format!("{method}: `params` must be a table")),
+        None => Map::new(),
+    };
+    let tool = req.tool;
+    let args = req.args.cloned();
+    let name = match method {
+        "tools/call" => {
             let tool = tool.ok_or("tools/call needs `tool`")?;
             params.insert("name".into(), Value::from(tool));
             params.insert(
@@ -288,15 +350,15 @@ fn compile(
             );
             Some(tool.to_owned())
         }
-        Method::PromptsGet => {
-            let prompt = op.prompt.as_deref().ok_or("prompts/get needs `prompt`")?;
+        "prompts/get" => {
+            let prompt = req.prompt.ok_or("prompts/get needs `prompt`")?;
             params.insert("name".into(), Value::from(prompt));
             if let Some(a) = args {
                 params.insert("arguments".into(), a);
             }
             Some(prompt.to_owned())
         }
-        Method::ResourcesRead | Method::ToolsList | Method::Ping => None,
+        _ => None,
     };
     let meta = modern.then(|| Value::Object(modern_meta()));
     let mut headers = McpHeaders::default();
@@ -308,10 +370,11 @@ fn compile(
         Some(n) => format!("{method} {n}"),
         None => method.to_owned(),
     };
-    let body = if op.method == Method::ResourcesRead {
-        let uri = op.uri.as_ref().ok_or("resources/read needs `uri`")?;
+    let resource = method == "resources/read";
+    let body = if resource {
+        let uri = req.uri.ok_or("resources/read needs `uri`")?;
         Body::Uri {
-            uri: TextTemplate::new(&uri.0)?,
+            uri: TextTemplate::new(uri)?,
             meta: meta.map(|m| m.to_string().into()),
         }
     } else {
@@ -346,10 +409,10 @@ fn compile(
         }
     }
     Ok(MixOp {
-        method: op.method.as_str(),
-        op: names.number(&default_op_name(op, tool))?,
+        method: method.into(),
+        op: names.number(op_name)?,
         body,
-        name_per_request: modern && op.method == Method::ResourcesRead,
+        name_per_request: modern && resource,
         headers,
         csv,
     })

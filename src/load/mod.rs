@@ -2,6 +2,7 @@
 //! open-loop arrival schedules; pacing is kept apart from execution (the engine).
 
 pub mod mix;
+pub mod scenario;
 pub mod schedule;
 pub mod schema_args;
 pub mod template;

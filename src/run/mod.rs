@@ -235,7 +235,10 @@ fn workload(plan: &Plan, mix: Mix) -> Workload {
     let batch_size = plan.batch.as_ref().map_or(1, |b| b.size);
     Workload {
         model: plan.model,
+        op_names: mix.names().to_vec(),
         mix,
+        scenarios: None,
+        graceful_stop: l.timeout,
         batch: plan
             .batch
             .as_ref()

@@ -1,0 +1,619 @@
+//! Scenario iterations inside one worker: starting them, sending each step's calls, taking
+//! up the answers the correlator hands back (captures, poll conditions, joins), timers for
+//! polls and think times, assertions, and the counts of scenarios.csv. Worker-local like the
+//! rest of the hot loop; an iteration is addressed by its slot and a generation, so an answer
+//! that comes back for an iteration already ended is ignored.
+
+use super::worker::{Sending, next_id};
+use crate::correlator::{Class, End, Outcome, Owner, Sent, Settled, Tag};
+use crate::jsonrpc::Id;
+use crate::load::mix::Bound;
+use crate::load::scenario::{Call, Scenario, Scenarios, StepKind};
+use crate::metrics::{EXPECT_PREFIX, ScenarioStats};
+use crate::profile::expr::{Root, Scope};
+use crate::transport::{AnyTransport, Outgoing, Transport};
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+/// Bits of an owner that hold the slot; the rest hold the slot's generation.
+const SLOT_BITS: u32 = 20;
+const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
+/// Live iterations one worker can hold at once.
+pub(super) const MAX_LIVE: usize = SLOT_MASK as usize;
+
+/// One running iteration.
+struct Iteration {
+    scenario: usize,
+    /// The scenario step it is at.
+    step: usize,
+    vars: Map<String, Value>,
+    /// Its CSV row number.
+    row: u64,
+    /// When it was due to start (open loop: scheduled), for its latency.
+    started: Instant,
+    /// When the current step began.
+    step_started: Instant,
+    /// Whether a closed-loop virtual user runs it (and is freed when it ends).
+    user: bool,
+    /// Requests of the current step still in flight: their ids and call numbers.
+    waiting: Vec<(Id, usize)>,
+    /// The first failure among a parallel step's members.
+    member_failure: Option<String>,
+    /// Polls of the current poll step, and of the whole iteration.
+    step_polls: u64,
+    polls: u64,
+}
+
+#[derive(Default)]
+struct Slot {
+    generation: u32,
+    iteration: Option<Iteration>,
+}
+
+/// How one iteration's turn ended.
+enum Turn {
+    /// Waiting for answers or a timer.
+    Waiting,
+    Done,
+    Failed(String),
+}
+
+/// The iterations of one worker.
+pub(super) struct Runner {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    stats: Vec<ScenarioStats>,
+    settled: Vec<Settled>,
+    /// Closed loop: virtual users whose iteration ended since last asked.
+    users_freed: usize,
+    /// Iterations started by this worker (their CSV rows).
+    started: u64,
+}
+
+impl Runner {
+    pub(super) fn new(scenarios: &Scenarios) -> Self {
+        Runner {
+            slots: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            timers: BinaryHeap::new(),
+            stats: (0..scenarios.list.len())
+                .map(|_| ScenarioStats::default())
+                .collect(),
+            settled: Vec::new(),
+            users_freed: 0,
+            started: 0,
+        }
+    }
+
+    /// Iterations running.
+    pub(super) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// The earliest timer (possibly of an iteration already ended).
+    pub(super) fn next_timer(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Closed loop: how many virtual users became free since the last call.
+    pub(super) fn take_freed_users(&mut self) -> usize {
+        std::mem::take(&mut self.users_freed)
+    }
+
+    /// Hands over the counts so far and starts afresh.
+    pub(super) fn take_stats(&mut self) -> Vec<ScenarioStats> {
+        let fresh = self
+            .stats
+            .iter()
+            .map(|_| ScenarioStats::default())
+            .collect();
+        std::mem::replace(&mut self.stats, fresh)
+    }
+
+    /// Starts one iteration of a scenario drawn by weight, due at `due`.
+    pub(super) fn start(
+        &mut self,
+        sc: &Scenarios,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        due: Instant,
+        now: Instant,
+        user: bool,
+    ) {
+        let scenario = sc.pick(&mut s.renderer.rng);
+        let slot = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let row = self.started * s.workers as u64 + s.worker as u64;
+        self.started += 1;
+        self.live += 1;
+        self.stats[scenario].iterations.started += 1;
+        self.slots[slot as usize].iteration = Some(Iteration {
+            scenario,
+            step: 0,
+            vars: Map::new(),
+            row,
+            started: due,
+            step_started: due,
+            user,
+            waiting: Vec::new(),
+            member_failure: None,
+            step_polls: 0,
+            polls: 0,
+        });
+        self.enter_step(sc, s, t, slot, due, now);
+    }
+
+    /// Takes up the answers and ends the correlator has for iterations.
+    pub(super) fn settle(
+        &mut self,
+        sc: &Scenarios,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        now: Instant,
+    ) {
+        s.corr.take_settled(&mut self.settled);
+        let settled = std::mem::take(&mut self.settled);
+        for end in &settled {
+            if let Some(slot) = self.slot_of(end.owner) {
+                self.answered(sc, s, t, slot, end, now);
+            }
+        }
+        self.settled = settled;
+        self.settled.clear();
+    }
+
+    /// Runs the timers that are due: polls to repeat, think times over.
+    pub(super) fn fire_timers(
+        &mut self,
+        sc: &Scenarios,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        now: Instant,
+    ) {
+        while let Some(Reverse((at, owner))) = self.timers.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(slot) = Owner::new(owner).and_then(|o| self.slot_of(o)) else {
+                continue;
+            };
+            let it = self.iteration(slot);
+            let step = &sc.list[it.scenario].steps[it.step];
+            let turn = match &step.kind {
+                StepKind::Poll(p) => self.send(s, t, slot, &p.call, 0, now, now),
+                _ => self.next_step(sc, s, t, slot, now),
+            };
+            self.conclude(sc, slot, turn, now);
+        }
+    }
+
+    /// Ends every running iteration as `interrupted` (the step's graceful stop ran out, or
+    /// Ctrl-C); their requests still in flight end as the correlator sees them.
+    pub(super) fn interrupt_all(&mut self, sc: &Scenarios) {
+        for slot in 0..self.slots.len() as u32 {
+            if let Some(it) = self.slots[slot as usize].iteration.as_ref() {
+                let stats = &mut self.stats[it.scenario];
+                stats.iterations.interrupted += 1;
+                stats.part_mut(it.step).interrupted += 1;
+                let _ = sc;
+                self.release(slot);
+            }
+        }
+        self.timers.clear();
+    }
+
+    fn slot_of(&self, owner: Owner) -> Option<u32> {
+        let raw = owner.get() - 1;
+        let (slot, generation) = (raw & SLOT_MASK, raw >> SLOT_BITS);
+        let s = self.slots.get(slot as usize)?;
+        (s.generation == generation && s.iteration.is_some()).then_some(slot)
+    }
+
+    fn owner(&self, slot: u32) -> Owner {
+        let generation = self.slots[slot as usize].generation & (u32::MAX >> SLOT_BITS);
+        Owner::new(((generation << SLOT_BITS) | slot) + 1).expect("slot + 1 is not zero")
+    }
+
+    fn iteration(&mut self, slot: u32) -> &mut Iteration {
+        self.slots[slot as usize]
+            .iteration
+            .as_mut()
+            .expect("a live slot")
+    }
+
+    /// Frees a slot: anything still addressed to its iteration is ignored from now on.
+    fn release(&mut self, slot: u32) -> Option<Iteration> {
+        let s = &mut self.slots[slot as usize];
+        let it = s.iteration.take()?;
+        // Generations wrap within the owner's bits; an answer 4,096 iterations stale on the
+        // same slot is the only one that could be mistaken.
+        s.generation = (s.generation + 1) & (u32::MAX >> SLOT_BITS);
+        self.free.push(slot);
+        self.live -= 1;
+        if it.user {
+            self.users_freed += 1;
+        }
+        Some(it)
+    }
+
+    /// Starts the iteration's current step (or ends the iteration past its last).
+    fn enter_step(
+        &mut self,
+        sc: &Scenarios,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        slot: u32,
+        due: Instant,
+        now: Instant,
+    ) {
+        let turn = self.run_step(sc, s, t, slot, due, now);
+        self.conclude(sc, slot, turn, now);
+    }
+
+    /// Runs steps from the current one until one has to wait, fails or the scenario ends.
+    fn run_step(
+        &mut self,
+        sc: &Scenarios,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        slot: u32,
+        due: Instant,
+        now: Instant,
+    ) -> Turn {
+        let it = self.iteration(slot);
+        let scenario: &Scenario = &sc.list[it.scenario];
+        let Some(step) = scenario.steps.get(it.step) else {
+            return Turn::Done;
+        };
+        it.step_started = due;
+        it.step_polls = 0;
+        it.member_failure = None;
+        let (index, part) = (it.scenario, it.step);
+        self.stats[index].part_mut(part).started += 1;
+        match &step.kind {
+            StepKind::Call(c) => self.send(s, t, slot, c, 0, due, now),
+            StepKind::Poll(p) => self.send(s, t, slot, &p.call, 0, due, now),
+            StepKind::Parallel(members) => {
+                for (i, m) in members.iter().enumerate() {
+                    if let Turn::Failed(why) = self.send(s, t, slot, m, i, due, now) {
+                        return Turn::Failed(why);
+                    }
+                }
+                Turn::Waiting
+            }
+            StepKind::Expect(checks) => {
+                let it = self.iteration(slot);
+                let scope = Scope {
+                    vars: &it.vars,
+                    answer: None,
+                };
+                for c in checks {
+                    match c.expr.holds(&scope) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            return Turn::Failed(format!(
+                                "{EXPECT_PREFIX}{}: {}",
+                                step.name, c.text
+                            ));
+                        }
+                        Err(e) => {
+                            return Turn::Failed(format!(
+                                "{EXPECT_PREFIX}{}: {} ({e})",
+                                step.name, c.text
+                            ));
+                        }
+                    }
+                }
+                self.step_done(sc, slot, now);
+                self.run_step(sc, s, t, slot, now, now)
+            }
+            StepKind::Think(think) => {
+                let pause = think.draw(&mut s.renderer.rng);
+                if pause.is_zero() {
+                    self.step_done(sc, slot, now);
+                    return self.run_step(sc, s, t, slot, now, now);
+                }
+                let owner = self.owner(slot).get();
+                self.timers.push(Reverse((now + pause, owner)));
+                Turn::Waiting
+            }
+        }
+    }
+
+    /// A step that ended well: its time is recorded and the iteration moves on.
+    fn step_done(&mut self, sc: &Scenarios, slot: u32, now: Instant) {
+        let it = self.iteration(slot);
+        let (scenario, part, took, polls) = (
+            it.scenario,
+            it.step,
+            now.saturating_duration_since(it.step_started),
+            it.step_polls,
+        );
+        it.step += 1;
+        let counts = self.stats[scenario].part_mut(part);
+        counts.completed(took);
+        if matches!(sc.list[scenario].steps[part].kind, StepKind::Poll(_)) {
+            counts.polled(polls);
+        }
+    }
+
+    /// After a timer: the think step is over; on to the next.
+    fn next_step(
+        &mut self,
+        sc: &Scenarios,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        slot: u32,
+        now: Instant,
+    ) -> Turn {
+        self.step_done(sc, slot, now);
+        self.run_step(sc, s, t, slot, now, now)
+    }
+
+    /// Sends call `member` of the current step.
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &mut self,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        slot: u32,
+        call: &Call,
+        member: usize,
+        due: Instant,
+        now: Instant,
+    ) -> Turn {
+        let owner = self.owner(slot);
+        let it = self.iteration(slot);
+        let (id, seq) = next_id(s.seq, s.worker, s.workers);
+        s.buf.clear();
+        let bound = Bound {
+            row: Some(it.row),
+            vars: Some(&it.vars),
+        };
+        let headers = call.op.render_bound(s.buf, &id, seq, s.renderer, bound);
+        let sent = Sent {
+            due,
+            written: now,
+            deadline: now + s.timeout,
+        };
+        let tag = Tag {
+            op: call.op.op,
+            owner: Some(owner),
+        };
+        if s.corr.register_tagged(id.clone(), sent, tag).is_err() {
+            return Turn::Failed(format!("id {id} collided"));
+        }
+        it.waiting.push((id.clone(), member));
+        t.send(Outgoing::single(
+            Bytes::copy_from_slice(s.buf),
+            Some(id),
+            headers,
+        ));
+        Turn::Waiting
+    }
+
+    /// One request of the iteration's current step ended.
+    fn answered(
+        &mut self,
+        sc: &Scenarios,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        slot: u32,
+        end: &Settled,
+        now: Instant,
+    ) {
+        let it = self.iteration(slot);
+        let Some(pos) = it.waiting.iter().position(|(id, _)| *id == end.id) else {
+            return;
+        };
+        let (_, member) = it.waiting.swap_remove(pos);
+        let scenario = &sc.list[it.scenario];
+        let step = &scenario.steps[it.step];
+        let turn = match &step.kind {
+            StepKind::Call(c) => match take_answer(&step.name, c, &end.outcome, &mut it.vars) {
+                Ok(_) => self.next_step(sc, s, t, slot, now),
+                Err(why) => Turn::Failed(why),
+            },
+            StepKind::Parallel(members) => {
+                if let Err(why) =
+                    take_answer(&step.name, &members[member], &end.outcome, &mut it.vars)
+                {
+                    it.member_failure.get_or_insert(why);
+                }
+                match (it.waiting.is_empty(), it.member_failure.take()) {
+                    (false, failure) => {
+                        it.member_failure = failure;
+                        Turn::Waiting
+                    }
+                    (true, Some(why)) => Turn::Failed(why),
+                    (true, None) => self.next_step(sc, s, t, slot, now),
+                }
+            }
+            StepKind::Poll(p) => {
+                it.step_polls += 1;
+                it.polls += 1;
+                let answer = match answer_value(&step.name, &end.outcome) {
+                    Ok(a) => a,
+                    Err(why) => return self.conclude(sc, slot, Turn::Failed(why), now),
+                };
+                let scope = Scope {
+                    vars: &it.vars,
+                    answer: Some(&answer),
+                };
+                match p.until.expr.holds(&scope) {
+                    Ok(true) => match capture(&step.name, &p.call, &answer, &mut it.vars) {
+                        Ok(()) => self.next_step(sc, s, t, slot, now),
+                        Err(why) => Turn::Failed(why),
+                    },
+                    Ok(false) => {
+                        let elapsed = now.saturating_duration_since(it.step_started);
+                        let wait = p
+                            .server_interval
+                            .then(|| server_poll_interval(&answer))
+                            .flatten()
+                            .unwrap_or(p.interval);
+                        if p.max_polls.is_some_and(|m| it.step_polls >= m as u64) {
+                            Turn::Failed(format!(
+                                "{}: not done after {} polls",
+                                step.name, it.step_polls
+                            ))
+                        } else if p.max_time.is_some_and(|m| elapsed + wait > m) {
+                            Turn::Failed(format!(
+                                "{}: not done within max_time {}",
+                                step.name,
+                                humantime::format_duration(p.max_time.unwrap_or_default())
+                            ))
+                        } else {
+                            let owner = self.owner(slot).get();
+                            self.timers.push(Reverse((now + wait, owner)));
+                            Turn::Waiting
+                        }
+                    }
+                    Err(e) => Turn::Failed(format!("{}: until: {e}", step.name)),
+                }
+            }
+            StepKind::Expect(_) | StepKind::Think(_) => Turn::Waiting,
+        };
+        self.conclude(sc, slot, turn, now);
+    }
+
+    /// Ends the iteration when its turn did: completed or failed, counted; else nothing.
+    fn conclude(&mut self, sc: &Scenarios, slot: u32, turn: Turn, now: Instant) {
+        if self
+            .slots
+            .get(slot as usize)
+            .is_none_or(|s| s.iteration.is_none())
+        {
+            return;
+        }
+        match turn {
+            Turn::Waiting => {}
+            Turn::Done => {
+                let it = self.release(slot).expect("live");
+                let counts = &mut self.stats[it.scenario].iterations;
+                counts.completed(now.saturating_duration_since(it.started));
+                if sc.list[it.scenario].polls {
+                    counts.polled(it.polls);
+                }
+            }
+            Turn::Failed(why) => {
+                let it = self.release(slot).expect("live");
+                let stats = &mut self.stats[it.scenario];
+                if let Some(part) = stats.parts.get_mut(it.step) {
+                    part.failed(&why);
+                } else {
+                    stats.part_mut(it.step).failed(&why);
+                }
+                stats.iterations.failed(&why);
+                if sc.list[it.scenario].polls {
+                    stats.iterations.polled(it.polls);
+                }
+            }
+        }
+    }
+}
+
+/// The answer as `{"result": …}` or `{"error": …}`, or why the request has none.
+fn answer_value(step: &str, outcome: &Outcome) -> Result<Value, String> {
+    match outcome {
+        Outcome::Answered {
+            class,
+            result,
+            error,
+        } => {
+            let mut answer = Map::new();
+            let parse = |raw: &serde_json::value::RawValue| {
+                serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null)
+            };
+            match (class, result, error) {
+                (Class::Ok, Some(r), _) => {
+                    answer.insert("result".into(), parse(r));
+                }
+                (Class::Error, _, Some(e)) => {
+                    answer.insert("error".into(), parse(e));
+                }
+                _ => return Err(format!("{step}: the answer was not valid JSON-RPC")),
+            }
+            Ok(Value::Object(answer))
+        }
+        Outcome::Ended(end) => Err(format!("{step}: {}", end_name(*end))),
+    }
+}
+
+/// Takes a call's captures out of its answer. An error answer fails the step unless every
+/// capture reads from `error`.
+fn take_answer(
+    step: &str,
+    call: &Call,
+    outcome: &Outcome,
+    vars: &mut Map<String, Value>,
+) -> Result<(), String> {
+    let answer = answer_value(step, outcome)?;
+    if let Some(e) = answer.get("error")
+        && !call.captures.iter().all(|c| c.path.root == Root::Error)
+    {
+        let code = e.get("code").map_or_else(|| "?".into(), Value::to_string);
+        return Err(format!("{step}: error answer {code}"));
+    }
+    capture(step, call, &answer, vars)
+}
+
+/// Stores each capture's value, or names the first that found nothing.
+fn capture(
+    step: &str,
+    call: &Call,
+    answer: &Value,
+    vars: &mut Map<String, Value>,
+) -> Result<(), String> {
+    for c in &call.captures {
+        let scope = Scope {
+            vars,
+            answer: Some(answer),
+        };
+        match c.path.lookup(&scope) {
+            Some(v) => {
+                let v = v.clone();
+                vars.insert(c.var.clone(), v);
+            }
+            None => {
+                return Err(format!("{step}: capture {}: {} not found", c.var, c.path));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The answer's `pollInterval` in milliseconds (in `result`, or in its `structuredContent`).
+fn server_poll_interval(answer: &Value) -> Option<Duration> {
+    let r = answer.get("result")?;
+    r.get("pollInterval")
+        .or_else(|| r.get("structuredContent")?.get("pollInterval"))
+        .and_then(Value::as_f64)
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+}
+
+/// An unanswered end under its steps.csv column's name.
+fn end_name(end: End) -> &'static str {
+    match end {
+        End::Missing => "missing",
+        End::Timeout => "timeout",
+        End::Http429 => "http_429",
+        End::Http503 => "http_503",
+        End::HttpOther => "http_other",
+        End::Transport => "transport_error",
+        End::ExpiredUnsent => "expired_unsent",
+    }
+}
