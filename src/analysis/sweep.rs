@@ -69,9 +69,12 @@ impl SweepJudge {
     /// Builds the row of a finished step from its merged stats and judges it.
     pub fn judge(&mut self, facts: StepFacts, stats: &Stats) -> JudgedStep {
         let mut figures = StepSummary::new(facts, stats);
-        let judgement = judge(&figures, self.steps.last(), &self.criteria);
+        // With scenarios, the unit judged is the iteration (docs/metrics.md).
+        let mut judged = figures.judged();
+        let judgement = judge(&judged, self.steps.last(), &self.criteria);
         figures.verdict = judgement.verdict;
-        self.steps.push(figures.clone());
+        judged.verdict = judgement.verdict;
+        self.steps.push(judged);
         let ops = OpSummary::rows(&figures, stats, &self.op_names);
         let scenarios = ScenarioSummary::rows(&figures, &stats.scenarios, &self.scenario_names);
         JudgedStep {

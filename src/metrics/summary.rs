@@ -1,7 +1,7 @@
 //! The serialisable figures of one step: one row of steps.csv, one entry of summary.json.
 //! Field order is the column order of docs/metrics.md; extra columns come after `verdict`.
 
-use super::{Counters, LatencyHistogram, Stats};
+use super::{Counters, LatencyHistogram, RunCounts, Stats};
 use serde::{Deserialize, Serialize};
 
 /// Closed loop (N virtual clients) or open loop (R arrivals per second).
@@ -112,6 +112,30 @@ pub struct StepSummary {
     /// rejected, a connect that took over the connect timeout. Empty when there was none.
     #[serde(default)]
     pub transport_error: Option<String>,
+    /// With scenarios: iterations of every scenario started, completed, failed and
+    /// interrupted in the step (scenarios.csv's `*` rows added up); empty without.
+    #[serde(default)]
+    pub iterations_started: Option<u64>,
+    #[serde(default)]
+    pub iterations_completed: Option<u64>,
+    #[serde(default)]
+    pub iterations_failed: Option<u64>,
+    #[serde(default)]
+    pub iterations_interrupted: Option<u64>,
+    /// Iterations completed per second: with scenarios, the step's throughput for verdicts,
+    /// the knee and the USL fit.
+    #[serde(default)]
+    pub iterations_per_s: Option<f64>,
+    /// `iterations_failed / iterations_started`: the error rate verdicts judge.
+    #[serde(default)]
+    pub iteration_error_rate: Option<f64>,
+    /// Iteration latency (from the scheduled start to the end of the last step).
+    #[serde(default)]
+    pub iteration_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub iteration_p90_ms: Option<f64>,
+    #[serde(default)]
+    pub iteration_p99_ms: Option<f64>,
 }
 
 /// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
@@ -252,7 +276,62 @@ impl StepSummary {
             expired_unsent: c.expired_unsent,
             reconnects_before_send: c.reconnects_before_send,
             transport_error: f.transport_error,
+            iterations_started: None,
+            iterations_completed: None,
+            iterations_failed: None,
+            iterations_interrupted: None,
+            iterations_per_s: None,
+            iteration_error_rate: None,
+            iteration_p50_ms: None,
+            iteration_p90_ms: None,
+            iteration_p99_ms: None,
         }
+        .with_iterations(s)
+    }
+
+    /// Fills the iteration columns when the step ran scenarios.
+    fn with_iterations(mut self, s: &Stats) -> Self {
+        if s.scenarios.is_empty() {
+            return self;
+        }
+        let mut all = RunCounts::default();
+        for sc in &s.scenarios {
+            all += &sc.iterations;
+        }
+        let lat = Percentiles::of(&all.latency);
+        self.iterations_started = Some(all.started);
+        self.iterations_completed = Some(all.completed);
+        self.iterations_failed = Some(all.failed);
+        self.iterations_interrupted = Some(all.interrupted);
+        self.iterations_per_s = Some(if self.duration_s > 0.0 {
+            all.completed as f64 / self.duration_s
+        } else {
+            0.0
+        });
+        self.iteration_error_rate = Some(if all.started == 0 {
+            0.0
+        } else {
+            all.failed as f64 / all.started as f64
+        });
+        self.iteration_p50_ms = lat.p50;
+        self.iteration_p90_ms = lat.p90;
+        self.iteration_p99_ms = lat.p99;
+        self
+    }
+
+    /// The figures verdicts, the knee and the USL fit judge: with scenarios, a copy whose
+    /// throughput, error rate and latency percentiles are the iterations'; else itself.
+    pub fn judged(&self) -> StepSummary {
+        let mut v = self.clone();
+        if let (Some(rate), Some(err)) = (self.iterations_per_s, self.iteration_error_rate) {
+            v.throughput_rps = rate;
+            v.goodput_rps = rate;
+            v.error_rate = err;
+            v.p50_ms = self.iteration_p50_ms;
+            v.p90_ms = self.iteration_p90_ms;
+            v.p99_ms = self.iteration_p99_ms;
+        }
+        v
     }
 
     /// The step's load: concurrency (closed loop) or target rate (open loop).
