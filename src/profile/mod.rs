@@ -1,6 +1,7 @@
 //! Workload profiles: the TOML format (`deny_unknown_fields` everywhere), parsed into typed
 //! values whose errors name the file, line, column and field, and what would be valid.
 
+pub mod expr;
 pub mod template;
 mod values;
 
