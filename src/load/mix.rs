@@ -184,6 +184,7 @@ impl MixOp {
             worker: r.worker,
             rng: &mut r.rng,
             csv: row.as_ref(),
+            vars: None,
         };
         match &self.body {
             Body::Params(t) => {

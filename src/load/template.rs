@@ -1,9 +1,10 @@
-//! Request templates: text with `{{seq}}`, `{{worker}}`, `{{uuid}}`, `{{rand:A..B}}` and
-//! `{{csv:COLUMN}}` holes (their syntax is the profile's, [`crate::profile::template`]),
+//! Request templates: text with `{{seq}}`, `{{worker}}`, `{{uuid}}`, `{{rand:A..B}}`,
+//! `{{csv:COLUMN}}` and `{{var.NAME}}` holes (their syntax is the profile's, [`crate::profile::template`]),
 //! compiled once into literal bytes and holes so that rendering a request is a few copies and
 //! integer formats, never a parse.
 
 use crate::profile::template::{Hole, Piece, parse};
+use serde_json::{Map, Value};
 use std::fmt::Write as _;
 
 /// A JSON text with holes, compiled once.
@@ -17,8 +18,20 @@ enum Part {
     Lit(Box<[u8]>),
     /// A hole inside a JSON string: its value is written escaped, without quotes.
     InString(Hole),
-    /// A hole that was a whole string value, rendered as a JSON number.
-    Number(Hole),
+    /// A hole that was a whole string value, rendered as a JSON value of its own (a number,
+    /// or a variable's value).
+    Whole(Hole),
+}
+
+/// Where a hole's value lands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Inside a JSON string: escaped, without quotes.
+    InString,
+    /// In place of a whole JSON value.
+    Whole,
+    /// In plain text (a uri): as it is.
+    Text,
 }
 
 /// What a rendering needs besides the template.
@@ -28,6 +41,8 @@ pub struct Ctx<'a> {
     pub rng: &'a mut Rng,
     /// The current CSV row, looked up by column name.
     pub csv: Option<&'a CsvRow<'a>>,
+    /// A scenario iteration's captured variables, for `{{var.NAME}}`.
+    pub vars: Option<&'a Map<String, Value>>,
 }
 
 /// A CSV row and its header.
@@ -43,7 +58,7 @@ impl JsonTemplate {
         // `"{{seq}}"` (a whole string value) becomes a number: drop the quotes around it.
         let mut parts = Vec::with_capacity(pieces.len());
         for i in 0..pieces.len() {
-            let whole = matches!(&pieces[i], Piece::Hole(h) if h.is_numeric())
+            let whole = matches!(&pieces[i], Piece::Hole(h) if h.fills_whole_value())
                 && matches!(pieces.get(i.wrapping_sub(1)), Some(Piece::Lit(l)) if l.ends_with('"') && !l.ends_with("\\\""))
                 // A value, not an object key: the closing quote is not followed by `:`.
                 && matches!(pieces.get(i + 1), Some(Piece::Lit(l)) if l.starts_with('"') && !l[1..].starts_with(':'));
@@ -57,7 +72,7 @@ impl JsonTemplate {
             }
             parts.push(match &pieces[i] {
                 Piece::Lit(l) => Part::Lit(l.as_bytes().into()),
-                Piece::Hole(h) if whole => Part::Number(h.clone()),
+                Piece::Hole(h) if whole => Part::Whole(h.clone()),
                 Piece::Hole(h) => Part::InString(h.clone()),
             });
         }
@@ -76,7 +91,7 @@ impl JsonTemplate {
     /// The holes that read CSV columns.
     pub fn csv_columns(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
-            Part::InString(Hole::Csv(c)) | Part::Number(Hole::Csv(c)) => Some(c.as_str()),
+            Part::InString(Hole::Csv(c)) | Part::Whole(Hole::Csv(c)) => Some(c.as_str()),
             _ => None,
         })
     }
@@ -86,7 +101,8 @@ impl JsonTemplate {
         for p in &self.parts {
             match p {
                 Part::Lit(b) => out.extend_from_slice(b),
-                Part::Number(h) | Part::InString(h) => render_hole(out, h, ctx, true),
+                Part::InString(h) => render_hole(out, h, ctx, Place::InString),
+                Part::Whole(h) => render_hole(out, h, ctx, Place::Whole),
             }
         }
     }
@@ -118,14 +134,14 @@ impl TextTemplate {
         for p in &self.pieces {
             match p {
                 Piece::Lit(l) => out.extend_from_slice(l.as_bytes()),
-                Piece::Hole(h) => render_hole(out, h, ctx, false),
+                Piece::Hole(h) => render_hole(out, h, ctx, Place::Text),
             }
         }
     }
 }
 
-/// Writes a hole's value; `json_escape` when it lands inside a JSON string.
-fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, json_escape: bool) {
+/// Writes a hole's value as `place` needs it.
+fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, place: Place) {
     let mut num = itoa::Buffer::new();
     match h {
         Hole::Seq => out.extend_from_slice(num.format(ctx.seq).as_bytes()),
@@ -156,14 +172,32 @@ fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, json_escape: bool
                 let i = r.header.iter().position(|h| h == col)?;
                 r.row.get(i)
             });
-            let v = value.map_or("", String::as_str);
-            if json_escape {
-                // Inside a JSON string: escape, without the quotes serde_json adds.
-                let quoted = serde_json::to_string(v).unwrap_or_default();
-                out.extend_from_slice(&quoted.as_bytes()[1..quoted.len() - 1]);
-            } else {
-                out.extend_from_slice(v.as_bytes());
+            write_text(out, value.map_or("", String::as_str), place);
+        }
+        Hole::Var(name) => match ctx.vars.and_then(|v| v.get(name)) {
+            // Writing JSON into a Vec cannot fail.
+            Some(v) if place == Place::Whole => {
+                let _ = serde_json::to_writer(&mut *out, v);
             }
+            Some(Value::String(s)) => write_text(out, s, place),
+            Some(v) => write_text(out, &v.to_string(), place),
+            // Validation requires a capture before any use; render as empty all the same.
+            None => write_text(out, "", place),
+        },
+    }
+}
+
+/// Writes a text: quoted as a whole value, escaped inside a JSON string, as it is in plain text.
+fn write_text(out: &mut Vec<u8>, text: &str, place: Place) {
+    match place {
+        Place::Text => out.extend_from_slice(text.as_bytes()),
+        Place::Whole => {
+            let _ = serde_json::to_writer(&mut *out, text);
+        }
+        Place::InString => {
+            // Escape, without the quotes serde_json adds.
+            let quoted = serde_json::to_string(text).unwrap_or_default();
+            out.extend_from_slice(&quoted.as_bytes()[1..quoted.len() - 1]);
         }
     }
 }
@@ -212,6 +246,7 @@ mod tests {
                 worker: 3,
                 rng: &mut rng,
                 csv: Some(&csv),
+                vars: None,
             },
         );
         serde_json::from_slice(&out)
@@ -253,6 +288,40 @@ mod tests {
     }
 
     #[test]
+    fn variables_render_as_their_json_when_whole_and_as_text_inside_strings() {
+        let vars = json!({"id": "j-\"1\"", "n": 20, "ok": true, "obj": {"a": [1]}});
+        let vars = vars.as_object().unwrap();
+        let t = JsonTemplate::new(&json!({
+            "id": "{{var.id}}", "n": "{{var.n}}", "ok": "{{var.ok}}", "obj": "{{var.obj}}",
+            "msg": "job {{var.id}} of {{var.n}} {{var.obj}}", "gone": "{{var.gone}}",
+            "in": "<{{var.gone}}>"
+        }))
+        .unwrap();
+        let mut rng = Rng::new(1);
+        let mut ctx = Ctx {
+            seq: 0,
+            worker: 0,
+            rng: &mut rng,
+            csv: None,
+            vars: Some(vars),
+        };
+        let mut out = Vec::new();
+        t.render(&mut out, &mut ctx);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "id": "j-\"1\"", "n": 20, "ok": true, "obj": {"a": [1]},
+                "msg": "job j-\"1\" of 20 {\"a\":[1]}", "gone": "", "in": "<>"
+            })
+        );
+        let uri = TextTemplate::new("mem://job/{{var.id}}/{{var.n}}").unwrap();
+        out.clear();
+        uri.render(&mut out, &mut ctx);
+        assert_eq!(out, "mem://job/j-\"1\"/20".as_bytes());
+    }
+
+    #[test]
     fn rand_covers_its_range() {
         let t = JsonTemplate::new(&json!("{{rand:1..3}}")).unwrap();
         let mut seen = [false; 3];
@@ -266,6 +335,7 @@ mod tests {
                     worker: 0,
                     rng: &mut rng,
                     csv: None,
+                    vars: None,
                 },
             );
             let n: usize = std::str::from_utf8(&out).unwrap().parse().unwrap();

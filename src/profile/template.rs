@@ -1,5 +1,5 @@
 //! The placeholder syntax of templated text in a profile: `{{seq}}`, `{{worker}}`, `{{uuid}}`,
-//! `{{rand:A..B}}`, `{{csv:COLUMN}}`. A text splits into literal runs and holes, checked when
+//! `{{rand:A..B}}`, `{{csv:COLUMN}}`, `{{var.NAME}}`. A text splits into literal runs and holes, checked when
 //! the profile is read; `load::template` compiles the pieces into request templates.
 
 /// One hole of a template.
@@ -15,16 +15,22 @@ pub enum Hole {
     Rand(i64, i64),
     /// The named column of the current CSV row.
     Csv(String),
+    /// A variable a scenario step captured earlier in the iteration.
+    Var(String),
 }
 
 impl Hole {
-    /// Renders as a JSON number when it fills a whole string value.
-    pub fn is_numeric(&self) -> bool {
-        matches!(self, Hole::Seq | Hole::Worker | Hole::Rand(..))
+    /// Renders as a JSON value of its own when it fills a whole string value: a number for
+    /// `seq`, `worker`, `rand`; the variable's JSON value for `var` (a string stays a string).
+    pub fn fills_whole_value(&self) -> bool {
+        matches!(
+            self,
+            Hole::Seq | Hole::Worker | Hole::Rand(..) | Hole::Var(_)
+        )
     }
 }
 
-const VALID: &str = "{{seq}}, {{worker}}, {{uuid}}, {{rand:A..B}}, {{csv:COLUMN}}";
+const VALID: &str = "{{seq}}, {{worker}}, {{uuid}}, {{rand:A..B}}, {{csv:COLUMN}}, {{var.NAME}}";
 
 /// Splits a text into literal runs and holes; an unknown or malformed hole is an error that
 /// says what is valid.
@@ -71,6 +77,16 @@ fn hole(inner: &str) -> Result<Hole, String> {
     {
         return Ok(Hole::Csv(col.trim().to_owned()));
     }
+    if let Some(name) = inner.strip_prefix("var.") {
+        let name = name.trim();
+        return if crate::profile::expr::is_identifier(name) {
+            Ok(Hole::Var(name.to_owned()))
+        } else {
+            Err(format!(
+                "`{{{{{inner}}}}}`: a variable is `{{{{var.NAME}}}}`, NAME made of letters, digits and _"
+            ))
+        };
+    }
     Err(format!(
         "unknown placeholder `{{{{{inner}}}}}`; valid: {VALID}"
     ))
@@ -94,5 +110,14 @@ mod tests {
         assert!(parse("{{rand:a..b}}").is_err());
         assert!(parse("x {{seq").unwrap_err().contains("without a closing"));
         assert!(parse("{{csv:}}").is_err());
+        assert!(parse("{{var.}}").unwrap_err().contains("{{var.NAME}}"));
+        assert!(parse("{{var.a.b}}").is_err());
+        assert_eq!(
+            parse("id={{ var.job_id }}").unwrap(),
+            vec![
+                Piece::Lit("id=".into()),
+                Piece::Hole(Hole::Var("job_id".into()))
+            ]
+        );
     }
 }
