@@ -2,9 +2,11 @@
 //! values whose errors name the file, line, column and field, and what would be valid.
 
 pub mod expr;
+pub mod scenario;
 pub mod template;
 mod values;
 
+pub use scenario::{Call, Capture, Member, Poll, Scenario, Step, StepKind, Think};
 pub use values::{Levels, Spacing, TemplateText, parse_bytes, parse_duration};
 
 use crate::protocol::ProtocolChoice;
@@ -45,9 +47,16 @@ pub struct Profile {
     pub target: Spanned<TargetSpec>,
     #[serde(default)]
     pub load: Load,
-    /// Weighted operations; default: `tools/call` of `echo {"message":"hi"}`.
+    /// Weighted operations; default (without scenarios): `tools/call` of
+    /// `echo {"message":"hi"}`.
     #[serde(default)]
     pub mix: Vec<Spanned<Op>>,
+    /// The `[[scenario]]` tables as written; [`Source::parse`] checks them into `scenarios`.
+    #[serde(default, rename = "scenario")]
+    pub(crate) scenario_tables: Vec<Spanned<scenario::ScenarioTable>>,
+    /// Weighted multi-step scenarios, checked (filled by [`Source::parse`]).
+    #[serde(skip)]
+    pub scenarios: Vec<Scenario>,
     /// Send batches instead of single requests.
     pub batch: Option<Spanned<Batch>>,
     #[serde(default)]
@@ -100,6 +109,10 @@ pub struct Load {
     pub warmup: Duration,
     #[serde(default = "d5s", deserialize_with = "values::duration")]
     pub timeout: Duration,
+    /// How long work already started (a scenario's iteration) may go on after a step's
+    /// measured time; default: `timeout` (see [`Load::graceful_stop_or_timeout`]).
+    #[serde(default, deserialize_with = "values::optional_duration")]
+    pub graceful_stop: Option<Duration>,
     /// HTTP: the longest opening a connection (TCP, and TLS for `https://`) may take; a
     /// request whose connect takes longer ends as `transport_errors`.
     #[serde(
@@ -135,12 +148,20 @@ impl Default for Load {
             duration: d10s(),
             warmup: d1s(),
             timeout: d5s(),
+            graceful_stop: None,
             connect_timeout: default_connect_timeout(),
             think_time: Duration::ZERO,
             max_in_flight: default_max_in_flight(),
             max_answer_memory: default_max_answer_memory(),
             stop_on_failure: true,
         }
+    }
+}
+
+impl Load {
+    /// `graceful_stop`, or `timeout` when it is not given.
+    pub fn graceful_stop_or_timeout(&self) -> Duration {
+        self.graceful_stop.unwrap_or(self.timeout)
     }
 }
 
@@ -155,6 +176,8 @@ pub enum LoadModel {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Op {
+    /// Names the entry in reports; default: its tool, prompt, uri or method ([`Op::name`]).
+    pub name: Option<String>,
     /// `tools/call`, `resources/read`, `prompts/get`, `tools/list` or `ping`.
     pub method: Method,
     /// Relative weight in the mix (default 1).
@@ -171,6 +194,44 @@ pub struct Op {
     pub prompt: Option<String>,
     /// Rows for `{{csv:COLUMN}}`, one per request in turn (path relative to the profile).
     pub csv: Option<PathBuf>,
+}
+
+impl Op {
+    /// The entry's `name`, else its tool, prompt, uri or method.
+    pub fn name(&self) -> &str {
+        match &self.name {
+            Some(n) => n,
+            None => label(
+                self.method.as_str(),
+                self.tool.as_deref(),
+                self.prompt.as_deref(),
+                self.uri.as_ref(),
+            ),
+        }
+    }
+}
+
+/// What names a request when nothing else does: its tool, prompt or uri, else its method.
+fn label<'a>(
+    method: &'a str,
+    tool: Option<&'a str>,
+    prompt: Option<&'a str>,
+    uri: Option<&'a TemplateText>,
+) -> &'a str {
+    tool.or(prompt)
+        .or(uri.map(|u| u.0.as_str()))
+        .unwrap_or(method)
+}
+
+/// The field a method's params are made from, with an example: `tools/call` needs `tool`,
+/// `resources/read` `uri`, `prompts/get` `prompt`.
+fn required_field(method: &str) -> Option<(&'static str, &'static str)> {
+    match method {
+        "tools/call" => Some(("tool", r#"tool = "echo""#)),
+        "resources/read" => Some(("uri", r#"uri = "mem://item/{{seq}}""#)),
+        "prompts/get" => Some(("prompt", r#"prompt = "greeting""#)),
+        _ => None,
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -288,11 +349,12 @@ impl Source {
 
     /// Parses and checks the profile; every error names a place in the file.
     pub fn parse(&self) -> Result<Profile, ProfileError> {
-        let p: Profile = toml::from_str(&self.text).map_err(|e| {
+        let mut p: Profile = toml::from_str(&self.text).map_err(|e| {
             let message = e.message().trim_end().to_owned();
             self.error(e.span(), message)
         })?;
         self.check(&p)?;
+        p.scenarios = scenario::check(self, &p.scenario_tables)?;
         Ok(p)
     }
 
@@ -371,6 +433,15 @@ impl Source {
         for op in &p.mix {
             self.check_op(op)?;
         }
+        if let (Some(b), Some(_)) = (&p.batch, p.scenario_tables.first()) {
+            return Err(self.error(
+                Some(b.span()),
+                "field `batch`: a batch is drawn from the mix and cannot carry a scenario's \
+                 steps, which wait on each other's answers; remove [batch] or the [[scenario]] \
+                 tables"
+                    .into(),
+            ));
+        }
         if let Some(b) = &p.batch
             && b.get_ref().size == 0
         {
@@ -390,25 +461,21 @@ impl Source {
 
     fn check_op(&self, op: &Spanned<Op>) -> Result<(), ProfileError> {
         let o = op.get_ref();
-        let need = |field: &str, have: bool, example: &str| {
-            (!have).then(|| {
-                self.error(
+        if let Some((field, example)) = required_field(o.method.as_str()) {
+            let have = match field {
+                "tool" => o.tool.is_some(),
+                "uri" => o.uri.is_some(),
+                _ => o.prompt.is_some(),
+            };
+            if !have {
+                return Err(self.error(
                     Some(op.span()),
                     format!(
                         "field `mix.{field}`: `{}` needs `{field}`, e.g. {example}",
                         o.method.as_str()
                     ),
-                )
-            })
-        };
-        let missing = match o.method {
-            Method::ToolsCall => need("tool", o.tool.is_some(), r#"tool = "echo""#),
-            Method::ResourcesRead => need("uri", o.uri.is_some(), r#"uri = "mem://item/{{seq}}""#),
-            Method::PromptsGet => need("prompt", o.prompt.is_some(), r#"prompt = "greeting""#),
-            Method::ToolsList | Method::Ping => None,
-        };
-        if let Some(e) = missing {
-            return Err(e);
+                ));
+            }
         }
         if o.weight == 0 {
             return Err(self.error(

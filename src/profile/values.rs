@@ -21,6 +21,13 @@ pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::E
     parse_duration(&text).map_err(de::Error::custom)
 }
 
+/// serde helper: an optional duration written as text.
+pub(super) fn optional_duration<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
+}
+
 /// Parses a size in bytes of at least 1: `"256MiB"`, `"512 KiB"`, `"1GiB"`, `"64MB"` (units
 /// of 1024 or of 1000, case aside), or a plain number of bytes.
 pub fn parse_bytes(text: &str) -> Result<usize, String> {

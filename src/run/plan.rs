@@ -220,6 +220,7 @@ fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
 /// A mix of one operation: `tools/call` of `tool`.
 fn tool_call(tool: &str, args: Option<toml::Table>) -> Op {
     Op {
+        name: None,
         method: Method::ToolsCall,
         weight: 1,
         tool: Some(tool.to_owned()),
@@ -337,6 +338,8 @@ fn flags_only_profile() -> Profile {
         target: toml::Spanned::new(0..0, TargetSpec::default()),
         load: Load::default(),
         mix: Vec::new(),
+        scenario_tables: Vec::new(),
+        scenarios: Vec::new(),
         batch: None,
         criteria: Criteria::default(),
         thresholds: Vec::new(),

@@ -121,6 +121,56 @@ fn two_targets_are_one_too_many() {
 }
 
 #[test]
+fn a_bad_scenario_expression_names_its_column_in_the_file() {
+    expect_error(
+        "until",
+        &format!(
+            "{TARGET}[[scenario]]\nname = \"jobs\"\n[[scenario.step]]\nname = \"wait\"\n\
+             poll = {{ method = \"ping\" }}\nuntil = \"result.state == done\"\nmax_polls = 5\n"
+        ),
+        &[],
+        &[
+            "until.toml:8:26",
+            "scenario `jobs`, step `wait`: field `until`: unknown name `done`",
+        ],
+    );
+}
+
+#[test]
+fn a_variable_read_before_its_capture_is_named_with_its_step() {
+    expect_error(
+        "var",
+        &format!(
+            "{TARGET}[[scenario]]\nname = \"jobs\"\n[[scenario.step]]\nname = \"check\"\n\
+             expect = [\"var.job_id != null\"]\n"
+        ),
+        &[],
+        &[
+            "var.toml:7:11",
+            "step `check`",
+            "`var.job_id` is read before it is set",
+        ],
+    );
+}
+
+#[test]
+fn a_step_with_two_kinds_is_refused() {
+    expect_error(
+        "kinds",
+        &format!(
+            "{TARGET}[[scenario]]\nname = \"jobs\"\n[[scenario.step]]\n\
+             call = {{ method = \"ping\" }}\nthink = \"1s\"\n"
+        ),
+        &[],
+        &[
+            "kinds.toml:5:1",
+            "give exactly one of",
+            "found call and think",
+        ],
+    );
+}
+
+#[test]
 fn every_shipped_profile_parses() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
     let mut n = 0;
