@@ -8,7 +8,7 @@ use super::worker::{Sending, next_id};
 use crate::correlator::{Class, End, Outcome, Owner, Sent, Settled, Tag};
 use crate::jsonrpc::Id;
 use crate::load::mix::Bound;
-use crate::load::scenario::{Call, Scenario, Scenarios, StepKind};
+use crate::load::scenario::{Call, Scenario, Scenarios, StepKind, draw};
 use crate::metrics::{EXPECT_PREFIX, ScenarioStats};
 use crate::profile::expr::{Root, Scope};
 use crate::transport::{AnyTransport, Outgoing, Transport};
@@ -300,18 +300,20 @@ impl Runner {
                     answer: None,
                 };
                 for c in checks {
-                    match c.expr.holds(&scope) {
+                    match c.holds(&scope) {
                         Ok(true) => {}
                         Ok(false) => {
                             return Turn::Failed(format!(
                                 "{EXPECT_PREFIX}{}: {}",
-                                step.name, c.text
+                                step.name,
+                                c.source()
                             ));
                         }
                         Err(e) => {
                             return Turn::Failed(format!(
                                 "{EXPECT_PREFIX}{}: {} ({e})",
-                                step.name, c.text
+                                step.name,
+                                c.source()
                             ));
                         }
                     }
@@ -320,7 +322,7 @@ impl Runner {
                 self.run_step(sc, s, t, slot, now, now)
             }
             StepKind::Think(think) => {
-                let pause = think.draw(&mut s.renderer.rng);
+                let pause = draw(*think, &mut s.renderer.rng);
                 if pause.is_zero() {
                     self.step_done(sc, slot, now);
                     return self.run_step(sc, s, t, slot, now, now);
@@ -448,11 +450,21 @@ impl Runner {
                     Ok(a) => a,
                     Err(why) => return self.conclude(sc, slot, Turn::Failed(why), now),
                 };
+                // A poll captures from every answer; the terminal one must hold them all.
+                for c in &p.call.captures {
+                    let found = c.path.lookup(&Scope {
+                        vars: &it.vars,
+                        answer: Some(&answer),
+                    });
+                    if let Some(v) = found.cloned() {
+                        it.vars.insert(c.var.clone(), v);
+                    }
+                }
                 let scope = Scope {
                     vars: &it.vars,
                     answer: Some(&answer),
                 };
-                match p.until.expr.holds(&scope) {
+                match p.until.holds(&scope) {
                     Ok(true) => match capture(&step.name, &p.call, &answer, &mut it.vars) {
                         Ok(()) => self.next_step(sc, s, t, slot, now),
                         Err(why) => Turn::Failed(why),

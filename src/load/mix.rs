@@ -143,9 +143,7 @@ impl Mix {
                 weights.push(op.weight as f64);
             }
         }
-        if out.is_empty() {
-            return Err("the mix is empty".into());
-        }
+
         let mut acc = 0.0;
         let cumulative = weights
             .iter()
@@ -163,6 +161,16 @@ impl Mix {
 
     pub fn ops(&self) -> &[MixOp] {
         &self.ops
+    }
+
+    /// Each operation with its weight.
+    pub fn weighted(&self) -> impl Iterator<Item = (&MixOp, f64)> {
+        let mut before = 0.0;
+        self.ops.iter().zip(&self.cumulative).map(move |(op, c)| {
+            let w = c - before;
+            before = *c;
+            (op, w)
+        })
     }
 
     /// The operations' names, indexed by [`MixOp::op`].
@@ -258,6 +266,11 @@ enum Source {
 pub struct OpNames(Vec<String>);
 
 impl OpNames {
+    /// Names numbered after `first` (which keep their numbers).
+    pub fn continuing(first: &[String]) -> Self {
+        OpNames(first.to_vec())
+    }
+
     /// The number of operation `name`, given one on first use.
     pub fn number(&mut self, name: &str) -> Result<u16, String> {
         if let Some(i) = self.0.iter().position(|n| n == name) {
@@ -419,6 +432,6 @@ fn compile(
 }
 
 /// TOML arguments as JSON.
-fn toml_to_json(t: &toml::Table) -> Value {
+pub fn toml_to_json(t: &toml::Table) -> Value {
     serde_json::to_value(t).unwrap_or(Value::Null)
 }

@@ -3,10 +3,12 @@
 //! assertions parsed, its think times ready to draw. A mix entry in a profile that has
 //! scenarios becomes a one-step scenario.
 
-use super::mix::{CsvData, MixOp};
+use super::mix::{CsvData, Mix, MixOp, OpNames, Request, toml_to_json};
 use super::template::Rng;
+use crate::client::Revision;
 use crate::metrics::ScenarioNames;
-use crate::profile::expr::{Expr, Path};
+use crate::profile::expr::Expr;
+use crate::profile::{self, Capture, Think};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,7 +64,8 @@ impl Scenarios {
 pub struct Scenario {
     pub name: String,
     pub weight: f64,
-    /// One row per iteration, for `{{csv:COLUMN}}` in any of its calls.
+    /// One row per iteration, for `{{csv:COLUMN}}` in any of its calls (kept for its rows'
+    /// lifetime; each call holds it too).
     pub csv: Option<Arc<CsvData>>,
     pub steps: Vec<Step>,
     /// Whether any step polls (then polls per iteration are recorded).
@@ -81,8 +84,8 @@ pub enum StepKind {
     Poll(Poll),
     /// Calls in flight at once; the step ends when all have settled.
     Parallel(Vec<Call>),
-    /// Assertions over the iteration's variables, each with its text.
-    Expect(Vec<Check>),
+    /// Assertions over the iteration's variables.
+    Expect(Vec<Expr>),
     Think(Think),
 }
 
@@ -94,15 +97,9 @@ pub struct Call {
 }
 
 #[derive(Debug)]
-pub struct Capture {
-    pub var: String,
-    pub path: Path,
-}
-
-#[derive(Debug)]
 pub struct Poll {
     pub call: Call,
-    pub until: Check,
+    pub until: Expr,
     pub interval: Duration,
     /// Wait as long as the answer's `pollInterval` (milliseconds) says, when it says.
     pub server_interval: bool,
@@ -110,28 +107,105 @@ pub struct Poll {
     pub max_time: Option<Duration>,
 }
 
-/// An expression with the text it was written as (for reasons in reports).
-#[derive(Debug)]
-pub struct Check {
-    pub text: String,
-    pub expr: Expr,
-}
-
-/// A pause: fixed, uniform between two bounds, or exponential around a mean.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Think {
-    Fixed(Duration),
-    Uniform(Duration, Duration),
-    Exponential(Duration),
-}
-
-impl Think {
-    pub fn draw(self, rng: &mut Rng) -> Duration {
-        match self {
-            Think::Fixed(d) => d,
-            Think::Uniform(a, b) => a + (b.saturating_sub(a)).mul_f64(rng.unit()),
-            // 1 - u is in (0, 1], so the logarithm is finite.
-            Think::Exponential(mean) => mean.mul_f64(-(1.0 - rng.unit()).ln()),
-        }
+/// Draws a pause: fixed, uniform between two bounds, or exponential around a mean.
+pub fn draw(think: Think, rng: &mut Rng) -> Duration {
+    match think {
+        Think::Fixed(d) => d,
+        Think::Uniform { min, max } => min + max.saturating_sub(min).mul_f64(rng.unit()),
+        // 1 - u is in (0, 1], so the logarithm is finite.
+        Think::Exponential { mean } => mean.mul_f64(-(1.0 - rng.unit()).ln()),
     }
+}
+
+/// Compiles the profile's scenarios for `revision`, after the mix's entries (each a one-step
+/// scenario of its own weight). Scenario calls count under `scenario/step` (and
+/// `scenario/step/member` in a parallel step), numbered after the mix's operations.
+pub fn compile(
+    mix: &Mix,
+    scenarios: &[profile::Scenario],
+    revision: Revision,
+    base: &std::path::Path,
+) -> Result<(Scenarios, Vec<String>), String> {
+    let mut names = OpNames::continuing(mix.names());
+    let mut list: Vec<Scenario> = mix
+        .weighted()
+        .map(|(op, weight)| Scenario {
+            name: mix.names()[op.op as usize].clone(),
+            weight,
+            csv: None,
+            steps: vec![Step {
+                name: mix.names()[op.op as usize].clone(),
+                kind: StepKind::Call(Call {
+                    op: op.clone(),
+                    captures: Vec::new(),
+                }),
+            }],
+            polls: false,
+        })
+        .collect();
+    for sc in scenarios {
+        let csv = match &sc.csv {
+            Some(p) => Some(Arc::new(CsvData::read(&base.join(p))?)),
+            None => None,
+        };
+        let mut call =
+            |step: &str, member: Option<&str>, c: &profile::Call, captures: &[profile::Capture]| {
+                let name = match member {
+                    Some(m) => format!("{}/{step}/{m}", sc.name),
+                    None => format!("{}/{step}", sc.name),
+                };
+                let args = c.args.as_ref().map(toml_to_json);
+                let params = c.params.as_ref().map(toml_to_json);
+                let req = Request {
+                    method: &c.method,
+                    tool: c.tool.as_deref(),
+                    prompt: c.prompt.as_deref(),
+                    uri: c.uri.as_ref().map(|u| u.0.as_str()),
+                    args: args.as_ref(),
+                    params: params.as_ref(),
+                };
+                let op = MixOp::compile(req, revision, csv.clone(), &name, &mut names)
+                    .map_err(|e| format!("scenario `{}`, step `{step}`: {e}", sc.name))?;
+                Ok::<_, String>(Call {
+                    op,
+                    captures: captures.to_vec(),
+                })
+            };
+        let mut steps = Vec::with_capacity(sc.steps.len());
+        for st in &sc.steps {
+            let kind = match &st.kind {
+                profile::StepKind::Call { call: c, captures } => {
+                    StepKind::Call(call(&st.name, None, c, captures)?)
+                }
+                profile::StepKind::Poll(p) => StepKind::Poll(Poll {
+                    call: call(&st.name, None, &p.call, &p.captures)?,
+                    until: p.until.clone(),
+                    interval: p.interval,
+                    server_interval: p.server_interval,
+                    max_polls: p.max_polls,
+                    max_time: p.max_time,
+                }),
+                profile::StepKind::Parallel(members) => StepKind::Parallel(
+                    members
+                        .iter()
+                        .map(|m| call(&st.name, Some(&m.name), &m.call, &m.captures))
+                        .collect::<Result<_, _>>()?,
+                ),
+                profile::StepKind::Expect(checks) => StepKind::Expect(checks.clone()),
+                profile::StepKind::Think(t) => StepKind::Think(*t),
+            };
+            steps.push(Step {
+                name: st.name.clone(),
+                kind,
+            });
+        }
+        list.push(Scenario {
+            name: sc.name.clone(),
+            weight: sc.weight as f64,
+            csv,
+            polls: steps.iter().any(|s| matches!(s.kind, StepKind::Poll(_))),
+            steps,
+        });
+    }
+    Ok((Scenarios::new(list)?, names.into_vec()))
 }

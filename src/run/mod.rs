@@ -13,6 +13,7 @@ use crate::analysis::Thresholds;
 use crate::client::{ConnectOptions, Connected, Connector, Endpoint, Revision, ServerInfo};
 use crate::engine::{self, BatchShape, FanOut, SweepEnd, Workload};
 use crate::load::mix::Mix;
+use crate::load::scenario::{self, Scenarios};
 use crate::metrics::Model;
 use crate::report::{self, Finished, Progress, RunFolder, Secrets};
 use crate::server::{self, RunningTarget};
@@ -90,9 +91,13 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         .into());
     }
     let mix = Mix::new(&plan.mix, &server, &plan.base).map_err(PlanError::Usage)?;
+    let scenarios = (!plan.scenarios.is_empty())
+        .then(|| scenario::compile(&mix, &plan.scenarios, server.revision, &plan.base))
+        .transpose()
+        .map_err(PlanError::Usage)?;
     let spec = plan.run_spec(&mix);
     let transports = open_connections(&plan, &connector, &server, connected.transport).await?;
-    let work = Arc::new(workload(&plan, mix));
+    let work = Arc::new(workload(&plan, mix, scenarios));
     let mut folder = RunFolder::create(spec)?;
     folder.set_protocol_revision(server.revision.as_str())?;
     let swept = engine::sweep(
@@ -230,15 +235,19 @@ async fn open_connections(
 }
 
 /// What every worker runs, step after step.
-fn workload(plan: &Plan, mix: Mix) -> Workload {
+fn workload(plan: &Plan, mix: Mix, scenarios: Option<(Scenarios, Vec<String>)>) -> Workload {
     let l = &plan.load;
     let batch_size = plan.batch.as_ref().map_or(1, |b| b.size);
+    let (scenarios, op_names) = match scenarios {
+        Some((s, names)) => (Some(s), names),
+        None => (None, mix.names().to_vec()),
+    };
     Workload {
         model: plan.model,
-        op_names: mix.names().to_vec(),
+        op_names,
         mix,
-        scenarios: None,
-        graceful_stop: l.timeout,
+        scenarios,
+        graceful_stop: l.graceful_stop_or_timeout(),
         batch: plan
             .batch
             .as_ref()

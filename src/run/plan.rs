@@ -98,6 +98,8 @@ pub struct Plan {
     /// The `[target.builtin]` table as written, for the settings record.
     builtin_raw: Value,
     pub(super) mix: Vec<Op>,
+    /// The profile's scenarios, checked; with them, mix entries are one-step scenarios.
+    pub(super) scenarios: Vec<crate::profile::Scenario>,
     pub(super) model: Model,
     pub(super) load: Load,
     pub(super) batch: Option<Batch>,
@@ -138,7 +140,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
     }
     let mix = match &o.tool {
         Some((tool, args)) => vec![tool_call(tool, args.clone())],
-        None if p.mix.is_empty() => default_mix(),
+        None if p.mix.is_empty() && p.scenarios.is_empty() => default_mix(),
         None => p.mix.into_iter().map(|m| m.into_inner()).collect(),
     };
     override_load(&mut p.load, &o);
@@ -177,6 +179,12 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         target: p.target.into_inner(),
         builtin_raw,
         mix,
+        // `--tool` replaces the whole workload, scenarios included.
+        scenarios: if o.tool.is_some() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut p.scenarios)
+        },
         model,
         sweep: Sweep {
             levels,
