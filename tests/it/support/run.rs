@@ -37,7 +37,12 @@ pub(crate) fn summary(dir: &Path) -> Value {
 
 /// steps.csv as a list of column → value maps.
 pub(crate) fn steps(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
-    let mut r = csv::Reader::from_path(dir.join("steps.csv")).unwrap();
+    table(dir, "steps.csv")
+}
+
+/// A CSV file of the run folder (steps.csv, ops.csv, scenarios.csv) as column → value maps.
+pub(crate) fn table(dir: &Path, file: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let mut r = csv::Reader::from_path(dir.join(file)).unwrap();
     let header = r.headers().unwrap().clone();
     r.records()
         .map(|rec| {
