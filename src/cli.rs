@@ -125,6 +125,32 @@ pub(crate) struct ServeArgs {
     /// Accept this Origin besides loopback ones (repeatable).
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// Job API: milliseconds each item of a job takes [default: 10].
+    #[arg(long, value_name = "MS")]
+    pub job_item_ms: Option<u64>,
+    /// Job API: each item takes up to MS more, a seeded draw [default: 0].
+    #[arg(long, value_name = "MS")]
+    pub job_item_jitter_ms: Option<u64>,
+    /// Job API: a job stays queued this long before its first item starts [default: 0].
+    #[arg(long, value_name = "MS")]
+    pub job_queue_ms: Option<u64>,
+    /// Job API: the pollInterval job_status advises, in ms [default: 100].
+    #[arg(long, value_name = "MS")]
+    pub job_poll_interval_ms: Option<u64>,
+    /// Job API: item i (from 0) fails when (i+1) % K == 0; 0: none [default: 0].
+    #[arg(long, value_name = "K")]
+    pub job_fail_every: Option<u64>,
+    /// Job API, a bug on purpose: reports leave out item i when (i+1) % L == 0; 0: off
+    /// [default: 0].
+    #[arg(long, value_name = "L")]
+    pub job_lose_every: Option<u64>,
+    /// Job API: a job is forgotten this many ms after its creation [default: 300000].
+    #[arg(long, value_name = "MS")]
+    pub job_ttl_ms: Option<u64>,
+    /// Job API: jobs held at most; then finished ones make room, else job_start is refused
+    /// [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub max_jobs: Option<usize>,
     /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
     /// (slow-head, huge-body, sse-comments, id-float, die-mid-line, ...; docs/target.md).
     /// Only --stdio, --bind and --stats apply beside it.
@@ -176,6 +202,14 @@ impl ServeArgs {
             max_line_bytes: self.max_body.unwrap_or(d.max_line_bytes),
             max_connections: self.max_connections.unwrap_or(d.max_connections),
             allowed_origins: self.allow_origin.clone(),
+            job_item_ms: self.job_item_ms.unwrap_or(d.job_item_ms),
+            job_item_jitter_ms: self.job_item_jitter_ms.unwrap_or(d.job_item_jitter_ms),
+            job_queue_ms: self.job_queue_ms.unwrap_or(d.job_queue_ms),
+            job_poll_interval_ms: self.job_poll_interval_ms.unwrap_or(d.job_poll_interval_ms),
+            job_fail_every: self.job_fail_every.unwrap_or(d.job_fail_every),
+            job_lose_every: self.job_lose_every.unwrap_or(d.job_lose_every),
+            job_ttl_ms: self.job_ttl_ms.unwrap_or(d.job_ttl_ms),
+            max_jobs: self.max_jobs.unwrap_or(d.max_jobs),
         }
     }
 

@@ -47,9 +47,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// A run of 1,000 clients holds 1,000 connections (and a built-in or hostile server as many),
-/// past the soft limit of 1,024 open files many systems start a shell with: the soft limit is
-/// raised to the hard one, as far as the system lets (a failure leaves it as it was).
+/// Every socket is an open file: a run of 10,000 virtual users needs 10,000 sockets (and a
+/// built-in or hostile server in the same process, or a `mcpload serve`, as many again), far
+/// past the soft limit of 1,024 open files many systems start a shell with. So every
+/// subcommand (`run`, `serve`, …) raises the soft limit to the hard one before it starts, as
+/// far as the system lets (a failure leaves it as it was).
 #[cfg(target_os = "linux")]
 fn raise_open_files_limit() {
     use rustix::process::{Resource, getrlimit, setrlimit};

@@ -337,6 +337,15 @@ impl TryFrom<String> for Stall {
     }
 }
 
+/// Largest `job_item_ms + job_item_jitter_ms`: a job of 1,000 items then ends within 17 hours.
+const JOB_ITEM_MS_MAX: u64 = 60_000;
+/// Largest `job_queue_ms` and `job_poll_interval_ms`.
+const JOB_QUEUE_MS_MAX: u64 = 3_600_000;
+/// Largest `job_ttl_ms`.
+const JOB_TTL_MS_MAX: u64 = 7 * 24 * 3_600_000;
+/// Largest `max_jobs`: a job takes about 100 bytes, so at most about 100 MB.
+const MAX_JOBS_MAX: usize = 1_000_000;
+
 /// Every knob of the built-in target. `Default` is a plain fast echo server on
 /// `127.0.0.1:0`: both eras, JSON answers, no capacity limit, no faults. A profile's
 /// `[target.builtin]` table deserialises into it; unknown keys are an error.
@@ -381,6 +390,23 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// `Origin` values accepted besides loopback ones.
     pub allowed_origins: Vec<String>,
+    /// Job API: milliseconds each item of a job takes.
+    pub job_item_ms: u64,
+    /// Job API: each item takes up to this many milliseconds more (a seeded draw).
+    pub job_item_jitter_ms: u64,
+    /// Job API: milliseconds a job stays `queued` before its first item starts.
+    pub job_queue_ms: u64,
+    /// Job API: the `pollInterval` (milliseconds) `job_status` advises.
+    pub job_poll_interval_ms: u64,
+    /// Job API: item `i` (from 0) fails when `(i + 1) % K == 0`; 0: none fails.
+    pub job_fail_every: u64,
+    /// Job API, a bug on purpose: a report leaves out item `i` when `(i + 1) % L == 0`;
+    /// 0: off.
+    pub job_lose_every: u64,
+    /// Job API: milliseconds after its creation a job is forgotten.
+    pub job_ttl_ms: u64,
+    /// Job API: jobs held at most.
+    pub max_jobs: usize,
 }
 
 impl Default for ServeConfig {
@@ -405,6 +431,14 @@ impl Default for ServeConfig {
             max_line_bytes: 4 << 20,
             max_connections: 1024,
             allowed_origins: Vec::new(),
+            job_item_ms: 10,
+            job_item_jitter_ms: 0,
+            job_queue_ms: 0,
+            job_poll_interval_ms: 100,
+            job_fail_every: 0,
+            job_lose_every: 0,
+            job_ttl_ms: 300_000,
+            max_jobs: 10_000,
         }
     }
 }
@@ -457,6 +491,35 @@ impl ServeConfig {
             return Err(ConfigError::Invalid(
                 "body, line and connection limits must be > 0".into(),
             ));
+        }
+        self.validate_jobs()
+    }
+
+    /// The job API's knobs: every job ends within a day and is held a while.
+    fn validate_jobs(&self) -> Result<(), ConfigError> {
+        let invalid = |what: &str| Err(ConfigError::Invalid(what.into()));
+        if self.job_item_ms.saturating_add(self.job_item_jitter_ms) > JOB_ITEM_MS_MAX {
+            return invalid(&format!(
+                "job_item_ms + job_item_jitter_ms must be at most {JOB_ITEM_MS_MAX} (one minute)"
+            ));
+        }
+        if self.job_queue_ms > JOB_QUEUE_MS_MAX {
+            return invalid(&format!(
+                "job_queue_ms must be at most {JOB_QUEUE_MS_MAX} (one hour)"
+            ));
+        }
+        if self.job_poll_interval_ms > JOB_QUEUE_MS_MAX {
+            return invalid(&format!(
+                "job_poll_interval_ms must be at most {JOB_QUEUE_MS_MAX} (one hour)"
+            ));
+        }
+        if !(1..=JOB_TTL_MS_MAX).contains(&self.job_ttl_ms) {
+            return invalid(&format!(
+                "job_ttl_ms must be from 1 to {JOB_TTL_MS_MAX} (one week)"
+            ));
+        }
+        if !(1..=MAX_JOBS_MAX).contains(&self.max_jobs) {
+            return invalid(&format!("max_jobs must be from 1 to {MAX_JOBS_MAX}"));
         }
         Ok(())
     }
@@ -587,5 +650,43 @@ mod tests {
             ..ServeConfig::default()
         };
         assert!(cfg.validate().is_err());
+    }
+
+    #[test]
+    fn job_knobs_read_and_check() {
+        let cfg: ServeConfig = toml::from_str(
+            r#"
+            job_item_ms = 5
+            job_item_jitter_ms = 2
+            job_queue_ms = 50
+            job_poll_interval_ms = 25
+            job_fail_every = 3
+            job_lose_every = 7
+            job_ttl_ms = 1000
+            max_jobs = 10
+            "#,
+        )
+        .unwrap();
+        assert_eq!((cfg.job_item_ms, cfg.job_item_jitter_ms), (5, 2));
+        assert_eq!((cfg.job_fail_every, cfg.job_lose_every), (3, 7));
+        assert_eq!((cfg.job_queue_ms, cfg.job_poll_interval_ms), (50, 25));
+        assert_eq!((cfg.job_ttl_ms, cfg.max_jobs), (1000, 10));
+        assert!(cfg.validate().is_ok());
+        for (bad, says) in [
+            (r#"{"job_ttl_ms":0}"#, "job_ttl_ms must be from 1"),
+            (r#"{"max_jobs":0}"#, "max_jobs must be from 1"),
+            (
+                r#"{"job_item_ms":60000,"job_item_jitter_ms":1}"#,
+                "at most 60000",
+            ),
+            (
+                r#"{"job_queue_ms":3600001}"#,
+                "job_queue_ms must be at most",
+            ),
+        ] {
+            let cfg: ServeConfig = serde_json::from_str(bad).unwrap();
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 }

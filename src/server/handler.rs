@@ -93,7 +93,7 @@ impl Shared {
 
     /// One error with id null, tallied as the `null_id` a client counts for it.
     fn refuse(&self, early: Early) -> Refused {
-        self.stats.view(View::NullId, 1);
+        self.stats.unattributed_view(View::NullId, 1);
         Refused {
             status: early.status,
             message: wire::null_id_error(&early.error),
@@ -169,11 +169,12 @@ impl Shared {
         };
         // Refused whole: one error with id null; none of its requests is answered.
         let refuse = |early: Early| {
-            let requests = msgs
-                .iter()
-                .filter(|m| matches!(m, Msg::Request(..)))
-                .count() as u64;
-            stats.view(origin.refused_member(), requests);
+            for m in &msgs {
+                if let Msg::Request(_, req) = m {
+                    let op = stats.operation(mcp::operation_name(req, &Parsed::new(req)));
+                    stats.op_view(&op, origin.refused_member(), 1);
+                }
+            }
             Handled::Refused(self.refuse(early))
         };
         let route = match route {
@@ -209,7 +210,7 @@ impl Shared {
                 Msg::ClientResponse => {}
                 Msg::Invalid(why) => {
                     Stats::add(&stats.malformed_received, 1);
-                    stats.view(View::NullId, 1);
+                    stats.unattributed_view(View::NullId, 1);
                     let e = Early::new(
                         codes::INVALID_REQUEST,
                         format!("Invalid Request: {why}"),
@@ -275,7 +276,7 @@ impl Answers {
         if !self.finished {
             self.finished = true;
             if self.ids != self.expected {
-                self.stats.view(View::ResponseCountMismatch, 1);
+                self.stats.unattributed_view(View::ResponseCountMismatch, 1);
             }
         }
         None

@@ -186,7 +186,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
             r
         }
-        (&Method::GET, "/stats") => match serde_json::to_vec(&shared.stats.snapshot()) {
+        (&Method::GET, "/stats") => match serde_json::to_vec(&shared.snapshot()) {
             Ok(body) => json(200, body),
             Err(_) => text(500, "stats\n"),
         },

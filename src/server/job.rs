@@ -4,10 +4,10 @@
 
 use super::Shared;
 use super::faults::FaultKind;
-use super::mcp::{Early, Headers, Parsed, Req, Route};
+use super::mcp::{self, Early, Headers, Parsed, Req, Route};
 use super::methods::{self, Call, Prepared};
-use super::stats::Stats;
-use super::wire::{self, Outcome, Shaped, Sink};
+use super::stats::{OpCounters, Stats};
+use super::wire::{self, Outcome, Progress, Shaped, Sink};
 use crate::protocol::{Revision, is_handshake};
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -17,6 +17,8 @@ use std::sync::atomic::Ordering::Relaxed;
 /// stream closed, a stdio cancel, a batch abandoned), it counts as cancelled.
 pub(crate) struct Job {
     id: Box<RawValue>,
+    /// The counters of its operation.
+    op: Arc<OpCounters>,
     ordinal: u64,
     work: Result<Prepared, Early>,
     fault: Option<FaultKind>,
@@ -26,13 +28,13 @@ pub(crate) struct Job {
     unanswered: Unanswered,
 }
 
-/// Counts its request as cancelled when dropped while still armed.
-struct Unanswered(Option<Arc<Stats>>);
+/// Counts its request (of the operation given) as cancelled when dropped while still armed.
+struct Unanswered(Option<(Arc<Stats>, Arc<OpCounters>)>);
 
 impl Drop for Unanswered {
     fn drop(&mut self) {
-        if let Some(stats) = self.0.take() {
-            Stats::add(&stats.cancelled, 1);
+        if let Some((stats, op)) = self.0.take() {
+            stats.cancelled(&op);
         }
     }
 }
@@ -74,7 +76,8 @@ impl Shared {
         parsed: &Parsed,
         headers: Option<Headers>,
     ) -> Job {
-        let ordinal = self.stats.requests_seen.fetch_add(1, Relaxed) + 1;
+        let op = self.stats.operation(mcp::operation_name(req, parsed));
+        let ordinal = self.stats.request(&op);
         let initialize = req.method == "initialize";
         let work = route.and_then(|route| match route {
             Route::Legacy(v) if !self.protocol.serves(v) && !initialize => {
@@ -90,12 +93,13 @@ impl Shared {
         };
         Job {
             id: id.to_owned(),
+            unanswered: Unanswered(Some((Arc::clone(&self.stats), Arc::clone(&op)))),
+            op,
             ordinal,
             work,
             fault,
             seq,
             initialize,
-            unanswered: Unanswered(Some(Arc::clone(&self.stats))),
         }
     }
 
@@ -110,13 +114,14 @@ impl Shared {
                     Call::Initialize(v) => Some(v),
                     _ => None,
                 };
-                let work = methods::execute(prep, self.protocol.supported(), sink);
+                let progress = sink.map(|sink| Progress::new(sink, &job.op));
+                let work = methods::execute(prep, self.protocol.supported(), &self.jobs, progress);
                 let out = self.capacity.serve(&self.stats, job.ordinal, work).await;
                 (out, 200, init)
             }
         };
         job.unanswered.0 = None;
-        let shaped = wire::shape(&self.stats, &job.id, &outcome, job.fault, job.seq);
+        let shaped = wire::shape(&self.stats, &job.op, &job.id, &outcome, job.fault, job.seq);
         Done {
             shaped,
             status,

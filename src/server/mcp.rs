@@ -165,6 +165,19 @@ impl<'a> Parsed<'a> {
     }
 }
 
+/// The name a request is counted under in `/stats` `operations`: the tool's name for
+/// `tools/call`, the URI for `resources/read`, the prompt's name for `prompts/get` (the
+/// method when that member is missing), else the method.
+pub(crate) fn operation_name<'b>(req: &'b Req, parsed: &'b Parsed) -> &'b str {
+    let p = parsed.params.as_ref();
+    let member = match NameParam::of(&req.method) {
+        Some(NameParam::Name) => p.and_then(|p| p.name.as_deref()),
+        Some(NameParam::Uri) => p.and_then(|p| p.uri.as_deref()),
+        None => None,
+    };
+    member.unwrap_or(&req.method)
+}
+
 /// HTTP headers of a single-request POST, checked against the body under 2026-07-28.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Headers<'h> {

@@ -1,9 +1,11 @@
 //! The methods the target serves: a validated call with its arguments read ([`Call`]), the
-//! tools (`echo`, `sleep`, `fail`, `tool_error`, `payload`, `progress`), the `mem://item/{n}`
-//! resources, the `greet` prompt, `initialize` / `server/discover`, and their results.
+//! tools (`echo`, `sleep`, `fail`, `tool_error`, `payload`, `progress`, and the job API's
+//! `job_start`, `job_status`, `job_report`), the `mem://item/{n}` resources, the `greet`
+//! prompt, `initialize` / `server/discover`, and their results.
 
+use super::job_api::{ITEMS_MAX, JobStore, REQUEST_KEY_MAX};
 use super::mcp::Params;
-use super::wire::{Outcome, Sink};
+use super::wire::{Outcome, Progress};
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::protocol::Revision;
 use serde::Deserialize;
@@ -28,6 +30,12 @@ pub(crate) enum Call {
         steps: u64,
         ms: u64,
     },
+    JobStart {
+        items: u64,
+        request_key: Option<String>,
+    },
+    JobStatus(String),
+    JobReport(String),
     ResourcesList,
     TemplatesList,
     Read(String),
@@ -62,9 +70,14 @@ pub(crate) fn invalid_params(message: impl Into<String>) -> ErrorObject {
     }
 }
 
-/// Runs a call (`supported`: the versions served, for `server/discover`). Progress
-/// notifications go to `sink` when the request asked for them.
-pub(crate) async fn execute(prep: Prepared, supported: &Value, sink: Option<&Sink>) -> Outcome {
+/// Runs a call (`supported`: the versions served, for `server/discover`; `jobs`: the job
+/// API's store). Progress notifications go to `progress` when the request asked for them.
+pub(crate) async fn execute(
+    prep: Prepared,
+    supported: &Value,
+    jobs: &JobStore,
+    progress: Option<Progress<'_>>,
+) -> Outcome {
     let modern = prep.version.is_modern();
     let ok = |v: Value, cacheable: bool| Outcome::Result(finish(v, modern, cacheable));
     match prep.call {
@@ -134,7 +147,7 @@ pub(crate) async fn execute(prep: Prepared, supported: &Value, sink: Option<&Sin
         Call::Progress { steps, ms } => {
             for step in 1..=steps {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
-                if let (Some(sink), Some(token)) = (sink, &prep.progress) {
+                if let (Some(progress), Some(token)) = (progress, &prep.progress) {
                     let note = json!({
                         "jsonrpc": "2.0",
                         "method": "notifications/progress",
@@ -145,12 +158,16 @@ pub(crate) async fn execute(prep: Prepared, supported: &Value, sink: Option<&Sin
                             "message": format!("step {step} of {steps}"),
                         },
                     });
-                    sink.progress(serde_json::to_vec(&note).unwrap_or_default())
+                    progress
+                        .send(serde_json::to_vec(&note).unwrap_or_default())
                         .await;
                 }
             }
             ok(text_result(&format!("done: {steps} steps"), false), false)
         }
+        Call::JobStart { items, request_key } => structured(jobs.start(items, request_key), modern),
+        Call::JobStatus(id) => structured(jobs.status(&id), modern),
+        Call::JobReport(id) => structured(jobs.report(&id), modern),
         Call::ResourcesList => {
             let resources: Vec<Value> = (1..=3)
                 .map(|n| {
@@ -230,6 +247,12 @@ pub(crate) fn tool_call(p: &Params) -> Call {
         bytes: Option<u64>,
         #[serde(default)]
         steps: Option<u64>,
+        #[serde(default)]
+        items: Option<u64>,
+        #[serde(default)]
+        request_key: Option<String>,
+        #[serde(default)]
+        job_id: Option<String>,
     }
     let Some(name) = p.name.as_deref() else {
         return Call::Invalid(invalid_params("tools/call needs `name`"));
@@ -293,6 +316,26 @@ pub(crate) fn tool_call(p: &Params) -> Call {
                 ms: need(args.ms, "ms", SLEEP_MAX_MS)?,
             })
         }),
+        "job_start" => need(args.items, "items", ITEMS_MAX).and_then(|items| {
+            if items == 0 {
+                return Err(invalid_params(
+                    "Invalid arguments for tool job_start: `items` below 1",
+                ));
+            }
+            match args.request_key {
+                Some(k) if k.len() > REQUEST_KEY_MAX => Err(invalid_params(format!(
+                    "Invalid arguments for tool job_start: `request_key` over {REQUEST_KEY_MAX} bytes"
+                ))),
+                request_key => Ok(Call::JobStart { items, request_key }),
+            }
+        }),
+        "job_status" | "job_report" => match args.job_id {
+            Some(id) if name == "job_status" => Ok(Call::JobStatus(id)),
+            Some(id) => Ok(Call::JobReport(id)),
+            None => Err(invalid_params(format!(
+                "Invalid arguments for tool {name}: missing `job_id`"
+            ))),
+        },
         _ => Err(invalid_params(format!("Unknown tool: {name}"))),
     };
     call.unwrap_or_else(Call::Invalid)
@@ -317,7 +360,8 @@ pub(crate) fn prompt_call(p: &Params) -> Call {
 }
 
 const INSTRUCTIONS: &str = "mcpload's built-in reference target: echo, sleep, fail, tool_error, \
-payload and progress tools, mem://item/{n} resources and a greet prompt.";
+payload and progress tools, a job API (job_start, job_status, job_report), mem://item/{n} \
+resources and a greet prompt.";
 
 fn server_info() -> Value {
     json!({"name": "mcpload-serve", "version": env!("CARGO_PKG_VERSION")})
@@ -347,6 +391,19 @@ fn finish(mut v: Value, modern: bool, cacheable: bool) -> Vec<u8> {
 
 fn text_result(text: &str, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": is_error})
+}
+
+/// A job API answer: `structuredContent`, mirrored as JSON text in `content`; a refusal is
+/// a JSON-RPC error.
+fn structured(answer: Result<Value, ErrorObject>, modern: bool) -> Outcome {
+    match answer {
+        Ok(v) => {
+            let mut result = text_result(&v.to_string(), false);
+            result["structuredContent"] = v;
+            Outcome::Result(finish(result, modern, false))
+        }
+        Err(e) => Outcome::Error(e),
+    }
 }
 
 /// The `tools/list` result, serialised once: (legacy, 2026-07-28).
@@ -413,6 +470,34 @@ static TOOLS_LIST: LazyLock<(String, String)> = LazyLock::new(|| {
                 "ms": int(0, SLEEP_MAX_MS, "Milliseconds between them"),
             }),
             &["steps", "ms"],
+        ),
+        tool(
+            "job_start",
+            "Starts a job of `items` items (see job_status, job_report); the same \
+             `request_key` with the same input returns the same job.",
+            json!({
+                "items": int(1, ITEMS_MAX, "Items the job processes"),
+                "request_key": {
+                    "type": "string",
+                    "maxLength": REQUEST_KEY_MAX,
+                    "description": "Idempotency key, bound to the input",
+                },
+            }),
+            &["items"],
+        ),
+        tool(
+            "job_status",
+            "A job's state (queued, running, succeeded, partial, failed), items processed, \
+             total, and pollInterval (ms).",
+            json!({"job_id": text("The job_id job_start answered")}),
+            &["job_id"],
+        ),
+        tool(
+            "job_report",
+            "A finished job's items with their outcomes and the succeeded/failed counts \
+             (an error while it runs).",
+            json!({"job_id": text("The job_id job_start answered")}),
+            &["job_id"],
         ),
     ]);
     let legacy = finish(json!({ "tools": tools }), false, true);

@@ -20,6 +20,7 @@ mod handler;
 mod hostile;
 mod http;
 mod job;
+mod job_api;
 mod mcp;
 mod methods;
 mod sessions;
@@ -35,10 +36,11 @@ pub use hostile::{
     HostileConfig, HostileKind, HostileStats, HostileTransport, RunningHostile,
     serve_hostile_stdio, start_hostile_http,
 };
-pub use stats::{ClientView, FaultCounts, StatsSnapshot};
+pub use stats::{ClientView, FaultCounts, JobCounts, OperationCounts, StatsSnapshot};
 
 use capacity::Capacity;
 use faults::FaultPlan;
+use job_api::JobStore;
 use mcp::Protocol;
 use sessions::Sessions;
 use stats::Stats;
@@ -72,6 +74,7 @@ pub(crate) struct Shared {
     stats: Arc<Stats>,
     fault_seq: AtomicU64,
     sessions: Sessions,
+    jobs: JobStore,
 }
 
 impl Shared {
@@ -88,8 +91,17 @@ impl Shared {
             stats: Arc::new(Stats::default()),
             fault_seq: AtomicU64::new(0),
             sessions: Sessions::new(prefix),
+            jobs: JobStore::new(&cfg),
             cfg,
         })
+    }
+
+    /// The counters now, the job API's included.
+    fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            jobs: self.jobs.counts(),
+            ..self.stats.snapshot()
+        }
     }
 }
 
@@ -115,7 +127,7 @@ impl RunningTarget {
 
     /// The counters now.
     pub fn stats(&self) -> StatsSnapshot {
-        self.shared.stats.snapshot()
+        self.shared.snapshot()
     }
 
     /// Stops accepting, lets answers in progress finish (a few seconds at most), and returns
@@ -168,5 +180,5 @@ where
 {
     let shared = Arc::new(Shared::new(config)?);
     stdio::serve(Arc::clone(&shared), input, output).await?;
-    Ok(shared.stats.snapshot())
+    Ok(shared.snapshot())
 }

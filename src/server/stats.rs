@@ -1,10 +1,12 @@
-//! Ground truth out: the target's own counters (relaxed atomics, no locks) and their
-//! serialisable snapshot served at `GET /stats` and written by `--stats FILE`.
+//! Ground truth out: the target's own counters (relaxed atomics; a lock only for operations
+//! outside the fixed registry), the same per operation, and their serialisable snapshot
+//! served at `GET /stats` and written by `--stats FILE`.
 
 use super::faults::FaultKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 /// What a correct client counts for the messages this server wrote, one field per counter of
 /// docs/metrics.md. The server tallies each message as it writes it (see docs/target.md).
@@ -29,6 +31,113 @@ const VIEWS: usize = 12;
 /// Statuses other than 2xx that the target answers with, counted one by one.
 const STATUSES: [u16; 9] = [400, 403, 404, 405, 406, 413, 415, 429, 503];
 
+/// The operations counted without a lock: every method, tool, prompt and listed resource
+/// the target serves. Others get a slot on first sight, up to [`OTHER_OPERATIONS_MAX`].
+const KNOWN_OPERATIONS: [&str; 23] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "echo",
+    "sleep",
+    "fail",
+    "tool_error",
+    "payload",
+    "progress",
+    "job_start",
+    "job_status",
+    "job_report",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "mem://item/1",
+    "mem://item/2",
+    "mem://item/3",
+    "prompts/list",
+    "prompts/get",
+    "greet",
+];
+
+/// Names outside [`KNOWN_OPERATIONS`] that get a slot of their own (unknown tools, other
+/// resource URIs, unknown methods); past that, all share [`OTHER_OPERATIONS`], so a client
+/// inventing names cannot grow the map.
+const OTHER_OPERATIONS_MAX: usize = 256;
+const OTHER_OPERATIONS: &str = "(other)";
+
+/// One operation's counters.
+#[derive(Debug, Default)]
+pub(crate) struct OpCounters {
+    requests: AtomicU64,
+    answered_ok: AtomicU64,
+    answered_error: AtomicU64,
+    cancelled: AtomicU64,
+    view: [AtomicU64; VIEWS],
+}
+
+/// Every operation's counters, by name.
+#[derive(Debug)]
+struct Operations {
+    known: [Arc<OpCounters>; KNOWN_OPERATIONS.len()],
+    others: Mutex<BTreeMap<String, Arc<OpCounters>>>,
+    overflow: Arc<OpCounters>,
+}
+
+impl Default for Operations {
+    fn default() -> Self {
+        Operations {
+            known: std::array::from_fn(|_| Arc::default()),
+            others: Mutex::default(),
+            overflow: Arc::default(),
+        }
+    }
+}
+
+impl Operations {
+    fn get(&self, name: &str) -> Arc<OpCounters> {
+        if let Some(i) = KNOWN_OPERATIONS.iter().position(|k| *k == name) {
+            return Arc::clone(&self.known[i]);
+        }
+        let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(op) = others.get(name) {
+            return Arc::clone(op);
+        }
+        if others.len() >= OTHER_OPERATIONS_MAX {
+            return Arc::clone(&self.overflow);
+        }
+        let op = Arc::new(OpCounters::default());
+        others.insert(name.to_owned(), Arc::clone(&op));
+        op
+    }
+
+    /// The operations that saw anything, by name.
+    fn snapshot(&self) -> BTreeMap<String, OperationCounts> {
+        let others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        KNOWN_OPERATIONS
+            .iter()
+            .copied()
+            .zip(self.known.iter())
+            .chain(others.iter().map(|(k, v)| (k.as_str(), v)))
+            .chain(std::iter::once((OTHER_OPERATIONS, &self.overflow)))
+            .map(|(name, op)| (name.to_owned(), op.snapshot()))
+            .filter(|(_, counts)| *counts != OperationCounts::default())
+            .collect()
+    }
+}
+
+impl OpCounters {
+    fn snapshot(&self) -> OperationCounts {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        OperationCounts {
+            requests: g(&self.requests),
+            answered_ok: g(&self.answered_ok),
+            answered_error: g(&self.answered_error),
+            cancelled: g(&self.cancelled),
+            client_view: ClientView::from_counters(&self.view),
+        }
+    }
+}
+
 /// The live counters. One per server, shared by every connection.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
@@ -51,7 +160,10 @@ pub(crate) struct Stats {
     connections_max: AtomicU64,
     faults: [AtomicU64; 8],
     view: [AtomicU64; VIEWS],
+    /// The part of `view` written for no request (see [`Stats::unattributed_view`]).
+    unattributed: [AtomicU64; VIEWS],
     status: [AtomicU64; STATUSES.len()],
+    operations: Operations,
 }
 
 /// A gauge raised while the guard lives, with its high-water mark.
@@ -78,8 +190,50 @@ impl Stats {
         counter.fetch_add(n, Relaxed);
     }
 
-    pub(crate) fn view(&self, v: View, n: u64) {
+    /// The counters of the operation named `name` (see docs/target.md for the names).
+    pub(crate) fn operation(&self, name: &str) -> Arc<OpCounters> {
+        self.operations.get(name)
+    }
+
+    /// A request of operation `op` received; its arrival number (from 1).
+    pub(crate) fn request(&self, op: &OpCounters) -> u64 {
+        op.requests.fetch_add(1, Relaxed);
+        self.requests_seen.fetch_add(1, Relaxed) + 1
+    }
+
+    /// A request of operation `op` dropped before it was answered.
+    pub(crate) fn cancelled(&self, op: &OpCounters) {
+        self.cancelled.fetch_add(1, Relaxed);
+        op.cancelled.fetch_add(1, Relaxed);
+    }
+
+    /// An answer carrying the request's own id written for operation `op`; `error` when
+    /// what the method produced was a JSON-RPC error (`plain`: and it went out as one).
+    pub(crate) fn answered(&self, op: &OpCounters, error: bool, plain: bool) {
+        self.answers_sent.fetch_add(1, Relaxed);
+        if error && plain {
+            self.errors_sent.fetch_add(1, Relaxed);
+        }
+        let mine = if error {
+            &op.answered_error
+        } else {
+            &op.answered_ok
+        };
+        mine.fetch_add(1, Relaxed);
+    }
+
+    /// What a client counts for something written in answer to a request of operation `op`.
+    pub(crate) fn op_view(&self, op: &OpCounters, v: View, n: u64) {
         self.view[v as usize].fetch_add(n, Relaxed);
+        op.view[v as usize].fetch_add(n, Relaxed);
+    }
+
+    /// What a client counts for something written in answer to no request: an error with
+    /// id null for input that was no JSON-RPC request or for a refused batch, a batch's
+    /// `response_count_mismatch`.
+    pub(crate) fn unattributed_view(&self, v: View, n: u64) {
+        self.view[v as usize].fetch_add(n, Relaxed);
+        self.unattributed[v as usize].fetch_add(n, Relaxed);
     }
 
     pub(crate) fn fault(&self, kind: FaultKind) {
@@ -111,7 +265,6 @@ impl Stats {
     pub(crate) fn snapshot(&self) -> StatsSnapshot {
         let g = |a: &AtomicU64| a.load(Relaxed);
         let f = |k: FaultKind| g(&self.faults[k.index()]);
-        let v = |w: View| g(&self.view[w as usize]);
         let status = |code: u16| {
             STATUSES
                 .iter()
@@ -151,20 +304,10 @@ impl Stats {
                 garbage: f(FaultKind::Garbage),
                 truncate: f(FaultKind::Truncate),
             },
-            client_view: ClientView {
-                ok: v(View::Ok),
-                errors: v(View::Errors),
-                both_result_error: v(View::BothResultError),
-                invalid_jsonrpc: v(View::InvalidJsonrpc),
-                duplicate_id: v(View::DuplicateId),
-                unknown_id: v(View::UnknownId),
-                null_id: v(View::NullId),
-                server_messages: v(View::ServerMessages),
-                parse_errors: v(View::ParseErrors),
-                missing: v(View::Missing),
-                http_other: v(View::HttpOther),
-                response_count_mismatch: v(View::ResponseCountMismatch),
-            },
+            client_view: ClientView::from_counters(&self.view),
+            client_view_unattributed: ClientView::from_counters(&self.unattributed),
+            operations: self.operations.snapshot(),
+            jobs: JobCounts::default(),
         }
     }
 }
@@ -214,6 +357,71 @@ pub struct ClientView {
     pub response_count_mismatch: u64,
 }
 
+impl ClientView {
+    fn from_counters(view: &[AtomicU64; VIEWS]) -> ClientView {
+        let v = |w: View| view[w as usize].load(Relaxed);
+        ClientView {
+            ok: v(View::Ok),
+            errors: v(View::Errors),
+            both_result_error: v(View::BothResultError),
+            invalid_jsonrpc: v(View::InvalidJsonrpc),
+            duplicate_id: v(View::DuplicateId),
+            unknown_id: v(View::UnknownId),
+            null_id: v(View::NullId),
+            server_messages: v(View::ServerMessages),
+            parse_errors: v(View::ParseErrors),
+            missing: v(View::Missing),
+            http_other: v(View::HttpOther),
+            response_count_mismatch: v(View::ResponseCountMismatch),
+        }
+    }
+}
+
+/// One operation's share of the counters (a tool's name for `tools/call`, the URI for
+/// `resources/read`, the prompt's name for `prompts/get`, else the method).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationCounts {
+    /// Requests received (as `requests_seen`).
+    pub requests: u64,
+    /// Answers written with the request's own id whose method produced a result (a fault
+    /// may still have spoiled them: see `client_view`).
+    pub answered_ok: u64,
+    /// Answers written with the request's own id whose method produced a JSON-RPC error.
+    pub answered_error: u64,
+    /// Requests whose client went away first.
+    pub cancelled: u64,
+    /// What a correct client counts for the answers to these requests.
+    pub client_view: ClientView,
+}
+
+/// The job API's counters (`job_start`, `job_status`, `job_report`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCounts {
+    /// Jobs created.
+    pub created: u64,
+    /// `job_start` calls that named a known `request_key` with the same input: the same
+    /// job answered again.
+    pub replays: u64,
+    /// `job_start` calls that named a known `request_key` with another input: refused.
+    pub conflicts: u64,
+    /// `job_start` calls refused because `max_jobs` jobs were held and none could go.
+    pub refused_full: u64,
+    /// `job_status` calls answered with a status.
+    pub polls: u64,
+    /// `job_report` calls answered with a report.
+    pub reports_read: u64,
+    /// `job_report` calls refused because the job was not finished.
+    pub reports_unfinished: u64,
+    /// Of `reports_read`, those that left items out (`job_lose_every`).
+    pub reports_lossy: u64,
+    /// Items left out of those reports, summed over them.
+    pub items_lost: u64,
+    /// `job_status` and `job_report` calls naming a job that is unknown or expired.
+    pub unknown_job: u64,
+    /// Jobs held now (not expired).
+    pub live: u64,
+}
+
 /// The target's counters at one moment (`GET /stats`, `--stats FILE`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatsSnapshot {
@@ -261,4 +469,15 @@ pub struct StatsSnapshot {
     pub faults: FaultCounts,
     /// What a correct client counts for the answers written.
     pub client_view: ClientView,
+    /// The part of `client_view` written in answer to no request (errors with id null for
+    /// input that was no JSON-RPC request and for refused batches; `response_count_mismatch`).
+    /// With `operations`' views it sums to `client_view`.
+    #[serde(default)]
+    pub client_view_unattributed: ClientView,
+    /// Requests and what a client counts for their answers, by operation.
+    #[serde(default)]
+    pub operations: BTreeMap<String, OperationCounts>,
+    /// The job API.
+    #[serde(default)]
+    pub jobs: JobCounts,
 }

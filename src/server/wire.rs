@@ -3,7 +3,7 @@
 //! client would count it, and framed as a JSON body, a batch member, SSE events or a line.
 
 use super::faults::FaultKind;
-use super::stats::{Stats, View};
+use super::stats::{OpCounters, Stats, View};
 use crate::jsonrpc::{BatchWriter, ErrorObject};
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -71,10 +71,11 @@ fn injected(kind: FaultKind) -> ErrorObject {
     }
 }
 
-/// Builds the answer to request `id` (fault sequence number `seq`) and tallies it: what was
-/// sent, which fault, and what a correct client counts for it.
+/// Builds the answer to request `id` of operation `op` (fault sequence number `seq`) and
+/// tallies it: what was sent, which fault, and what a correct client counts for it.
 pub(crate) fn shape(
     stats: &Stats,
+    op: &OpCounters,
     id: &RawValue,
     outcome: &Outcome,
     fault: Option<FaultKind>,
@@ -89,16 +90,16 @@ pub(crate) fn shape(
         encode(&mut out, jsonrpc, id, result, error);
         out
     };
+    let view = |v: View| stats.op_view(op, v, 1);
     let answered = |twice: bool| {
-        Stats::add(&stats.answers_sent, 1);
-        if error.is_some() {
-            Stats::add(&stats.errors_sent, 1);
-            stats.view(View::Errors, 1);
+        stats.answered(op, error.is_some(), true);
+        view(if error.is_some() {
+            View::Errors
         } else {
-            stats.view(View::Ok, 1);
-        }
+            View::Ok
+        });
         if twice {
-            stats.view(View::DuplicateId, 1);
+            view(View::DuplicateId);
         }
     };
     let Some(kind) = fault else {
@@ -108,17 +109,17 @@ pub(crate) fn shape(
     stats.fault(kind);
     match kind {
         FaultKind::Drop => {
-            stats.view(View::Missing, 1);
+            view(View::Missing);
             Shaped::Nothing
         }
         FaultKind::NullId => {
-            stats.view(View::NullId, 1);
-            stats.view(View::Missing, 1);
+            view(View::NullId);
+            view(View::Missing);
             Shaped::Message(message("2.0", "null", None, Some(&injected(kind))))
         }
         FaultKind::UnknownId => {
-            stats.view(View::UnknownId, 1);
-            stats.view(View::Missing, 1);
+            view(View::UnknownId);
+            view(View::Missing);
             let other = format!("\"mcpload-unknown-{seq}\"");
             Shaped::Message(message("2.0", &other, result, error))
         }
@@ -127,8 +128,8 @@ pub(crate) fn shape(
             Shaped::Twice(message("2.0", id.get(), result, error))
         }
         FaultKind::Both => {
-            Stats::add(&stats.answers_sent, 1);
-            stats.view(View::BothResultError, 1);
+            stats.answered(op, error.is_some(), false);
+            view(View::BothResultError);
             let fallback = injected(kind);
             Shaped::Message(message(
                 "2.0",
@@ -138,20 +139,20 @@ pub(crate) fn shape(
             ))
         }
         FaultKind::BadVersion => {
-            Stats::add(&stats.answers_sent, 1);
-            stats.view(View::InvalidJsonrpc, 1);
+            stats.answered(op, error.is_some(), false);
+            view(View::InvalidJsonrpc);
             Shaped::Message(message("1.0", id.get(), result, error))
         }
         FaultKind::Garbage => {
-            stats.view(View::ParseErrors, 1);
-            stats.view(View::Missing, 1);
+            view(View::ParseErrors);
+            view(View::Missing);
             Shaped::Garbage(format!("<<mcpload garbage, request {seq}>>").into_bytes())
         }
         FaultKind::Truncate => {
             // Over SSE the stream ends inside the event: a plain SSE parser drops it silently,
             // mcpload reports those bytes as unreadable (parse_errors), as for JSON and stdio.
-            stats.view(View::ParseErrors, 1);
-            stats.view(View::Missing, 1);
+            view(View::ParseErrors);
+            view(View::Missing);
             let mut m = message("2.0", id.get(), result, error);
             // Cut at a character boundary so the text stays UTF-8: a proper prefix of a JSON
             // object is never JSON.
@@ -263,8 +264,9 @@ impl Sink {
         Sink { tx, sse, stats }
     }
 
-    /// Sends one server notification; a closed stream drops it silently.
-    pub(crate) async fn progress(&self, message: Vec<u8>) {
+    /// Sends one server notification about a request of operation `op`; a closed stream
+    /// drops it silently.
+    async fn progress(&self, op: &OpCounters, message: Vec<u8>) {
         let framed = if self.sse {
             let mut out = Vec::with_capacity(message.len() + 24);
             sse_event(&mut out, &message);
@@ -275,8 +277,26 @@ impl Sink {
             m
         };
         if self.tx.send(Bytes::from(framed)).await.is_ok() {
-            self.stats.view(View::ServerMessages, 1);
+            self.stats.op_view(op, View::ServerMessages, 1);
         }
+    }
+}
+
+/// Where one request's progress notifications go: its sink, counted for its operation.
+#[derive(Clone, Copy)]
+pub(crate) struct Progress<'a> {
+    sink: &'a Sink,
+    op: &'a OpCounters,
+}
+
+impl<'a> Progress<'a> {
+    pub(crate) fn new(sink: &'a Sink, op: &'a OpCounters) -> Progress<'a> {
+        Progress { sink, op }
+    }
+
+    /// Sends one progress notification; a closed stream drops it silently.
+    pub(crate) async fn send(&self, message: Vec<u8>) {
+        self.sink.progress(self.op, message).await;
     }
 }
 
@@ -295,26 +315,27 @@ mod tests {
     #[test]
     fn each_fault_shapes_and_tallies() {
         let stats = Stats::default();
-        let s = shape(&stats, &id(), &ok(), None, 1);
+        let op = stats.operation("echo");
+        let s = shape(&stats, &op, &id(), &ok(), None, 1);
         assert_eq!(
             s.into_body().unwrap(),
             br#"{"jsonrpc":"2.0","id":42,"result":{"content":[]}}"#
         );
-        let s = shape(&stats, &id(), &ok(), Some(FaultKind::Drop), 2);
+        let s = shape(&stats, &op, &id(), &ok(), Some(FaultKind::Drop), 2);
         assert!(s.into_body().is_none());
-        let s = shape(&stats, &id(), &ok(), Some(FaultKind::UnknownId), 3);
+        let s = shape(&stats, &op, &id(), &ok(), Some(FaultKind::UnknownId), 3);
         assert!(
             String::from_utf8(s.into_body().unwrap())
                 .unwrap()
                 .contains("\"mcpload-unknown-3\"")
         );
-        let s = shape(&stats, &id(), &ok(), Some(FaultKind::Both), 4);
+        let s = shape(&stats, &op, &id(), &ok(), Some(FaultKind::Both), 4);
         let v: serde_json::Value = serde_json::from_slice(&s.into_body().unwrap()).unwrap();
         assert!(v.get("result").is_some() && v.get("error").is_some());
-        let s = shape(&stats, &id(), &ok(), Some(FaultKind::Truncate), 5);
+        let s = shape(&stats, &op, &id(), &ok(), Some(FaultKind::Truncate), 5);
         let body = s.into_body().unwrap();
         assert!(serde_json::from_slice::<serde_json::Value>(&body).is_err());
-        let s = shape(&stats, &id(), &ok(), Some(FaultKind::Truncate), 6);
+        let s = shape(&stats, &op, &id(), &ok(), Some(FaultKind::Truncate), 6);
         assert!(!s.sse(true).ends_with(b"\n"));
         let snap = stats.snapshot();
         assert_eq!(snap.answers_sent, 2);
@@ -323,11 +344,17 @@ mod tests {
         assert_eq!(snap.client_view.missing, 4);
         // A cut answer is unreadable bytes, however it travels.
         assert_eq!(snap.client_view.parse_errors, 2);
+        // All of it was written for echo calls.
+        let echo = &snap.operations["echo"];
+        assert_eq!(echo.client_view, snap.client_view);
+        assert_eq!((echo.answered_ok, echo.answered_error), (2, 0));
+        assert_eq!(snap.operations.len(), 1);
     }
 
     #[test]
     fn batch_members_stay_valid_json() {
         let stats = Stats::default();
+        let op = stats.operation("echo");
         let mut batch = BatchWriter::default();
         let mut ids = 0;
         for (seq, f) in [
@@ -339,7 +366,7 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            let s = shape(&stats, &id(), &ok(), f, seq as u64);
+            let s = shape(&stats, &op, &id(), &ok(), f, seq as u64);
             ids += s.ids_on_wire();
             s.push_members(&mut batch);
         }

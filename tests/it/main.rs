@@ -26,6 +26,7 @@ mod run_tls;
 mod serve_capacity;
 mod serve_faults;
 mod serve_interop;
+mod serve_jobs;
 mod serve_protocol;
 mod transport_everything;
 mod transport_https;

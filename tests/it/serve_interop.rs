@@ -60,7 +60,17 @@ fn tools(v: &Value) -> Vec<&str> {
 fn assert_session_worked(v: &Value, who: &str) {
     assert_eq!(
         tools(v),
-        ["echo", "fail", "payload", "progress", "sleep", "tool_error"],
+        [
+            "echo",
+            "fail",
+            "job_report",
+            "job_start",
+            "job_status",
+            "payload",
+            "progress",
+            "sleep",
+            "tool_error"
+        ],
         "{who}: {v}"
     );
     assert_eq!(v["echo"], format!("hello from {who}"), "{v}");

@@ -39,7 +39,17 @@ async fn legacy_handshake_session_and_methods() {
         .collect();
     assert_eq!(
         names,
-        ["echo", "sleep", "fail", "tool_error", "payload", "progress"]
+        [
+            "echo",
+            "sleep",
+            "fail",
+            "tool_error",
+            "payload",
+            "progress",
+            "job_start",
+            "job_status",
+            "job_report"
+        ]
     );
     for t in tools["result"]["tools"].as_array().unwrap() {
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");
@@ -216,7 +226,7 @@ async fn modern_discovery_and_header_rules() {
     let (hs, body) = modern(json!(1), "tools/list", json!({}));
     let tl = c.post(&hs, &body).await.json();
     assert_eq!(tl["result"]["resultType"], "complete");
-    assert_eq!(tl["result"]["tools"].as_array().unwrap().len(), 6);
+    assert_eq!(tl["result"]["tools"].as_array().unwrap().len(), 9);
     let (hs, body) = modern(
         json!(2),
         "tools/call",
