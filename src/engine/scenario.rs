@@ -200,15 +200,14 @@ impl Runner {
     }
 
     /// Ends every running iteration as `interrupted` (the step's graceful stop ran out, or
-    /// Ctrl-C); their requests still in flight end as the correlator sees them.
-    pub(super) fn interrupt_all(&mut self, sc: &Scenarios) {
+    /// Ctrl-C); their requests still in flight end as the correlator sees them. Nothing
+    /// starts after this in the phase, so their virtual users are not freed.
+    pub(super) fn interrupt_all(&mut self) {
         for slot in 0..self.slots.len() as u32 {
-            if let Some(it) = self.slots[slot as usize].iteration.as_ref() {
+            if let Some(it) = self.release(slot) {
                 let stats = &mut self.stats[it.scenario];
                 stats.iterations.interrupted += 1;
                 stats.part_mut(it.step).interrupted += 1;
-                let _ = sc;
-                self.release(slot);
             }
         }
         self.timers.clear();
@@ -242,9 +241,6 @@ impl Runner {
         s.generation = (s.generation + 1) & (u32::MAX >> SLOT_BITS);
         self.free.push(slot);
         self.live -= 1;
-        if it.user {
-            self.users_freed += 1;
-        }
         Some(it)
     }
 
@@ -501,19 +497,21 @@ impl Runner {
         self.conclude(sc, slot, turn, now);
     }
 
-    /// Ends the iteration when its turn did: completed or failed, counted; else nothing.
+    /// Ends the iteration when its turn did: completed or failed, counted, its virtual user
+    /// freed; else nothing.
     fn conclude(&mut self, sc: &Scenarios, slot: u32, turn: Turn, now: Instant) {
-        if self
-            .slots
-            .get(slot as usize)
-            .is_none_or(|s| s.iteration.is_none())
-        {
+        if matches!(turn, Turn::Waiting) {
             return;
+        }
+        let Some(it) = self.release(slot) else {
+            return;
+        };
+        if it.user {
+            self.users_freed += 1;
         }
         match turn {
             Turn::Waiting => {}
             Turn::Done => {
-                let it = self.release(slot).expect("live");
                 let counts = &mut self.stats[it.scenario].iterations;
                 counts.completed(now.saturating_duration_since(it.started));
                 if sc.list[it.scenario].polls {
@@ -521,7 +519,6 @@ impl Runner {
                 }
             }
             Turn::Failed(why) => {
-                let it = self.release(slot).expect("live");
                 let stats = &mut self.stats[it.scenario];
                 if let Some(part) = stats.parts.get_mut(it.step) {
                     part.failed(&why);

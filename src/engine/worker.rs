@@ -157,8 +157,8 @@ impl Worker {
                 _ = &mut cancelled, if st.interrupted_at.is_none() => {
                     let now = Instant::now();
                     st.interrupted_at = Some(now);
-                    if let (Some(r), Some(sc)) = (runner.as_mut(), &work.scenarios) {
-                        r.interrupt_all(sc);
+                    if let Some(r) = runner.as_mut() {
+                        r.interrupt_all();
                     }
                     if st.phase != Phase::Drain {
                         st.drain_began = now;
@@ -252,11 +252,11 @@ impl Worker {
             Phase::Drain => now >= st.drain_began + work.graceful_stop,
             _ => false,
         };
-        if let (Some(r), Some(sc)) = (runner.as_mut(), &work.scenarios)
+        if let Some(r) = runner.as_mut()
             && graceful_over
             && r.live() > 0
         {
-            r.interrupt_all(sc);
+            r.interrupt_all();
         }
         let iterations = runner.as_ref().map_or(0, Runner::live);
         match st.phase {
