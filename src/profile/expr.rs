@@ -130,7 +130,20 @@ impl fmt::Display for Path {
         for s in &self.segments {
             match s {
                 Segment::Key(k) if is_identifier(k) => write!(f, ".{k}")?,
-                Segment::Key(k) => write!(f, "[{}]", Value::from(k.as_str()))?,
+                Segment::Key(k) => {
+                    // Quoted with the escapes this language reads back.
+                    f.write_str("[\"")?;
+                    for c in k.chars() {
+                        match c {
+                            '\\' => f.write_str("\\\\")?,
+                            '"' => f.write_str("\\\"")?,
+                            '\n' => f.write_str("\\n")?,
+                            '\t' => f.write_str("\\t")?,
+                            c => write!(f, "{c}")?,
+                        }
+                    }
+                    f.write_str("\"]")?;
+                }
                 Segment::Index(i) => write!(f, "[{i}]")?,
             }
         }
@@ -1042,6 +1055,12 @@ mod tests {
     fn paths_print_and_name_their_variables() {
         let p = Path::parse(" result.content[0][\"a b\"].text ").unwrap();
         assert_eq!(p.to_string(), "result.content[0][\"a b\"].text");
+        // A key of any characters prints as a path that reads back the same.
+        let odd = Path {
+            root: Root::Result,
+            segments: vec![Segment::Key("\u{0}\"\\\n\t'x é".into()), Segment::Index(3)],
+        };
+        assert_eq!(Path::parse(&odd.to_string()).unwrap(), odd);
         assert_eq!(
             Path::parse("var.job_id").unwrap().var_name(),
             Some("job_id")
