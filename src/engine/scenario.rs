@@ -561,8 +561,8 @@ fn answer_value(step: &str, outcome: &Outcome) -> Result<Value, String> {
     }
 }
 
-/// Takes a call's captures out of its answer. An error answer fails the step unless every
-/// capture reads from `error`.
+/// Takes a call's captures out of its answer. An error answer fails the step unless the
+/// call captures, and only from `error`.
 fn take_answer(
     step: &str,
     call: &Call,
@@ -570,11 +570,17 @@ fn take_answer(
     vars: &mut Map<String, Value>,
 ) -> Result<(), String> {
     let answer = answer_value(step, outcome)?;
-    if let Some(e) = answer.get("error")
-        && !call.captures.iter().all(|c| c.path.root == Root::Error)
-    {
+    if let Some(e) = answer.get("error") {
         let code = e.get("code").map_or_else(|| "?".into(), Value::to_string);
-        return Err(format!("{step}: error answer {code}"));
+        if call.captures.is_empty() {
+            return Err(format!("{step}: error answer ({code})"));
+        }
+        if let Some(c) = call.captures.iter().find(|c| c.path.root != Root::Error) {
+            return Err(format!(
+                "{step}: capture {}: the answer is an error ({code})",
+                c.var
+            ));
+        }
     }
     capture(step, call, &answer, vars)
 }

@@ -21,6 +21,7 @@ mod run_compare;
 mod run_faults;
 mod run_hostile_defects;
 mod run_profiles;
+mod run_scenarios;
 mod run_sweep;
 mod run_tls;
 mod serve_capacity;
