@@ -20,6 +20,7 @@ mod report_hlog_python;
 mod run_compare;
 mod run_faults;
 mod run_hostile_defects;
+mod run_ops;
 mod run_profiles;
 mod run_sweep;
 mod run_tls;
