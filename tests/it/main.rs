@@ -17,6 +17,7 @@ mod probe_servers;
 mod report_browser;
 mod report_folder;
 mod report_hlog_python;
+mod report_workflows;
 mod run_compare;
 mod run_faults;
 mod run_hostile_defects;
