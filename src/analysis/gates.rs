@@ -1,9 +1,11 @@
-//! Threshold gates for CI: `p99_ms<250`, `error_rate<0.001`, `anomalies==0`, parsed with clear
-//! errors and evaluated over a run's steps and knee. A step metric must hold in every step; a
-//! knee metric is checked once.
+//! Threshold gates for CI: `p99_ms<250`, `error_rate<0.001`, `anomalies==0`, and the same on
+//! one operation or scenario through a label selector (`p99_ms{op=search}<300`,
+//! `error_rate{scenario=jobs}<0.01`, `p99_ms{scenario=jobs,part=wait}<2000`), parsed with clear
+//! errors and evaluated over a run's steps, their ops.csv and scenarios.csv rows, and its knee.
+//! A step metric must hold in every step; a knee metric is checked once.
 
 use super::knee::Knee;
-use crate::metrics::StepSummary;
+use crate::metrics::{OpSummary, ScenarioSummary, StepSummary, WHOLE};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -60,60 +62,238 @@ pub enum GateError {
         "threshold '{0}': no comparison operator; expected one of <, <=, >, >=, ==, != as in 'p99_ms<250'"
     )]
     NoOperator(String),
-    #[error("threshold '{text}': unknown metric '{metric}'; known metrics: {known}")]
+    #[error("threshold '{text}': unknown metric '{metric}'{of}; known metrics{of}: {known}")]
     UnknownMetric {
         text: String,
         metric: String,
+        /// Which rows were meant: empty for steps, " of an operation", " of a scenario".
+        of: &'static str,
         known: String,
     },
+    #[error("threshold '{0}': '{{' is not closed; {SELECTOR_FORMS}")]
+    UnclosedSelector(String),
+    #[error("threshold '{text}': {why}; {SELECTOR_FORMS}")]
+    BadSelector { text: String, why: String },
     #[error("threshold '{text}': '{value}' is not a number (a fraction like 0.001 or 0.1%)")]
     BadNumber { text: String, value: String },
 }
 
+/// What a selector may say, for its errors.
+const SELECTOR_FORMS: &str = "a selector is {op=NAME}, {scenario=NAME} or {scenario=NAME,part=STEP} (a NAME with , } or \" in it in double quotes)";
+
+/// The labels a selector may hold.
+const LABELS: [&str; 3] = ["op", "scenario", "part"];
+
+/// Which rows a threshold reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selector {
+    /// No selector: steps.csv's rows, or the knee.
+    Steps,
+    /// `{op=NAME}`: the ops.csv rows of operation NAME (`-`: what belongs to no request).
+    Op(String),
+    /// `{scenario=NAME}`: its `*` rows (whole iterations); with `part=STEP`, that scenario
+    /// step's rows.
+    Scenario {
+        scenario: String,
+        part: Option<String>,
+    },
+}
+
+impl Selector {
+    /// Reads the text between `{` and `}`: `LABEL=VALUE` pairs separated by commas.
+    fn parse(inner: &str) -> Result<Selector, String> {
+        let mut op = None;
+        let mut scenario = None;
+        let mut part = None;
+        for (key, value) in labels(inner)? {
+            let slot = match key.as_str() {
+                "op" => &mut op,
+                "scenario" => &mut scenario,
+                "part" => &mut part,
+                _ => {
+                    return Err(format!(
+                        "unknown label '{key}' (labels: {})",
+                        LABELS.join(", ")
+                    ));
+                }
+            };
+            if slot.replace(value).is_some() {
+                return Err(format!("label '{key}' is given twice"));
+            }
+        }
+        match (op, scenario, part) {
+            (None, None, None) => Err("the selector is empty".to_owned()),
+            (Some(op), None, None) => Ok(Selector::Op(op)),
+            (Some(_), _, _) => Err("'op' goes with neither 'scenario' nor 'part'".to_owned()),
+            (None, None, Some(_)) => Err("'part' needs a 'scenario'".to_owned()),
+            (None, Some(scenario), part) => Ok(Selector::Scenario { scenario, part }),
+        }
+    }
+
+    /// What an unknown metric's error says the rows are.
+    fn rows_phrase(&self) -> &'static str {
+        match self {
+            Selector::Steps => "",
+            Selector::Op(_) => " of an operation",
+            Selector::Scenario { .. } => " of a scenario",
+        }
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Selector::Steps => Ok(()),
+            Selector::Op(op) => write!(f, "{{op={}}}", label_value(op)),
+            Selector::Scenario { scenario, part } => {
+                write!(f, "{{scenario={}", label_value(scenario))?;
+                if let Some(p) = part {
+                    write!(f, ",part={}", label_value(p))?;
+                }
+                f.write_str("}")
+            }
+        }
+    }
+}
+
+/// A label's value as written back: bare, or double-quoted (with `\"` and `\\`) when it
+/// holds a character that ends or quotes a value, or spaces at either end.
+fn label_value(v: &str) -> String {
+    if v.trim() == v && !v.contains([',', '{', '}', '"', '\\', '=']) {
+        return v.to_owned();
+    }
+    let escaped = v.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("\"{escaped}\"")
+}
+
+/// The index of the `}` closing the `{` at `open` in `t`, quoted values skipped.
+fn closing_brace(t: &str, open: usize) -> Option<usize> {
+    let (mut quoted, mut escaped) = (false, false);
+    for (i, c) in t[open + 1..].char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '}' if !quoted => return Some(open + 1 + i),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `LABEL=VALUE` pairs separated by commas; a value may be double-quoted, with `\"` and `\\`
+/// inside.
+fn labels(inner: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut rest = inner.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest
+            .split_once('=')
+            .ok_or_else(|| format!("'{rest}' is no LABEL=VALUE"))?;
+        let key = key.trim().to_owned();
+        let after = after.trim_start();
+        let (value, after) = match after.strip_prefix('"') {
+            Some(quoted) => {
+                let mut value = String::new();
+                let mut chars = quoted.char_indices();
+                let mut end = None;
+                while let Some((i, c)) = chars.next() {
+                    match c {
+                        '\\' => value.extend(chars.next().map(|(_, c)| c)),
+                        '"' => {
+                            end = Some(i + 1);
+                            break;
+                        }
+                        c => value.push(c),
+                    }
+                }
+                let end = end.ok_or_else(|| format!("the value of '{key}' has no closing '\"'"))?;
+                (value, &quoted[end..])
+            }
+            None => {
+                let end = after.find(',').unwrap_or(after.len());
+                (after[..end].trim().to_owned(), &after[end..])
+            }
+        };
+        if value.is_empty() {
+            return Err(format!("label '{key}' has no value"));
+        }
+        let after = after.trim_start();
+        rest = match after.strip_prefix(',') {
+            Some(r) => r.trim_start(),
+            None if after.is_empty() => after,
+            None => {
+                return Err(format!(
+                    "'{after}' follows the value of '{key}'; labels are separated by ','"
+                ));
+            }
+        };
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
 /// Metrics of the run as a whole, checked once against the knee.
 const KNEE_METRICS: [&str; 2] = ["max_sustainable", "peak_throughput_rps"];
-/// Step metrics derived from columns: `anomalies` (docs/metrics.md's sum) and `rejected`
-/// (`http_429 + http_503`).
+/// Step and operation metrics derived from columns: `anomalies` (docs/metrics.md's sum) and
+/// `rejected` (`http_429 + http_503`).
 const DERIVED_METRICS: [&str; 2] = ["anomalies", "rejected"];
 
-/// A step's numeric columns by name, as serde names them (so every numeric column of
-/// steps.csv is a metric, and a column added later is one too).
-fn step_values(s: &StepSummary) -> serde_json::Map<String, serde_json::Value> {
-    match serde_json::to_value(s) {
+/// A row's columns by name, as serde names them (so every numeric column of a CSV is a
+/// metric, and a column added later is one too).
+fn columns<R: Serialize>(row: &R) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(row) {
         Ok(serde_json::Value::Object(m)) => m,
         _ => serde_json::Map::new(),
     }
 }
 
-/// Every metric a threshold may name: the numeric columns of steps.csv, the derived step
-/// metrics, and the knee metrics.
-fn known_metrics() -> Vec<String> {
-    let mut out: Vec<String> = step_values(&super::blank_step())
+/// The numeric columns of a row type (those that may be empty too), `step` left out.
+fn numeric_columns<R: Serialize>(sample: &R) -> impl Iterator<Item = String> {
+    columns(sample)
         .into_iter()
         .filter(|(k, v)| k != "step" && (v.is_number() || v.is_null()))
         .map(|(k, _)| k)
-        .collect();
-    out.extend(
-        DERIVED_METRICS
-            .iter()
-            .chain(&KNEE_METRICS)
-            .map(|s| s.to_string()),
-    );
-    out
 }
 
-/// One gate: `metric op value`.
+/// Every metric a threshold with `selector` may name: without one, the numeric columns of
+/// steps.csv, the derived step metrics, and the knee metrics; on an operation, the numeric
+/// columns of ops.csv and the derived metrics; on a scenario, the numeric columns of
+/// scenarios.csv.
+fn known_metrics(selector: &Selector) -> Vec<String> {
+    let derived = DERIVED_METRICS.iter().map(|s| s.to_string());
+    match selector {
+        Selector::Steps => numeric_columns(&super::blank_step())
+            .chain(derived)
+            .chain(KNEE_METRICS.iter().map(|s| s.to_string()))
+            .collect(),
+        Selector::Op(_) => numeric_columns(&super::blank_op_row())
+            .chain(derived)
+            .collect(),
+        Selector::Scenario { .. } => numeric_columns(&super::blank_scenario_row()).collect(),
+    }
+}
+
+/// One gate: `metric{selector} op value`, the selector optional.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Threshold {
     pub metric: String,
+    pub selector: Selector,
     pub op: Op,
     pub value: f64,
 }
 
 impl fmt::Display for Threshold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}{}", self.metric, self.op.as_str(), self.value)
+        write!(
+            f,
+            "{}{}{}{}",
+            self.metric,
+            self.selector,
+            self.op.as_str(),
+            self.value
+        )
     }
 }
 
@@ -133,31 +313,58 @@ impl TryFrom<String> for Threshold {
 impl FromStr for Threshold {
     type Err = GateError;
 
-    /// Parses `METRIC OP VALUE` (spaces allowed around each part). VALUE is a number, or a
-    /// percentage such as `0.1%` (= 0.001).
+    /// Parses `METRIC OP VALUE` or `METRIC{SELECTOR} OP VALUE` (spaces allowed around each
+    /// part). VALUE is a number, or a percentage such as `0.1%` (= 0.001).
     fn from_str(text: &str) -> Result<Self, GateError> {
         let t = text.trim();
         if t.is_empty() {
             return Err(GateError::Empty);
         }
+        // A `{` before any operator opens a selector; what follows its `}` is OP VALUE.
+        let (head, selector, tail) = match t.find('{') {
+            Some(open) if !t[..open].contains(['<', '>', '=', '!']) => {
+                let close = closing_brace(t, open)
+                    .ok_or_else(|| GateError::UnclosedSelector(t.to_owned()))?;
+                let selector =
+                    Selector::parse(&t[open + 1..close]).map_err(|why| GateError::BadSelector {
+                        text: t.to_owned(),
+                        why,
+                    })?;
+                (&t[..open], selector, &t[close + 1..])
+            }
+            _ => ("", Selector::Steps, t),
+        };
         let found = Op::ALL
             .iter()
-            .filter_map(|&(sym, op)| t.find(sym).map(|at| (at, sym, op)))
+            .filter_map(|&(sym, op)| tail.find(sym).map(|at| (at, sym, op)))
             .min_by_key(|&(at, sym, _)| (at, usize::MAX - sym.len()));
         let Some((at, sym, op)) = found else {
-            return Err(if t.contains('=') {
+            return Err(if tail.contains('=') {
                 GateError::SingleEquals(t.to_owned())
             } else {
                 GateError::NoOperator(t.to_owned())
             });
         };
-        let metric = t[..at].trim();
-        let raw = t[at + sym.len()..].trim();
-        let known = known_metrics();
+        let metric = match selector {
+            Selector::Steps => tail[..at].trim(),
+            _ if tail[..at].trim().is_empty() => head.trim(),
+            _ => {
+                return Err(GateError::BadSelector {
+                    text: t.to_owned(),
+                    why: format!(
+                        "'{}' stands between the selector and the operator",
+                        tail[..at].trim()
+                    ),
+                });
+            }
+        };
+        let raw = tail[at + sym.len()..].trim();
+        let known = known_metrics(&selector);
         if !known.iter().any(|k| k == metric) {
             return Err(GateError::UnknownMetric {
                 text: t.to_owned(),
                 metric: metric.to_owned(),
+                of: selector.rows_phrase(),
                 known: known.join(", "),
             });
         }
@@ -174,6 +381,7 @@ impl FromStr for Threshold {
         }
         Ok(Threshold {
             metric: metric.to_owned(),
+            selector,
             op,
             value,
         })
@@ -210,18 +418,99 @@ impl Threshold {
             "rejected" => Some(s.rejected() as f64),
             // No Retry-After without a rejection: nothing to wait for.
             "retry_after_max_s" => Some(s.retry_after_max_s.unwrap_or(0) as f64),
-            m => step_values(s).get(m).and_then(serde_json::Value::as_f64),
+            m => column(s, m),
         }
     }
 
-    /// Evaluates this threshold on a run's steps (step metrics: every step must hold; an empty
-    /// cell fails) or on its knee (knee metrics: an unreached figure fails).
-    pub fn evaluate(&self, steps: &[StepSummary], knee: &Knee) -> GateResult {
+    fn op_value(&self, o: &OpSummary) -> Option<f64> {
+        match self.metric.as_str() {
+            "anomalies" => Some(o.anomalies() as f64),
+            "rejected" => Some(o.rejected() as f64),
+            m => column(o, m),
+        }
+    }
+
+    /// The value of this threshold's metric in each row it selects, by step; or, when the
+    /// run has no such row at all, why.
+    fn selected(&self, run: &RunFigures<'_>) -> Result<Vec<(u32, Option<f64>)>, String> {
+        match &self.selector {
+            Selector::Steps => Ok(run
+                .steps
+                .iter()
+                .map(|s| (s.step, self.step_value(s)))
+                .collect()),
+            Selector::Op(op) => {
+                let rows: Vec<_> = run
+                    .ops
+                    .iter()
+                    .filter(|o| &o.op == op)
+                    .map(|o| (o.step, self.op_value(o)))
+                    .collect();
+                if rows.is_empty() {
+                    let names = distinct(run.ops.iter().map(|o| o.op.as_str()));
+                    return Err(if names.is_empty() {
+                        "the run recorded no per-operation figures".to_owned()
+                    } else {
+                        format!(
+                            "the run measured no operation '{op}' (operations: {})",
+                            names.join(", ")
+                        )
+                    });
+                }
+                Ok(rows)
+            }
+            Selector::Scenario { scenario, part } => {
+                let part = part.as_deref().unwrap_or(WHOLE);
+                let rows: Vec<_> = run
+                    .scenarios
+                    .iter()
+                    .filter(|r| &r.scenario == scenario && r.part == part)
+                    .map(|r| (r.step, column(r, &self.metric)))
+                    .collect();
+                if !rows.is_empty() {
+                    return Ok(rows);
+                }
+                let names = distinct(run.scenarios.iter().map(|r| r.scenario.as_str()));
+                let parts = distinct(
+                    run.scenarios
+                        .iter()
+                        .filter(|r| &r.scenario == scenario && r.part != WHOLE)
+                        .map(|r| r.part.as_str()),
+                );
+                Err(if names.is_empty() {
+                    "the run ran no scenario".to_owned()
+                } else if !names.contains(&scenario.as_str()) {
+                    format!(
+                        "the run ran no scenario '{scenario}' (scenarios: {})",
+                        names.join(", ")
+                    )
+                } else {
+                    format!(
+                        "scenario '{scenario}' has no step '{part}' (its steps: {})",
+                        parts.join(", ")
+                    )
+                })
+            }
+        }
+    }
+
+    /// Evaluates this threshold on a run: a step metric (with or without a selector) on every
+    /// step's row (every one must hold; an empty cell fails; a step where the operation sent
+    /// nothing has no row and is named, not failed); a knee metric on the knee (an unreached
+    /// figure fails). A selector that matches no row of the run fails, saying what exists.
+    pub fn evaluate(&self, run: &RunFigures<'_>) -> GateResult {
         let name = self.to_string();
-        if KNEE_METRICS.contains(&self.metric.as_str()) {
+        let fails = |detail: String| GateResult {
+            threshold: name.clone(),
+            holds: false,
+            failing_steps: Vec::new(),
+            worst: None,
+            detail,
+        };
+        if self.selector == Selector::Steps && KNEE_METRICS.contains(&self.metric.as_str()) {
             let v = match self.metric.as_str() {
-                "max_sustainable" => knee.max_sustainable,
-                _ => knee.peak_throughput_rps,
+                "max_sustainable" => run.knee.max_sustainable,
+                _ => run.knee.peak_throughput_rps,
             };
             let holds = v.is_some_and(|v| self.op.holds(v, self.value));
             let detail = match v {
@@ -229,37 +518,34 @@ impl Threshold {
                 None => format!("{name} fails: the sweep reached no {}", self.metric),
             };
             return GateResult {
-                threshold: name,
-                holds,
-                failing_steps: Vec::new(),
                 worst: v,
+                holds,
                 detail,
+                ..fails(String::new())
             };
         }
-        if steps.is_empty() {
-            return GateResult {
-                detail: format!("{name} fails: no step was recorded"),
-                threshold: name,
-                holds: false,
-                failing_steps: Vec::new(),
-                worst: None,
-            };
+        if run.steps.is_empty() {
+            return fails(format!("{name} fails: no step was recorded"));
         }
+        let values = match self.selected(run) {
+            Ok(v) => v,
+            Err(why) => return fails(format!("{name} fails: {why}")),
+        };
         let mut failing = Vec::new();
         let mut empty = Vec::new();
         let mut worst: Option<(f64, u32)> = None;
-        for s in steps {
-            match self.step_value(s) {
+        for &(step, value) in &values {
+            match value {
                 None => {
-                    failing.push(s.step);
-                    empty.push(s.step);
+                    failing.push(step);
+                    empty.push(step);
                 }
                 Some(v) => {
                     if !self.op.holds(v, self.value) {
-                        failing.push(s.step);
+                        failing.push(step);
                     }
                     if worst.is_none_or(|(w, _)| self.badness(v) > self.badness(w)) {
-                        worst = Some((v, s.step));
+                        worst = Some((v, step));
                     }
                 }
             }
@@ -285,6 +571,21 @@ impl Threshold {
                 list(&empty)
             ));
         }
+        if let Selector::Op(op) = &self.selector {
+            let idle: Vec<u32> = run
+                .steps
+                .iter()
+                .map(|s| s.step)
+                .filter(|s| !values.iter().any(|(v, _)| v == s))
+                .collect();
+            if !idle.is_empty() {
+                detail.push_str(&format!(
+                    "; operation '{op}' sent nothing in step{} {}",
+                    plural(&idle),
+                    list(&idle)
+                ));
+            }
+        }
         GateResult {
             threshold: name,
             holds,
@@ -293,6 +594,32 @@ impl Threshold {
             detail,
         }
     }
+}
+
+/// The numeric value of column `name` of a row; `None` when empty or not a number.
+fn column<R: Serialize>(row: &R, name: &str) -> Option<f64> {
+    columns(row).get(name).and_then(serde_json::Value::as_f64)
+}
+
+/// The names in order of first appearance, each once.
+fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for n in names {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// What thresholds are checked against: a run's steps, every step's ops.csv and scenarios.csv
+/// rows, and its knee.
+#[derive(Clone, Copy, Debug)]
+pub struct RunFigures<'a> {
+    pub steps: &'a [StepSummary],
+    pub ops: &'a [OpSummary],
+    pub scenarios: &'a [ScenarioSummary],
+    pub knee: &'a Knee,
 }
 
 fn verdict(holds: bool) -> &'static str {
@@ -327,8 +654,8 @@ impl Thresholds {
     }
 
     /// Evaluates every threshold; the run passes when every result holds.
-    pub fn evaluate(&self, steps: &[StepSummary], knee: &Knee) -> Vec<GateResult> {
-        self.0.iter().map(|t| t.evaluate(steps, knee)).collect()
+    pub fn evaluate(&self, run: &RunFigures<'_>) -> Vec<GateResult> {
+        self.0.iter().map(|t| t.evaluate(run)).collect()
     }
 }
 
@@ -377,6 +704,88 @@ mod tests {
             Err(GateError::BadNumber { .. })
         ));
         assert!(Thresholds::parse(&["p99_ms<1", "nope>1"]).is_err());
+    }
+
+    #[test]
+    fn selectors_parse_and_print_back() {
+        let t: Threshold = "p99_ms{op=search}<300".parse().unwrap();
+        assert_eq!(t.selector, Selector::Op("search".into()));
+        assert_eq!(
+            (t.metric.as_str(), t.op, t.value),
+            ("p99_ms", Op::Lt, 300.0)
+        );
+        assert_eq!(t.to_string(), "p99_ms{op=search}<300");
+        let t: Threshold = " error_rate { scenario = jobs , part = wait } <= 1% "
+            .parse()
+            .unwrap();
+        assert_eq!(
+            t.selector,
+            Selector::Scenario {
+                scenario: "jobs".into(),
+                part: Some("wait".into())
+            }
+        );
+        assert_eq!(t.to_string(), "error_rate{scenario=jobs,part=wait}<=0.01");
+        // A name holding what ends a value is quoted, and reads back the same.
+        let t: Threshold = r#"anomalies{op="a,b}\"c\\"}==0"#.parse().unwrap();
+        assert_eq!(t.selector, Selector::Op(r#"a,b}"c\"#.into()));
+        assert_eq!(t.to_string().parse::<Threshold>().unwrap(), t);
+        // `=` inside a selector is no operator; the no-request row is an operation too.
+        let t: Threshold = "unknown_id{op=-}==0".parse().unwrap();
+        assert_eq!((t.selector, t.op), (Selector::Op("-".into()), Op::Eq));
+        assert!(
+            "completed_per_s{scenario=jobs}>=10"
+                .parse::<Threshold>()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn selector_mistakes_are_named() {
+        let e = |s: &str| s.parse::<Threshold>().unwrap_err().to_string();
+        assert!(
+            e("p99_ms{op=a<3").contains("'{' is not closed"),
+            "{}",
+            e("p99_ms{op=a<3")
+        );
+        for (text, says) in [
+            ("p99_ms{}<3", "the selector is empty"),
+            (
+                "p99_ms{tool=a}<3",
+                "unknown label 'tool' (labels: op, scenario, part)",
+            ),
+            ("p99_ms{op=a,op=b}<3", "label 'op' is given twice"),
+            ("p99_ms{op=a,scenario=b}<3", "'op' goes with neither"),
+            ("p99_ms{part=a}<3", "'part' needs a 'scenario'"),
+            ("p99_ms{op=}<3", "label 'op' has no value"),
+            ("p99_ms{op}<3", "'op' is no LABEL=VALUE"),
+            (
+                "p99_ms{op=a}x<3",
+                "'x' stands between the selector and the operator",
+            ),
+            (r#"p99_ms{op="a}<3"#, "'{' is not closed"),
+        ] {
+            let msg = e(text);
+            assert!(msg.contains(says), "{text}: {msg}");
+            assert!(
+                says.contains("not closed") || msg.contains("{scenario=NAME,part=STEP}"),
+                "{text}: {msg}"
+            );
+        }
+        let msg = e("completed_per_s{op=a}>1");
+        assert!(
+            msg.contains("unknown metric 'completed_per_s' of an operation")
+                && msg.contains("known metrics of an operation: ")
+                && msg.contains("p99_ms")
+                && msg.contains("anomalies"),
+            "{msg}"
+        );
+        let msg = e("throughput_rps{scenario=jobs}>1");
+        assert!(
+            msg.contains("of a scenario") && msg.contains("completed_per_s"),
+            "{msg}"
+        );
+        assert!(e("max_sustainable{op=a}>1").contains("unknown metric 'max_sustainable'"));
     }
 
     #[test]

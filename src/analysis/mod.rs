@@ -13,7 +13,7 @@ mod usl;
 mod verdict;
 
 pub use compare::{Better, CompareOptions, Comparison, FigureDelta, StepDelta, compare};
-pub use gates::{GateError, GateResult, Op, Threshold, Thresholds};
+pub use gates::{GateError, GateResult, Op, RunFigures, Selector, Threshold, Thresholds};
 pub use knee::{FailurePoint, Knee};
 pub use sweep::{JudgedStep, SweepJudge};
 pub use usl::{UslFit, fit_usl};
@@ -22,9 +22,22 @@ pub use verdict::{
     Tripped, judge, pct, saturated, tripped,
 };
 
-use crate::metrics::{Stats, StepFacts, StepSummary};
+use crate::metrics::{OpSummary, ScenarioNames, ScenarioSummary, Stats, StepFacts, StepSummary};
 
 /// A step with nothing measured: a sample of the row type for column names.
 pub(crate) fn blank_step() -> StepSummary {
     StepSummary::new(StepFacts::closed(0, 0, 0.0), &Stats::default())
+}
+
+/// An ops.csv row with nothing measured (the `-` row of an empty step): a sample of the row
+/// type for column names.
+pub(crate) fn blank_op_row() -> OpSummary {
+    let mut rows = OpSummary::rows(&blank_step(), &Stats::default(), &[]);
+    rows.remove(0)
+}
+
+/// A scenarios.csv row with nothing measured: a sample of the row type for column names.
+pub(crate) fn blank_scenario_row() -> ScenarioSummary {
+    let mut rows = ScenarioSummary::rows(&blank_step(), &[], &[ScenarioNames::default()]);
+    rows.remove(0)
 }

@@ -396,6 +396,8 @@ pub struct OpSummary {
     pub service_mean_ms: Option<f64>,
 }
 
+derived_counts!(OpSummary);
+
 impl OpSummary {
     /// The rows of one step: one per named operation (in `names` order, those that sent
     /// nothing left out), then the [`NO_OP`] row.

@@ -3,8 +3,8 @@
 //! it. Drawn from the run folder alone: summary.json's figures, timeseries.csv, latency.hlog.
 
 use super::terminal::{
-    callouts, error_codes, knee_facts, knee_sentence, ms, num, rps, status_phrase, step_list,
-    usl_line,
+    by_operation, callouts, error_codes, failures_line, iteration_rows, knee_facts, knee_sentence,
+    ms, num, polls, rps, scenarios, shown_op_rows, status_phrase, step_list, usl_line,
 };
 use super::{ReportError, RunSummary, plots, read_timeseries, step_histograms};
 use crate::analysis::pct;
@@ -69,6 +69,74 @@ fn steps_table(run: &RunSummary) -> Markup {
     }
 }
 
+/// A row per operation and step (the `-` rows only where they count something).
+fn ops_table(run: &RunSummary) -> Markup {
+    html! {
+        table {
+            tr {
+                th { "operation" } th { "step" } th { "requests" } th { "req/s" }
+                th { "error rate" } th { "p50 ms" } th { "p90 ms" } th { "p99 ms" }
+                th { "max ms" } th { "anomalies" } th { "rejected" }
+            }
+            @for o in shown_op_rows(run) {
+                tr {
+                    td { (o.op) }
+                    td { (o.step) }
+                    td { (o.requests) }
+                    td { (rps(o.throughput_rps)) }
+                    td { (pct(o.error_rate)) }
+                    td { (ms(o.p50_ms)) }
+                    td { (ms(o.p90_ms)) }
+                    td { (ms(o.p99_ms)) }
+                    td { (ms(o.max_ms)) }
+                    td { (o.anomalies()) }
+                    td { (o.rejected()) }
+                }
+            }
+        }
+    }
+}
+
+/// A row per scenario and step (whole iterations), then each scenario's top failure reasons.
+fn scenarios_table(run: &RunSummary) -> Markup {
+    let names = scenarios(run);
+    html! {
+        table {
+            tr {
+                th { "scenario" } th { "step" } th { "started" } th { "iterations/s" }
+                th { "completed" } th { "failed" } th { "error rate" } th { "interrupted" }
+                th { "p50 ms" } th { "p99 ms" } th { "polls/iteration" }
+                th { "assertion failures" }
+            }
+            @for name in &names {
+                @for r in iteration_rows(run, name) {
+                    tr {
+                        td { (r.scenario) }
+                        td { (r.step) }
+                        td { (r.started) }
+                        td { (rps(r.completed_per_s)) }
+                        td { (r.completed) }
+                        td { (r.failed) }
+                        td { (pct(r.error_rate)) }
+                        td { (r.interrupted) }
+                        td { (ms(r.p50_ms)) }
+                        td { (ms(r.p99_ms)) }
+                        td { (polls(r.polls_mean)) }
+                        td { (r.assertion_failures) }
+                    }
+                }
+            }
+        }
+        ul {
+            @for name in &names {
+                @if let Some(line) = failures_line(&iteration_rows(run, name)) {
+                    li { strong { (name) } " failed: " (line) }
+                }
+            }
+        }
+    }
+}
+
 fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
     let settings = serde_json::to_string_pretty(&run.settings).unwrap_or_default();
     let criteria = &run.criteria;
@@ -106,6 +174,14 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
                 }
                 h2 { "Steps" }
                 div class="wide" { (steps_table(run)) }
+                @if by_operation(run) {
+                    h2 { "By operation" }
+                    div class="wide" { (ops_table(run)) }
+                    @if !scenarios(run).is_empty() {
+                        h2 { "By scenario (whole iterations)" }
+                        div class="wide" { (scenarios_table(run)) }
+                    }
+                }
                 @let called = callouts(run);
                 @if !called.is_empty() {
                     h2 { "Anomalies and losses" }

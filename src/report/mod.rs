@@ -1,7 +1,8 @@
-//! The run folder and everything read from it: steps.csv, timeseries.csv, latency.hlog,
-//! summary.json, report.html with its SVG plots, and the terminal report. One file per output,
-//! each behind this module's private `Reporter` trait, each written as the run goes so a crash
-//! loses nothing already measured. docs/results.md describes every file and column.
+//! The run folder and everything read from it: steps.csv, ops.csv, scenarios.csv,
+//! timeseries.csv, latency.hlog, summary.json, report.html with its SVG plots, and the terminal
+//! report. One file per output, each behind this module's private `Reporter` trait, each
+//! written as the run goes so a crash loses nothing already measured. docs/results.md
+//! describes every file and column.
 //!
 //! The engine hands a run to [`RunFolder`] (and to the live [`Progress`]) as a
 //! [`StepSink`]; the folder only writes, the verdicts and the knee come judged from `analysis`:
@@ -34,7 +35,7 @@
 //! // at the end of the run:
 //! run.record_end(&SweepEnd::Complete)?;
 //! let s = run.summary();
-//! let gates = Thresholds::default().evaluate(&s.step_figures(), &s.knee);
+//! let gates = s.evaluate_gates(&Thresholds::default());
 //! let done = run.finish(gates, false)?;
 //! print!("{}", done.terminal);
 //! # Ok(()) }
@@ -54,7 +55,7 @@ pub use hlog::{Interval, read_hlog, step_histograms};
 pub use progress::Progress;
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
 pub use summary::{OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION, StepRecord};
-pub use tables::{TimeseriesRow, read_steps, read_timeseries};
+pub use tables::{TimeseriesRow, read_ops, read_scenarios, read_steps, read_timeseries};
 pub use terminal::use_color;
 
 use crate::analysis::{
@@ -70,6 +71,11 @@ use terminal::render_terminal;
 
 /// One row per step: [`StepSummary`](crate::metrics::StepSummary).
 pub const STEPS_CSV: &str = "steps.csv";
+/// Per step, one row per operation and a `-` row: [`OpSummary`](crate::metrics::OpSummary).
+pub const OPS_CSV: &str = "ops.csv";
+/// Per step, per scenario a `*` row and one per scenario step:
+/// [`ScenarioSummary`](crate::metrics::ScenarioSummary).
+pub const SCENARIOS_CSV: &str = "scenarios.csv";
 /// One row per second per step: [`TimeseriesRow`].
 pub const TIMESERIES_CSV: &str = "timeseries.csv";
 /// HdrHistogram interval log, one interval per second tagged `step=N`.
@@ -312,6 +318,8 @@ impl RunFolder {
         };
         let reporters: Vec<Box<dyn Reporter + Send>> = vec![
             Box::new(tables::StepsCsv::create(&dir)?),
+            Box::new(tables::OpsCsv::create(&dir)?),
+            Box::new(tables::ScenariosCsv::create(&dir)?),
             Box::new(tables::TimeseriesCsv::create(&dir)?),
             Box::new(hlog::HlogWriter::create(&dir, spec.started)?),
             Box::new(SummaryJson(dir.clone())),
@@ -359,14 +367,10 @@ impl RunFolder {
         Ok(())
     }
 
-    /// Records a judged step: appends it to steps.csv and rewrites summary.json (the knee
-    /// included).
+    /// Records a judged step: appends it to steps.csv, its rows to ops.csv and scenarios.csv,
+    /// and rewrites summary.json (the knee included).
     pub fn record_step(&mut self, step: &JudgedStep) -> Result<(), ReportError> {
-        let record = StepRecord::new(
-            step.figures.clone(),
-            &step.errors_by_code,
-            step.tripped.clone(),
-        );
+        let record = StepRecord::of(step);
         for r in &mut self.reporters {
             r.step(&record)?;
         }
@@ -428,7 +432,7 @@ impl StepSink for RunFolder {
 pub fn rerender(dir: &Path, thresholds: &Thresholds, color: bool) -> Result<Finished, ReportError> {
     let mut summary = RunSummary::read(dir)?;
     if !thresholds.is_empty() {
-        summary.gates = thresholds.evaluate(&summary.step_figures(), &summary.knee);
+        summary.gates = summary.evaluate_gates(thresholds);
     }
     html::write_report(dir, &summary)?;
     Ok(Finished {

@@ -1,10 +1,12 @@
 //! The plots of report.html, drawn with plotters' SVG backend from the run folder's own data:
 //! throughput and latency against load with the knee marked, the USL curve over the measured
 //! points, the latency percentile spectrum of every step, anomalies and rejections per step,
-//! and the per-second time series.
+//! the per-second time series, and, with several operations or any scenario, latency and
+//! error rate per operation and iterations per scenario against load.
 
+use super::terminal::{by_operation, iteration_rows, operations, scenarios};
 use super::{ReportError, RunSummary, TimeseriesRow};
-use crate::metrics::{Model, StepSummary, Verdict};
+use crate::metrics::{Model, OpSummary, StepSummary, Verdict};
 use hdrhistogram::Histogram;
 use plotters::chart::{DualCoordChartContext, MeshStyle};
 use plotters::coord::Shift;
@@ -223,8 +225,11 @@ fn load_label(model: Option<Model>) -> &'static str {
     }
 }
 
-fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
-    let steps = load_steps(run);
+/// The load axis of every plot against load: logarithmic around the steps' loads.
+fn load_axis(
+    run: &RunSummary,
+    steps: &[&StepSummary],
+) -> impl AsRangedCoord<CoordDescType: ValueFormatter<f64>, Value = f64> + Clone {
     let (lo, hi) = span(steps.iter().map(|s| s.load()), f64::MIN_POSITIVE);
     // Sweeps usually double their load: base 2 puts the ticks on the steps.
     let base = if run.knee.model == Some(Model::Closed) {
@@ -232,7 +237,12 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
     } else {
         10.0
     };
-    let x = (lo / 1.3..hi * 1.3).log_scale().base(base);
+    (lo / 1.3..hi * 1.3).log_scale().base(base)
+}
+
+fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
+    let steps = load_steps(run);
+    let x = load_axis(run, &steps);
     // Headroom above the data keeps the legend clear of it.
     let top_rps = steps.iter().map(|s| s.throughput_rps).fold(1.0, f64::max) * HEADROOM;
     let top_ms = steps.iter().filter_map(|s| s.p99_ms).fold(1.0, f64::max) * HEADROOM;
@@ -567,13 +577,222 @@ fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
     Ok(())
 }
 
+/// One line of a plot against load: its label, colour, whether dashed, and its points.
+struct Line {
+    label: String,
+    color: RGBColor,
+    dashed: bool,
+    points: Vec<(f64, f64)>,
+}
+
+/// The loads of the steps plotted against load, by step.
+fn loads_by_step(run: &RunSummary) -> BTreeMap<u32, f64> {
+    load_steps(run).iter().map(|s| (s.step, s.load())).collect()
+}
+
+/// `rows` at their step's load, where the step is plotted against load and `get` has a value.
+fn at_load<R>(
+    loads: &BTreeMap<u32, f64>,
+    rows: &[&R],
+    step: impl Fn(&R) -> u32,
+    get: impl Fn(&R) -> Option<f64>,
+) -> Vec<(f64, f64)> {
+    rows.iter()
+        .filter_map(|r| Some((*loads.get(&step(r))?, get(r)?)))
+        .collect()
+}
+
+/// The ops rows of operation `name`, step by step.
+fn op_rows<'a>(run: &'a RunSummary, name: &str) -> Vec<&'a OpSummary> {
+    run.steps
+        .iter()
+        .flat_map(|s| &s.ops)
+        .filter(|o| o.op == name)
+        .collect()
+}
+
+/// Lines against load on one axis from 0 to the data's top (at least `min_top`), headroom
+/// left for the legend.
+fn lines_vs_load(
+    area: &Area<'_>,
+    run: &RunSummary,
+    caption: &str,
+    y_desc: &str,
+    min_top: f64,
+    lines: &[Line],
+) -> Drawn {
+    let steps = load_steps(run);
+    let top = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .fold(min_top, f64::max)
+        * HEADROOM;
+    let mut chart = frame(area, caption).build_cartesian_2d(load_axis(run, &steps), 0.0..top)?;
+    mesh(&mut chart, load_label(run.knee.model), y_desc, |m| {
+        m.light_line_style(WHITE).x_label_formatter(&load_tick);
+    })?;
+    if lines.iter().all(|l| l.points.is_empty()) {
+        return note(area, "nothing measured against load");
+    }
+    for l in lines {
+        let drawn = if l.dashed {
+            chart.draw_series(DashedLineSeries::new(
+                l.points.clone(),
+                6,
+                4,
+                l.color.stroke_width(2),
+            ))?
+        } else {
+            chart.draw_series(LineSeries::new(l.points.clone(), l.color.stroke_width(2)))?
+        };
+        drawn.label(l.label.as_str()).legend(line_key(l.color, 2));
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
+    Ok(())
+}
+
+/// Per operation, p99 (solid) and p50 (dashed) against load.
+fn ops_latency(area: &Area<'_>, run: &RunSummary) -> Drawn {
+    let loads = loads_by_step(run);
+    let mut lines = Vec::new();
+    for (i, name) in operations(run).into_iter().enumerate() {
+        let rows = op_rows(run, name);
+        let color = Palette99::pick(i).to_rgba();
+        let color = RGBColor(color.0, color.1, color.2);
+        lines.push(Line {
+            label: format!("{name} p99"),
+            color,
+            dashed: false,
+            points: at_load(&loads, &rows, |o| o.step, |o| o.p99_ms),
+        });
+        lines.push(Line {
+            label: format!("{name} p50"),
+            color,
+            dashed: true,
+            points: at_load(&loads, &rows, |o| o.step, |o| o.p50_ms),
+        });
+    }
+    lines_vs_load(
+        area,
+        run,
+        "Latency per operation against load",
+        "latency (ms)",
+        1.0,
+        &lines,
+    )
+}
+
+/// Per operation (solid) and per scenario's iterations (dashed), the error rate in percent
+/// against load.
+fn error_rates(area: &Area<'_>, run: &RunSummary) -> Drawn {
+    let loads = loads_by_step(run);
+    let mut lines = Vec::new();
+    for (i, name) in operations(run).into_iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        lines.push(Line {
+            label: name.to_owned(),
+            color: RGBColor(color.0, color.1, color.2),
+            dashed: false,
+            points: at_load(
+                &loads,
+                &op_rows(run, name),
+                |o| o.step,
+                |o| Some(o.error_rate * 100.0),
+            ),
+        });
+    }
+    let first = lines.len();
+    for (i, name) in scenarios(run).into_iter().enumerate() {
+        let color = Palette99::pick(first + i).to_rgba();
+        lines.push(Line {
+            label: format!("scenario {name}"),
+            color: RGBColor(color.0, color.1, color.2),
+            dashed: true,
+            points: at_load(
+                &loads,
+                &iteration_rows(run, name),
+                |r| r.step,
+                |r| Some(r.error_rate * 100.0),
+            ),
+        });
+    }
+    lines_vs_load(
+        area,
+        run,
+        "Error rate per operation and scenario against load",
+        "error rate (%)",
+        1.0,
+        &lines,
+    )
+}
+
+/// Per scenario, iterations completed per second (solid, left axis) and the p99 of an
+/// iteration (dashed, right axis) against load.
+fn scenarios_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
+    let loads = loads_by_step(run);
+    let steps = load_steps(run);
+    type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>, Vec<(f64, f64)>);
+    let series: Vec<Series<'_>> = scenarios(run)
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let rows = iteration_rows(run, name);
+            let c = Palette99::pick(i).to_rgba();
+            (
+                name,
+                RGBColor(c.0, c.1, c.2),
+                at_load(&loads, &rows, |r| r.step, |r| Some(r.completed_per_s)),
+                at_load(&loads, &rows, |r| r.step, |r| r.p99_ms),
+            )
+        })
+        .collect();
+    let top = |points: Vec<&Vec<(f64, f64)>>| {
+        points
+            .iter()
+            .flat_map(|p| p.iter().map(|p| p.1))
+            .fold(1.0, f64::max)
+            * HEADROOM
+    };
+    let mut chart = dual_chart(
+        area,
+        "Scenario iterations against load",
+        load_axis(run, &steps),
+        (
+            top(series.iter().map(|s| &s.2).collect()),
+            top(series.iter().map(|s| &s.3).collect()),
+        ),
+        (
+            load_label(run.knee.model),
+            "iterations completed per second",
+        ),
+        |m| {
+            m.light_line_style(WHITE).x_label_formatter(&load_tick);
+        },
+    )?;
+    if series.iter().all(|s| s.2.is_empty()) {
+        return note(area, "no iteration measured against load");
+    }
+    for (name, color, rate, p99) in series {
+        chart
+            .draw_series(LineSeries::new(rate, color.stroke_width(3)))?
+            .label(format!("{name}: iterations/s"))
+            .legend(line_key(color, 3));
+        chart
+            .draw_secondary_series(DashedLineSeries::new(p99, 6, 4, color.stroke_width(2)))?
+            .label(format!("{name}: p99 ms"))
+            .legend(line_key(color, 2));
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
+    Ok(())
+}
+
 /// Every plot of a run, in the order report.html shows them.
 pub(super) fn all(
     run: &RunSummary,
     rows: &[TimeseriesRow],
     hists: &BTreeMap<u32, Histogram<u64>>,
 ) -> Result<Vec<Plot>, ReportError> {
-    Ok(vec![
+    let mut plots = vec![
         draw(
             "throughput.svg",
             "Throughput and latency against load",
@@ -589,5 +808,26 @@ pub(super) fn all(
             anomalies(a, run)
         })?,
         draw("timeseries.svg", "Time series", |a| timeseries(a, rows))?,
-    ])
+    ];
+    if by_operation(run) {
+        plots.push(draw(OPS_LATENCY_SVG, "Latency per operation", |a| {
+            ops_latency(a, run)
+        })?);
+        plots.push(draw(
+            ERROR_RATES_SVG,
+            "Error rate per operation and scenario",
+            |a| error_rates(a, run),
+        )?);
+    }
+    if !scenarios(run).is_empty() {
+        plots.push(draw(SCENARIOS_SVG, "Scenario iterations", |a| {
+            scenarios_vs_load(a, run)
+        })?);
+    }
+    Ok(plots)
 }
+
+/// The plots drawn only when the run is broken down by operation or has scenarios.
+pub(super) const OPS_LATENCY_SVG: &str = "ops-latency.svg";
+pub(super) const ERROR_RATES_SVG: &str = "error-rates.svg";
+pub(super) const SCENARIOS_SVG: &str = "scenarios.svg";

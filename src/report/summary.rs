@@ -2,8 +2,10 @@
 //! the knee, the gates), rewritten atomically after every step so a crash leaves a valid file.
 
 use super::ReportError;
-use crate::analysis::{GateResult, Knee, StopCriteria, Tripped};
-use crate::metrics::StepSummary;
+use crate::analysis::{
+    GateResult, JudgedStep, Knee, RunFigures, StopCriteria, Thresholds, Tripped,
+};
+use crate::metrics::{OpSummary, ScenarioSummary, StepSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -47,22 +49,31 @@ pub struct StepRecord {
     pub errors_by_code: BTreeMap<String, u64>,
     /// The stop criteria this step tripped (empty unless its verdict is `failed`).
     pub tripped: Vec<Tripped>,
+    /// The step's ops.csv rows: one per operation, then the `-` row (what belongs to no
+    /// request). A folder written before per-operation figures existed has none.
+    #[serde(default)]
+    pub ops: Vec<OpSummary>,
+    /// The step's scenarios.csv rows: per scenario, its `*` row (whole iterations), then one
+    /// per scenario step. Empty without scenarios.
+    #[serde(default)]
+    pub scenarios: Vec<ScenarioSummary>,
 }
 
 impl StepRecord {
-    pub fn new(
-        figures: StepSummary,
-        errors_by_code: &BTreeMap<i64, u64>,
-        tripped: Vec<Tripped>,
-    ) -> Self {
+    /// The record of a judged step.
+    pub fn of(step: &JudgedStep) -> Self {
+        let figures = step.figures.clone();
         StepRecord {
             anomalies: figures.anomalies(),
             rejected: figures.rejected(),
-            errors_by_code: errors_by_code
+            errors_by_code: step
+                .errors_by_code
                 .iter()
                 .map(|(code, n)| (code.to_string(), *n))
                 .collect(),
-            tripped,
+            tripped: step.tripped.clone(),
+            ops: step.ops.clone(),
+            scenarios: step.scenarios.clone(),
             figures,
         }
     }
@@ -101,6 +112,31 @@ impl RunSummary {
     /// Every step's figures, in order.
     pub fn step_figures(&self) -> Vec<StepSummary> {
         self.steps.iter().map(|s| s.figures.clone()).collect()
+    }
+
+    /// Every step's ops.csv rows, in order.
+    pub fn op_rows(&self) -> Vec<OpSummary> {
+        self.steps.iter().flat_map(|s| s.ops.clone()).collect()
+    }
+
+    /// Every step's scenarios.csv rows, in order.
+    pub fn scenario_rows(&self) -> Vec<ScenarioSummary> {
+        self.steps
+            .iter()
+            .flat_map(|s| s.scenarios.clone())
+            .collect()
+    }
+
+    /// Evaluates `thresholds` on the run as recorded: its steps, their operation and scenario
+    /// rows, and its knee.
+    pub fn evaluate_gates(&self, thresholds: &Thresholds) -> Vec<GateResult> {
+        let (steps, ops, scenarios) = (self.step_figures(), self.op_rows(), self.scenario_rows());
+        thresholds.evaluate(&RunFigures {
+            steps: &steps,
+            ops: &ops,
+            scenarios: &scenarios,
+            knee: &self.knee,
+        })
     }
 
     /// Reads `dir/summary.json`, refusing a newer or unknown schema.

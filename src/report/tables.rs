@@ -1,9 +1,10 @@
-//! steps.csv and timeseries.csv (docs/metrics.md): RFC 4180 through the csv crate, the header
-//! first, one row appended and flushed as each step or second ends.
+//! steps.csv, ops.csv, scenarios.csv and timeseries.csv (docs/metrics.md, docs/results.md):
+//! RFC 4180 through the csv crate, the header first, rows appended and flushed as each step or
+//! second ends.
 
 use super::{ReportError, Reporter, StepRecord};
 use crate::engine::Second;
-use crate::metrics::{Percentiles, StepSummary};
+use crate::metrics::{OpSummary, Percentiles, ScenarioSummary, StepSummary};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -115,6 +116,43 @@ impl Reporter for StepsCsv {
     }
 }
 
+/// ops.csv: each step's [`OpSummary`] rows, one per operation then the `-` row.
+pub(super) struct OpsCsv(CsvFile);
+
+impl OpsCsv {
+    pub(super) fn create(dir: &Path) -> Result<Self, ReportError> {
+        Ok(OpsCsv(CsvFile::create(
+            dir.join(super::OPS_CSV),
+            &crate::analysis::blank_op_row(),
+        )?))
+    }
+}
+
+impl Reporter for OpsCsv {
+    fn step(&mut self, step: &StepRecord) -> Result<(), ReportError> {
+        step.ops.iter().try_for_each(|row| self.0.append(row))
+    }
+}
+
+/// scenarios.csv: each step's [`ScenarioSummary`] rows (none without scenarios: the header
+/// alone).
+pub(super) struct ScenariosCsv(CsvFile);
+
+impl ScenariosCsv {
+    pub(super) fn create(dir: &Path) -> Result<Self, ReportError> {
+        Ok(ScenariosCsv(CsvFile::create(
+            dir.join(super::SCENARIOS_CSV),
+            &crate::analysis::blank_scenario_row(),
+        )?))
+    }
+}
+
+impl Reporter for ScenariosCsv {
+    fn step(&mut self, step: &StepRecord) -> Result<(), ReportError> {
+        step.scenarios.iter().try_for_each(|row| self.0.append(row))
+    }
+}
+
 /// timeseries.csv: one [`TimeseriesRow`] per second.
 pub(super) struct TimeseriesCsv(CsvFile);
 
@@ -159,4 +197,14 @@ pub fn read_timeseries(dir: &Path) -> Result<Vec<TimeseriesRow>, ReportError> {
 /// (mcpload itself reads the same figures from summary.json).
 pub fn read_steps(dir: &Path) -> Result<Vec<StepSummary>, ReportError> {
     read_rows(&dir.join(super::STEPS_CSV))
+}
+
+/// Reads `dir/ops.csv` back into its rows (every step's, in order).
+pub fn read_ops(dir: &Path) -> Result<Vec<OpSummary>, ReportError> {
+    read_rows(&dir.join(super::OPS_CSV))
+}
+
+/// Reads `dir/scenarios.csv` back into its rows (every step's, in order).
+pub fn read_scenarios(dir: &Path) -> Result<Vec<ScenarioSummary>, ReportError> {
+    read_rows(&dir.join(super::SCENARIOS_CSV))
 }

@@ -1,10 +1,11 @@
 //! The terminal report: one table (a row per step), the knee in one sentence, the USL fit,
-//! every anomaly with a hint of what it usually means, error codes, and the gates. Returned as
-//! a string; ANSI colours only when the caller says the output is a terminal.
+//! with several operations or any scenario a table per operation and per scenario, every
+//! anomaly with a hint of what it usually means, error codes, and the gates. Returned as a
+//! string; ANSI colours only when the caller says the output is a terminal.
 
 use super::{RunStatus, RunSummary};
 use crate::analysis::{Knee, Tripped, pct};
-use crate::metrics::{Model, StepSummary, Verdict};
+use crate::metrics::{Model, NO_OP, OpSummary, ScenarioSummary, StepSummary, Verdict, WHOLE};
 use anstyle::{AnsiColor, Style};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -347,6 +348,204 @@ pub(super) fn error_codes(run: &RunSummary) -> Vec<String> {
     codes.iter().map(|(c, n)| format!("{c} × {n}")).collect()
 }
 
+/// Whether the report breaks the run down by operation and scenario: with more than one
+/// operation, or any scenario. A run of one operation reads as its steps table alone.
+pub(super) fn by_operation(run: &RunSummary) -> bool {
+    let ops = operations(run);
+    ops.len() > 1 || run.steps.iter().any(|s| !s.scenarios.is_empty())
+}
+
+/// The operations' names in order of first appearance, the `-` row left out.
+pub(super) fn operations(run: &RunSummary) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for o in run.steps.iter().flat_map(|s| &s.ops) {
+        if o.op != NO_OP && !names.contains(&o.op.as_str()) {
+            names.push(&o.op);
+        }
+    }
+    names
+}
+
+/// Whether an ops.csv row counts anything at all (the `-` row is shown only then).
+fn counts_anything(o: &OpSummary) -> bool {
+    o.requests
+        + o.responses
+        + o.anomalies()
+        + o.server_messages
+        + o.missing
+        + o.timeouts
+        + o.rejected()
+        + o.http_other
+        + o.transport_errors
+        + o.expired_unsent
+        + o.batches
+        + o.batch_rejected
+        + o.response_count_mismatch
+        > 0
+}
+
+/// The ops rows the reports show, grouped by operation (in order of first appearance) and
+/// then by step; the `-` rows last, only those that count anything.
+pub(super) fn shown_op_rows(run: &RunSummary) -> Vec<&OpSummary> {
+    let rows = || run.steps.iter().flat_map(|s| &s.ops);
+    let mut out: Vec<&OpSummary> = operations(run)
+        .into_iter()
+        .flat_map(|name| rows().filter(move |o| o.op == name))
+        .collect();
+    out.extend(rows().filter(|o| o.op == NO_OP && counts_anything(o)));
+    out
+}
+
+/// The scenarios' names in order of first appearance.
+pub(super) fn scenarios(run: &RunSummary) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in run.steps.iter().flat_map(|s| &s.scenarios) {
+        if !names.contains(&r.scenario.as_str()) {
+            names.push(&r.scenario);
+        }
+    }
+    names
+}
+
+/// The whole-iteration (`*`) rows of scenario `name`, step by step.
+pub(super) fn iteration_rows<'a>(run: &'a RunSummary, name: &str) -> Vec<&'a ScenarioSummary> {
+    run.steps
+        .iter()
+        .flat_map(|s| &s.scenarios)
+        .filter(|r| r.scenario == name && r.part == WHOLE)
+        .collect()
+}
+
+/// How many reasons a report names per scenario.
+const TOP_REASONS: usize = 3;
+
+/// The reasons iterations of `rows` failed, most frequent first (ties by reason), with their
+/// counts, read back from scenarios.csv's `failure_reasons` (`reason (n); reason (n)`).
+pub(super) fn top_failures(rows: &[&ScenarioSummary]) -> Vec<(String, u64)> {
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for r in rows {
+        // A reason may hold "; " itself: a piece ends a reason only where "(n)" closes it.
+        let mut reason = String::new();
+        for piece in r.failure_reasons.split("; ") {
+            if !reason.is_empty() {
+                reason.push_str("; ");
+            }
+            reason.push_str(piece);
+            let count = reason
+                .strip_suffix(')')
+                .and_then(|t| t.rsplit_once(" ("))
+                .and_then(|(text, n)| Some((text.to_owned(), n.parse::<u64>().ok()?)));
+            if let Some((text, n)) = count {
+                *counts.entry(text).or_default() += n;
+                reason.clear();
+            }
+        }
+    }
+    let mut out: Vec<(String, u64)> = counts.into_iter().collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// The top failure reasons of a scenario as one line, e.g. `expect ok × 3; timeout × 1 (and
+/// 2 more)`; `None` when nothing failed.
+pub(super) fn failures_line(rows: &[&ScenarioSummary]) -> Option<String> {
+    let all = top_failures(rows);
+    let mut line = all
+        .iter()
+        .take(TOP_REASONS)
+        .map(|(r, n)| format!("{r} × {n}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    if all.len() > TOP_REASONS {
+        line.push_str(&format!(" (and {} more)", all.len() - TOP_REASONS));
+    }
+    (!all.is_empty()).then_some(line)
+}
+
+/// Polls per iteration: its mean, or "-" when nothing polled.
+pub(super) fn polls(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |m| format!("{m:.2}"))
+}
+
+/// The per-operation table: a row per operation and step.
+fn ops_table(run: &RunSummary, out: &mut String, color: bool) {
+    let mut t = Table::new(&[
+        "operation",
+        "step",
+        "requests",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "errors",
+        "anomalies",
+        "rejected",
+    ]);
+    let plain = Style::new();
+    for o in shown_op_rows(run) {
+        let failed = o.requests - o.ok.min(o.requests);
+        t.row(vec![
+            (o.op.clone(), plain),
+            (o.step.to_string(), plain),
+            (o.requests.to_string(), plain),
+            (rps(o.throughput_rps), plain),
+            (ms(o.p50_ms), plain),
+            (ms(o.p99_ms), plain),
+            (
+                format!("{failed} ({})", pct(o.error_rate)),
+                if failed > 0 { YELLOW } else { plain },
+            ),
+            (
+                o.anomalies().to_string(),
+                if o.anomalies() > 0 { RED } else { plain },
+            ),
+            (o.rejected().to_string(), plain),
+        ]);
+    }
+    t.render(out, color);
+}
+
+/// The per-scenario table (whole iterations, a row per scenario and step) and each
+/// scenario's top failure reasons.
+fn scenarios_table(run: &RunSummary, out: &mut String, color: bool) {
+    let mut t = Table::new(&[
+        "scenario",
+        "step",
+        "iterations/s",
+        "completed",
+        "failed",
+        "interrupted",
+        "p50 ms",
+        "p99 ms",
+        "polls/iteration",
+    ]);
+    let plain = Style::new();
+    let names = scenarios(run);
+    for name in &names {
+        for r in iteration_rows(run, name) {
+            t.row(vec![
+                (r.scenario.clone(), plain),
+                (r.step.to_string(), plain),
+                (rps(r.completed_per_s), plain),
+                (r.completed.to_string(), plain),
+                (
+                    format!("{} ({})", r.failed, pct(r.error_rate)),
+                    if r.failed > 0 { YELLOW } else { plain },
+                ),
+                (r.interrupted.to_string(), plain),
+                (ms(r.p50_ms), plain),
+                (ms(r.p99_ms), plain),
+                (polls(r.polls_mean), plain),
+            ]);
+        }
+    }
+    t.render(out, color);
+    for name in &names {
+        if let Some(line) = failures_line(&iteration_rows(run, name)) {
+            let _ = writeln!(out, "  {} failed: {line}", paint(name, BOLD, color));
+        }
+    }
+}
+
 pub(super) fn status_phrase(status: RunStatus) -> &'static str {
     match status {
         RunStatus::Running => "incomplete: the run did not finish",
@@ -434,6 +633,19 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
     }
     if let Some(line) = usl_line(run) {
         let _ = writeln!(out, "{} {line}", paint("USL:", BOLD, color));
+    }
+
+    if by_operation(run) {
+        let _ = writeln!(out, "\n{}", paint("By operation:", BOLD, color));
+        ops_table(run, &mut out, color);
+        if run.steps.iter().any(|s| !s.scenarios.is_empty()) {
+            let _ = writeln!(
+                out,
+                "\n{}",
+                paint("By scenario (whole iterations):", BOLD, color)
+            );
+            scenarios_table(run, &mut out, color);
+        }
     }
 
     let called = callouts(run);

@@ -268,7 +268,6 @@ fn finish(
     thresholds: &Thresholds,
     color: bool,
 ) -> Result<Finished, report::ReportError> {
-    let s = folder.summary();
-    let gates = thresholds.evaluate(&s.step_figures(), &s.knee);
+    let gates = folder.summary().evaluate_gates(thresholds);
     folder.finish(gates, color)
 }

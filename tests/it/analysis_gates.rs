@@ -3,8 +3,8 @@
 
 use crate::support::mcpload;
 use crate::support::scratch::scratch;
-use crate::support::synthetic::synthetic_run;
-use mcpload::analysis::{GateError, Knee, StopCriteria, Threshold, Thresholds, judge};
+use crate::support::synthetic::{synthetic_run, workflow_run};
+use mcpload::analysis::{GateError, Knee, RunFigures, StopCriteria, Threshold, Thresholds, judge};
 use mcpload::metrics::{Stats, StepFacts, StepSummary};
 use std::time::Duration;
 
@@ -21,6 +21,16 @@ fn step(n: u32, ok: u64, failed: u64, latency_ms: u64) -> StepSummary {
         stats.latency.record(Duration::from_millis(latency_ms));
     }
     StepSummary::new(StepFacts::closed(n, 1 << n, 1.0), &stats)
+}
+
+/// The figures of a run of `steps` alone, without operation or scenario rows.
+fn figures<'a>(steps: &'a [StepSummary], knee: &'a Knee) -> RunFigures<'a> {
+    RunFigures {
+        steps,
+        ops: &[],
+        scenarios: &[],
+        knee,
+    }
 }
 
 fn judged(mut steps: Vec<StepSummary>) -> (Vec<StepSummary>, Knee) {
@@ -52,7 +62,7 @@ fn step_gates_must_hold_in_every_step_and_name_the_failing_ones() {
         "retry_after_max_s<3",
     ])
     .unwrap();
-    let r = t.evaluate(&steps, &knee);
+    let r = t.evaluate(&figures(&steps, &knee));
     let holds: Vec<(&str, bool)> = r.iter().map(|g| (g.threshold.as_str(), g.holds)).collect();
     assert_eq!(
         holds,
@@ -86,7 +96,7 @@ fn step_gates_must_hold_in_every_step_and_name_the_failing_ones() {
 fn empty_cells_unreached_figures_and_empty_runs_fail() {
     // A step with no response has no latency: a latency gate cannot hold there.
     let (steps, knee) = judged(vec![step(1, 100, 0, 10), step(2, 0, 100, 10)]);
-    let r = Threshold::evaluate(&"p50_ms<100".parse().unwrap(), &steps, &knee);
+    let r = Threshold::evaluate(&"p50_ms<100".parse().unwrap(), &figures(&steps, &knee));
     assert!(!r.holds);
     assert_eq!(r.failing_steps, [2]);
     assert!(
@@ -96,13 +106,19 @@ fn empty_cells_unreached_figures_and_empty_runs_fail() {
     );
     // Every step failed: nothing sustainable.
     let (steps, knee) = judged(vec![step(1, 0, 100, 10)]);
-    let r = Threshold::evaluate(&"max_sustainable>=1".parse().unwrap(), &steps, &knee);
+    let r = Threshold::evaluate(
+        &"max_sustainable>=1".parse().unwrap(),
+        &figures(&steps, &knee),
+    );
     assert!(!r.holds);
     assert_eq!(
         r.detail,
         "max_sustainable>=1 fails: the sweep reached no max_sustainable"
     );
-    let r = Threshold::evaluate(&"anomalies==0".parse().unwrap(), &[], &Knee::default());
+    let r = Threshold::evaluate(
+        &"anomalies==0".parse().unwrap(),
+        &figures(&[], &Knee::default()),
+    );
     assert!(!r.holds, "no step recorded is no pass");
 }
 
@@ -179,4 +195,147 @@ fn report_command_exit_codes() {
     let missing = mcpload(&["report", dir.join("nope").to_str().unwrap()]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("summary.json"));
+}
+
+/// Gates on one operation (`{op=..}`) read that operation's ops.csv rows, gates on a scenario
+/// (`{scenario=..}`, optionally `part=..`) its scenarios.csv rows; one that selects nothing
+/// fails, naming what the run has.
+#[test]
+fn selector_gates_read_the_rows_of_one_operation_or_scenario() {
+    let dir = scratch("gates_selectors");
+    let done = workflow_run(
+        &dir,
+        &[
+            "p99_ms{op=search}<10",
+            "p99_ms{op=write}<10",
+            "error_rate{op=write}<0.1%",
+            "error_rate{op=search}==0",
+            "unknown_id{op=-}==0",
+            "anomalies{op=search}==0",
+            "p99_ms{op=serach}<10",
+            "completed_per_s{scenario=jobs}>0",
+            "failed{scenario=jobs}==0",
+            "assertion_failures{scenario=jobs,part=wait}<=3",
+            "polls_max{scenario=jobs,part=create}<=3",
+            "p99_ms{scenario=jobs,part=poll}<1000",
+            "p99_ms{scenario=nightly}<1000",
+            "error_rate<0.5",
+        ],
+        |_, _| {},
+    );
+    let gates: Vec<(&str, bool)> = done
+        .summary
+        .gates
+        .iter()
+        .map(|g| (g.threshold.as_str(), g.holds))
+        .collect();
+    assert_eq!(
+        gates,
+        [
+            ("p99_ms{op=search}<10", true),
+            ("p99_ms{op=write}<10", false),
+            ("error_rate{op=write}<0.001", false),
+            ("error_rate{op=search}==0", true),
+            ("unknown_id{op=-}==0", false),
+            ("anomalies{op=search}==0", true),
+            ("p99_ms{op=serach}<10", false),
+            ("completed_per_s{scenario=jobs}>0", true),
+            ("failed{scenario=jobs}==0", false),
+            ("assertion_failures{scenario=jobs,part=wait}<=3", true),
+            // create never polls: its polls columns are empty, and an empty cell fails.
+            ("polls_max{scenario=jobs,part=create}<=3", false),
+            ("p99_ms{scenario=jobs,part=poll}<1000", false),
+            ("p99_ms{scenario=nightly}<1000", false),
+            ("error_rate<0.5", true),
+        ]
+    );
+    let detail = |i: usize| done.summary.gates[i].detail.as_str();
+    assert_eq!(
+        detail(2),
+        "error_rate{op=write}<0.001 fails in step 3 (worst 0.125 at step 3)"
+    );
+    assert_eq!(done.summary.gates[2].failing_steps, [3]);
+    assert_eq!(
+        detail(4),
+        "unknown_id{op=-}==0 fails in steps 1, 2, 3 (worst 3 at step 1)"
+    );
+    assert_eq!(
+        detail(6),
+        "p99_ms{op=serach}<10 fails: the run measured no operation 'serach' (operations: \
+         search, write, -)"
+    );
+    assert_eq!(
+        detail(8),
+        "failed{scenario=jobs}==0 fails in step 3 (worst 3 at step 3)"
+    );
+    assert!(
+        detail(10).ends_with("; polls_max is empty in steps 1, 2, 3"),
+        "{}",
+        detail(10)
+    );
+    assert_eq!(
+        detail(11),
+        "p99_ms{scenario=jobs,part=poll}<1000 fails: scenario 'jobs' has no step 'poll' \
+         (its steps: create, wait)"
+    );
+    assert_eq!(
+        detail(12),
+        "p99_ms{scenario=nightly}<1000 fails: the run ran no scenario 'nightly' (scenarios: \
+         jobs)"
+    );
+
+    // `mcpload report` checks the same gates on the folder, exit code and all.
+    let d = dir.to_str().unwrap();
+    let ok = mcpload(&[
+        "report",
+        d,
+        "--threshold",
+        "p99_ms{op=write}<1000",
+        "--threshold",
+        "error_rate{scenario=jobs}<0.3",
+    ]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("pass p99_ms{op=write}<1000"));
+    let fail = mcpload(&["report", d, "--threshold", "error_rate{op=write}<0.1"]);
+    assert_eq!(fail.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&fail.stderr)
+            .contains("threshold failed: error_rate{op=write}<0.1")
+    );
+    let usage = mcpload(&["report", d, "--threshold", "p99_ms{tool=write}<1"]);
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&usage.stderr).contains("unknown label 'tool'"),
+        "{}",
+        String::from_utf8_lossy(&usage.stderr)
+    );
+}
+
+/// In a step where an operation sent nothing it has no row: the gate is not failed there,
+/// and its detail says so.
+#[test]
+fn a_step_without_the_operation_is_named_not_failed() {
+    let (steps, knee) = judged(vec![step(1, 100, 0, 10), step(2, 100, 0, 10)]);
+    let mut stats = Stats::default();
+    stats.op_mut(0).counters.requests = 10;
+    stats.op_mut(0).counters.ok = 10;
+    let ops = mcpload::metrics::OpSummary::rows(&steps[1], &stats, &["search".to_owned()]);
+    let run = RunFigures {
+        steps: &steps,
+        ops: &ops,
+        scenarios: &[],
+        knee: &knee,
+    };
+    let r = Threshold::evaluate(&"error_rate{op=search}==0".parse().unwrap(), &run);
+    assert!(r.holds);
+    assert_eq!(
+        r.detail,
+        "error_rate{op=search}==0 holds in every step (worst 0 at step 2); operation 'search' \
+         sent nothing in step 1"
+    );
 }

@@ -1,10 +1,11 @@
-//! A synthetic sweep written through the real `RunFolder`, shared by the report and analysis
+//! Synthetic sweeps written through the real `RunFolder`, shared by the report and analysis
 //! tests: a server of capacity 8 with a 10 ms service time, swept from 1 to 32 concurrent
-//! clients, failing at 32 with HTTP 429s, with a few anomalies and error responses on the way.
+//! clients, failing at 32 with HTTP 429s, with a few anomalies and error responses on the way;
+//! and a workflow sweep of two operations and one scenario.
 
-use mcpload::analysis::{StopCriteria, SweepJudge, Thresholds};
+use mcpload::analysis::{JudgedStep, StopCriteria, SweepJudge, Thresholds};
 use mcpload::engine::{Second, SweepEnd};
-use mcpload::metrics::{Counters, Stats, StepFacts};
+use mcpload::metrics::{Counters, ScenarioNames, Stats, StepFacts};
 use mcpload::report::{Finished, ProfileCopy, RunFolder, RunSpec};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -74,15 +75,36 @@ pub(crate) fn synthetic_run_slowed(dir: &Path, thresholds: &[&str], slowdown: f6
     });
     spec.criteria = StopCriteria::default();
     spec.started = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let mut judge = SweepJudge::new(spec.criteria.clone());
+    let judge = SweepJudge::new(spec.criteria.clone());
+    sweep(
+        spec,
+        judge,
+        &CONCURRENCY,
+        thresholds,
+        |n, i| second(n, i, slowdown),
+        |_, _| {},
+    )
+}
+
+/// Records a sweep over `levels` through a new run folder (each step `SECONDS_PER_STEP`
+/// seconds of `second(level, i)`), calling `after_step` once each step is recorded, and
+/// finishes it with `thresholds` checked.
+fn sweep(
+    spec: RunSpec,
+    mut judge: SweepJudge,
+    levels: &[u64],
+    thresholds: &[&str],
+    second: impl Fn(u64, u32) -> Stats,
+    mut after_step: impl FnMut(&RunFolder, &JudgedStep),
+) -> Finished {
     let mut run = RunFolder::create(spec).expect("create the run folder");
     run.set_protocol_revision("2025-06-18").unwrap();
     let mut t = Duration::ZERO;
-    for (k, &n) in CONCURRENCY.iter().enumerate() {
+    for (k, &n) in levels.iter().enumerate() {
         let step = k as u32 + 1;
         let mut stats = Stats::default();
         for i in 0..SECONDS_PER_STEP {
-            let s = second(n, i, slowdown);
+            let s = second(n, i);
             run.record_second(&Second {
                 step,
                 start: t,
@@ -100,13 +122,104 @@ pub(crate) fn synthetic_run_slowed(dir: &Path, thresholds: &[&str], slowdown: f6
             &stats,
         );
         run.record_step(&judged).unwrap();
+        after_step(&run, &judged);
         if judged.stop() {
             break;
         }
     }
     let thresholds = Thresholds::parse(thresholds).unwrap();
     run.record_end(&SweepEnd::Complete).unwrap();
-    let s = run.summary();
-    let gates = thresholds.evaluate(&s.step_figures(), &s.knee);
+    let gates = run.summary().evaluate_gates(&thresholds);
     run.finish(gates, false).unwrap()
+}
+
+/// The operations of [`workflow_run`], by operation number.
+pub(crate) const WORKFLOW_OPS: [&str; 2] = ["search", "write"];
+pub(crate) const WORKFLOW_LEVELS: [u64; 3] = [1, 2, 4];
+
+/// One second of [`workflow_run`] at `n` clients: `search` (10 per client, 5 ms), `write` (2
+/// per client, 20 ms; at 4 clients one in eight answered with an error), an `unknown_id` and
+/// two server messages that belong to no request, and the scenario `jobs` (steps `create`
+/// and `wait`, 3 polls each): `n` iterations of 100 ms, from 4 clients one failing in
+/// `wait` on an expect.
+fn workflow_second(n: u64) -> Stats {
+    let mut s = Stats::default();
+    for (op, per_client, ms) in [(0u16, 10, 5), (1, 2, 20)] {
+        let o = s.op_mut(op);
+        let sent = per_client * n;
+        let errors = if op == 1 && n == 4 { sent / 8 } else { 0 };
+        o.counters.requests = sent;
+        o.counters.responses = sent;
+        o.counters.ok = sent - errors;
+        o.counters.errors = errors;
+        for _ in 0..sent {
+            o.latency.record(Duration::from_millis(ms));
+        }
+    }
+    let mut step = Stats::default();
+    for o in &s.ops {
+        step.counters += &o.counters;
+        step.latency += &o.latency;
+    }
+    s.counters = step.counters;
+    s.latency = step.latency;
+    let errors = s.counters.errors;
+    if errors > 0 {
+        s.counters.errors_by_code.insert(-32603, errors);
+    }
+    s.counters.unknown_id = 1;
+    s.counters.server_messages = 2;
+    let jobs = s.scenario_mut(0);
+    let failed = u64::from(n >= 4);
+    jobs.iterations.started = n;
+    for _ in 0..n - failed {
+        jobs.iterations.completed(Duration::from_millis(100));
+        jobs.iterations.polled(3);
+    }
+    let create = jobs.part_mut(0);
+    create.started = n;
+    for _ in 0..n {
+        create.completed(Duration::from_millis(10));
+    }
+    let wait = jobs.part_mut(1);
+    wait.started = n;
+    for _ in 0..n - failed {
+        wait.completed(Duration::from_millis(90));
+        wait.polled(3);
+    }
+    for _ in 0..failed {
+        jobs.iterations.failed("expect status == \"done\"");
+        jobs.part_mut(1).failed("expect status == \"done\"");
+    }
+    s
+}
+
+/// A sweep of 1, 2 and 4 clients running two operations ([`WORKFLOW_OPS`]) and the scenario
+/// `jobs` ([`workflow_second`]); `after_step` sees the folder after each step is recorded.
+pub(crate) fn workflow_run(
+    dir: &Path,
+    thresholds: &[&str],
+    after_step: impl FnMut(&RunFolder, &JudgedStep),
+) -> Finished {
+    let mut spec = RunSpec::new(dir.to_owned(), "workflow sweep");
+    spec.started = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    // Judged by iterations, a failed one in four is a failed step; the sweep is run whole.
+    spec.criteria = StopCriteria {
+        max_error_rate: 0.5,
+        ..StopCriteria::default()
+    };
+    let judge = SweepJudge::new(spec.criteria.clone())
+        .naming_ops(WORKFLOW_OPS.map(str::to_owned).to_vec())
+        .naming_scenarios(vec![ScenarioNames {
+            scenario: "jobs".to_owned(),
+            steps: vec!["create".to_owned(), "wait".to_owned()],
+        }]);
+    sweep(
+        spec,
+        judge,
+        &WORKFLOW_LEVELS,
+        thresholds,
+        |n, _| workflow_second(n),
+        after_step,
+    )
 }

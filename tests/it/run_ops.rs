@@ -1,0 +1,80 @@
+//! `mcpload run` broken down by operation end to end: a two-operation mix against the
+//! built-in target writes ops.csv rows that add up to steps.csv, and gates on one operation
+//! are checked at the end of the run.
+
+use crate::support::run::*;
+use crate::support::scratch::scratch;
+
+#[test]
+fn a_two_operation_run_writes_ops_rows_that_add_up_to_its_steps() {
+    let dir = scratch("run-ops");
+    let p = profile(
+        &dir,
+        "two-ops",
+        r#"
+[target]
+builtin = {}
+
+[load]
+concurrency = [1, 2]
+duration = "1s"
+warmup = "100ms"
+timeout = "5s"
+
+[[mix]]
+method = "tools/call"
+tool = "echo"
+args = { message = "hi" }
+
+[[mix]]
+method = "tools/call"
+tool = "sleep"
+args = { ms = 2 }
+"#,
+    );
+    let out_dir = dir.join("run");
+    let out = run(&[
+        p.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--threshold",
+        "error_rate{op=echo}<0.5",
+        "--threshold",
+        "p99_ms{op=tools/list}<1000",
+    ]);
+    // The operation the mix never sends fails its gate (exit code 1), and only that one.
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("p99_ms{op=tools/list}<1000"), "{err}");
+    assert!(!err.contains("{op=echo}"), "{err}");
+
+    let steps = steps(&out_dir);
+    assert_eq!(steps.len(), 2);
+    let mut r = csv::Reader::from_path(out_dir.join("ops.csv")).unwrap();
+    let header = r.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+    for s in &steps {
+        let step = &s["step"];
+        let mine: Vec<&csv::StringRecord> =
+            rows.iter().filter(|r| &r[col("step")] == step).collect();
+        let names: Vec<&str> = mine.iter().map(|r| &r[col("op")]).collect();
+        assert_eq!(names, ["echo", "sleep", "-"], "step {step}");
+        let count = |r: &csv::StringRecord, c: &str| r[col(c)].parse::<f64>().unwrap();
+        for c in [
+            "requests",
+            "responses",
+            "ok",
+            "errors",
+            "missing",
+            "timeouts",
+        ] {
+            let sum: f64 = mine.iter().map(|r| count(r, c)).sum();
+            assert_eq!(sum, num(s, c), "step {step}: {c}");
+        }
+        assert!(count(mine[0], "requests") > 0.0 && count(mine[1], "requests") > 0.0);
+        // A sleep of 2 ms is never answered faster than that; an echo is.
+        assert!(count(mine[1], "p50_ms") >= 2.0, "{:?}", mine[1]);
+        assert_eq!(count(mine[2], "requests"), 0.0);
+    }
+}
