@@ -125,7 +125,8 @@ impl Mix {
                         server.revision,
                         csv.clone(),
                         Source::Server,
-                        &default_op_name(op, Some(&t.name)),
+                        // `tool = "*"`: each of the server's tools is an operation.
+                        &t.name,
                         &mut names,
                     )?);
                     weights.push(share);
@@ -137,7 +138,7 @@ impl Mix {
                     server.revision,
                     csv,
                     Source::Profile,
-                    &default_op_name(op, op.tool.as_deref()),
+                    op.name(),
                     &mut names,
                 )?);
                 weights.push(op.weight as f64);
@@ -285,15 +286,6 @@ impl OpNames {
     pub fn into_vec(self) -> Vec<String> {
         self.0
     }
-}
-
-/// An operation's name when the profile gives none: the tool, the uri, the prompt, or else
-/// the method.
-pub fn default_op_name(op: &Op, tool: Option<&str>) -> String {
-    tool.or(op.prompt.as_deref())
-        .map(str::to_owned)
-        .or_else(|| op.uri.as_ref().map(|u| u.0.clone()))
-        .unwrap_or_else(|| op.method.as_str().to_owned())
 }
 
 /// One request as a profile describes it, for [`MixOp::compile`]: a mix entry or a call of a

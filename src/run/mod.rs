@@ -172,14 +172,15 @@ async fn endpoint(plan: &Plan) -> Result<(Option<RunningTarget>, Endpoint), RunE
 }
 
 /// The most connections the run opens to an HTTP target: the highest level of a closed loop,
-/// `max_in_flight` of an open one.
+/// `max_in_flight` of an open one; times the widest parallel step of the scenarios, whose
+/// members are in flight at once (HTTP/1.1 carries one request per connection at a time).
 fn pool_size(plan: &Plan) -> usize {
     let max_level = plan.sweep.levels.iter().cloned().fold(1.0, f64::max);
-    match plan.model {
+    let per_unit = match plan.model {
         Model::Closed => max_level as usize,
         Model::Open => plan.load.max_in_flight,
-    }
-    .clamp(1, 4096)
+    };
+    per_unit.saturating_mul(plan.widest_step()).clamp(1, 4096)
 }
 
 /// Workers: one for stdio; else `--workers` or one per core, at most 64, and over HTTP at

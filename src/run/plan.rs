@@ -364,6 +364,19 @@ fn default_mix() -> Vec<Op> {
 impl Plan {
     /// What the run folder is created with: the settings (header values redacted), the
     /// criteria and the profile as it was read.
+    /// The most requests one iteration has in flight at once: its widest parallel step
+    /// (1 without scenarios).
+    pub(super) fn widest_step(&self) -> usize {
+        self.scenarios
+            .iter()
+            .flat_map(|s| &s.steps)
+            .map(|st| match &st.kind {
+                crate::profile::StepKind::Parallel(members) => members.len(),
+                _ => 1,
+            })
+            .fold(1, usize::max)
+    }
+
     pub(super) fn run_spec(&self, mix: &Mix) -> RunSpec {
         let t = &self.target;
         let target = if let Some(url) = &t.url {
