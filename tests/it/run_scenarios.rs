@@ -23,8 +23,7 @@ fn run_profile(name: &str, profile_text: &str) -> PathBuf {
 }
 
 fn target_stats(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("target-stats.json")).unwrap())
-        .unwrap()
+    serde_json::from_str(&std::fs::read_to_string(dir.join("target-stats.json")).unwrap()).unwrap()
 }
 
 fn stat(v: &Value, pointer: &str) -> f64 {
@@ -127,7 +126,10 @@ fn a_jobs_scenario_matches_the_targets_job_counts() {
     // 5 to 14 items of 20 ms at a 50 ms interval: 2 to 5.6 intervals, so 3 to 6 polls
     // (the first comes at once); a poll that answers late makes one fewer, never more.
     let (lo, hi) = (num(&whole, "polls_p50"), num(&whole, "polls_max"));
-    assert!((2.0..=6.0).contains(&lo) && hi <= 7.0, "polls p50 {lo}, max {hi}");
+    assert!(
+        (2.0..=6.0).contains(&lo) && hi <= 7.0,
+        "polls p50 {lo}, max {hi}"
+    );
     let wait = scenario_row(&dir, "job", "wait");
     assert_eq!(num(&wait, "completed"), started);
     // Time to the terminal state is at least the shortest job (5 items of 20 ms).
@@ -156,7 +158,10 @@ fn an_expect_step_counts_every_lossy_report() {
     let lossy = stat(&stats, "/jobs/reports_lossy");
     let whole = scenario_row(&dir, "job", "*");
     // Items are drawn in 5..=14: about half the jobs lose one.
-    assert!(lossy > 0.0 && lossy < stat(&stats, "/jobs/created"), "{lossy}");
+    assert!(
+        lossy > 0.0 && lossy < stat(&stats, "/jobs/created"),
+        "{lossy}"
+    );
     assert_eq!(num(&whole, "assertion_failures"), lossy);
     assert_eq!(num(&whole, "failed"), lossy);
     assert_eq!(
@@ -237,8 +242,7 @@ name = "missing"
     let fails = num(&op_row(&dir, "from-error/fail"), "errors")
         + num(&op_row(&dir, "error-not-result/fail"), "errors");
     assert_eq!(fails, stat(&stats, "/operations/fail/answered_error"));
-    let echoes =
-        num(&op_row(&dir, "array/echo"), "ok") + num(&op_row(&dir, "missing/echo"), "ok");
+    let echoes = num(&op_row(&dir, "array/echo"), "ok") + num(&op_row(&dir, "missing/echo"), "ok");
     assert_eq!(echoes, stat(&stats, "/operations/echo/answered_ok"));
 }
 
@@ -370,7 +374,14 @@ name = "item"
         assert_eq!(sum, num(step, col), "{col}: the rows add up to the step");
     }
     let rest = &rows[3];
-    for col in ["requests", "ok", "errors", "missing", "duplicate_id", "timeouts"] {
+    for col in [
+        "requests",
+        "ok",
+        "errors",
+        "missing",
+        "duplicate_id",
+        "timeouts",
+    ] {
         assert_eq!(num(rest, col), 0.0, "{col} belongs to a request");
     }
     assert!(num(rest, "null_id") + num(rest, "parse_errors") > 0.0);
@@ -378,13 +389,19 @@ name = "item"
     for (row, keys) in [
         (&rows[0], vec!["echo"]),
         (&rows[1], vec!["sleep"]),
-        (&rows[2], vec!["mem://item/1", "mem://item/2", "mem://item/3"]),
+        (
+            &rows[2],
+            vec!["mem://item/1", "mem://item/2", "mem://item/3"],
+        ),
     ] {
         let truth = |col: &str| -> f64 {
             keys.iter()
                 .map(|k| {
                     stats
-                        .pointer(&format!("/operations/{}/client_view/{col}", k.replace('/', "~1")))
+                        .pointer(&format!(
+                            "/operations/{}/client_view/{col}",
+                            k.replace('/', "~1")
+                        ))
                         .and_then(Value::as_f64)
                         .unwrap_or(0.0)
                 })
@@ -401,6 +418,13 @@ name = "item"
             assert_eq!(num(row, col), truth(col), "{}: {col}", row["op"]);
         }
         assert!(num(row, "requests") > 0.0);
-        assert_eq!(num(row, "requests"), num(row, "responses") + num(row, "missing") + num(row, "timeouts") + num(row, "http_other") + num(row, "transport_errors"));
+        assert_eq!(
+            num(row, "requests"),
+            num(row, "responses")
+                + num(row, "missing")
+                + num(row, "timeouts")
+                + num(row, "http_other")
+                + num(row, "transport_errors")
+        );
     }
 }
