@@ -24,6 +24,7 @@ mod run_hostile_defects;
 mod run_ops;
 mod run_profiles;
 mod run_scenarios;
+mod run_scenarios_interop;
 mod run_sweep;
 mod run_tls;
 mod serve_capacity;

@@ -183,7 +183,8 @@ fn every_shipped_profile_parses() {
         }
     }
     assert_eq!(
-        n, 7,
-        "quickstart, closed-sweep, open-rate, batch-mix, stdio-child, everything-server, python-sdk-server"
+        n, 10,
+        "quickstart, closed-sweep, open-rate, batch-mix, stdio-child, everything-server, \
+         python-sdk-server, jobs, fan-out, everything-scenario"
     );
 }
