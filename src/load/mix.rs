@@ -345,8 +345,28 @@ fn compile(
     };
     let tool = req.tool;
     let args = req.args.cloned();
-    let name = match method {
-        "tools/call" => {
+    let name = match (method, req.params) {
+        // Params written whole: the name `Mcp-Name` mirrors is theirs, and must be plain
+        // text, since the header is made once.
+        ("tools/call" | "prompts/get" | "resources/read", Some(_)) => {
+            let field = if method == "resources/read" {
+                "uri"
+            } else {
+                "name"
+            };
+            let named = params
+                .get(field)
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("{method}: `params` needs a string `{field}`"))?;
+            if named.contains("{{") {
+                return Err(format!(
+                    "{method}: `params.{field}` cannot hold placeholders (the Mcp-Name header \
+                     mirrors it); give `tool`, `prompt` or `uri` instead"
+                ));
+            }
+            Some(named.to_owned())
+        }
+        ("tools/call", None) => {
             let tool = tool.ok_or("tools/call needs `tool`")?;
             params.insert("name".into(), Value::from(tool));
             params.insert(
@@ -355,7 +375,7 @@ fn compile(
             );
             Some(tool.to_owned())
         }
-        "prompts/get" => {
+        ("prompts/get", None) => {
             let prompt = req.prompt.ok_or("prompts/get needs `prompt`")?;
             params.insert("name".into(), Value::from(prompt));
             if let Some(a) = args {
@@ -375,7 +395,7 @@ fn compile(
         Some(n) => format!("{method} {n}"),
         None => method.to_owned(),
     };
-    let resource = method == "resources/read";
+    let resource = method == "resources/read" && req.params.is_none();
     let body = if resource {
         let uri = req.uri.ok_or("resources/read needs `uri`")?;
         Body::Uri {
@@ -383,8 +403,14 @@ fn compile(
             meta: meta.map(|m| m.to_string().into()),
         }
     } else {
-        if let Some(m) = meta {
-            params.insert("_meta".into(), m);
+        if let Some(Value::Object(m)) = meta {
+            // The era's `_meta` joins any the params were written with.
+            match params.get_mut("_meta") {
+                Some(Value::Object(own)) => own.extend(m),
+                _ => {
+                    params.insert("_meta".into(), Value::Object(m));
+                }
+            }
         }
         let params = Value::Object(params);
         Body::Params(match source {

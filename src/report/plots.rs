@@ -313,10 +313,14 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
 }
 
 fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
-    let steps: Vec<&StepSummary> = load_steps(run)
+    // The fit's figures: with scenarios, iterations (docs/metrics.md).
+    let judged: Vec<StepSummary> = load_steps(run)
         .into_iter()
         .filter(|s| s.model == Model::Closed)
+        .map(StepSummary::judged)
         .collect();
+    let steps: Vec<&StepSummary> = judged.iter().collect();
+    let unit = super::terminal::rate_unit(run);
     let fit = run.knee.usl.as_ref();
     let max_n = steps.iter().map(|s| s.load()).fold(1.0, f64::max);
     let x_max = fit
@@ -341,7 +345,12 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         * 1.15;
     let mut chart =
         frame(area, "Universal Scalability Law fit").build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    mesh(&mut chart, "concurrency", "throughput (req/s)", |_| {})?;
+    mesh(
+        &mut chart,
+        "concurrency",
+        &format!("throughput ({unit})"),
+        |_| {},
+    )?;
     if let Some(f) = fit {
         chart
             .draw_series(LineSeries::new(samples, PURPLE_.stroke_width(2)))?
@@ -357,7 +366,7 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
                     8,
                     PURPLE_.filled(),
                 )))?
-                .label(format!("predicted peak: {x:.1} req/s at {n:.1}"))
+                .label(format!("predicted peak: {x:.1} {unit} at {n:.1}"))
                 .legend(|(x, y)| TriangleMarker::new((x + 10, y), 6, PURPLE_.filled()));
         }
     }

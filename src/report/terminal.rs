@@ -212,6 +212,20 @@ pub(super) fn step_list(steps: &[u32]) -> String {
     format!("step{s} {}", list.join(", "))
 }
 
+/// What the knee and the USL fit count per second: iterations when the run had scenarios
+/// (they judge iterations, docs/metrics.md), else requests.
+pub(super) fn rate_unit(run: &RunSummary) -> &'static str {
+    if run
+        .steps
+        .iter()
+        .any(|s| s.figures.iterations_per_s.is_some())
+    {
+        "iterations/s"
+    } else {
+        "req/s"
+    }
+}
+
 /// The knee in one sentence, e.g. "saturates at 8 concurrent, 398.0 req/s; fails at 32
 /// concurrent: error rate 41% > 1%, mostly HTTP 429 (40.8% of requests)."
 pub(super) fn knee_sentence(run: &RunSummary) -> String {
@@ -228,9 +242,10 @@ pub(super) fn knee_sentence(run: &RunSummary) -> String {
     let at = |step: Option<u32>| steps.iter().find(|s| Some(s.step) == step);
     let saturation = match (k.saturation_point, at(k.saturation_step)) {
         (Some(load), Some(s)) => format!(
-            "saturates at {}, {} req/s",
+            "saturates at {}, {} {}",
             load_phrase(k.model, load),
-            rps(s.throughput_rps)
+            rps(s.judged().throughput_rps),
+            rate_unit(run)
         ),
         _ => match steps.first() {
             Some(first) if first.verdict == Verdict::Saturated => format!(
@@ -265,7 +280,11 @@ pub(super) fn knee_facts(run: &RunSummary) -> Vec<String> {
         ));
     }
     if let (Some(peak), Some(step)) = (k.peak_throughput_rps, k.peak_step) {
-        facts.push(format!("peak {} req/s (step {step})", rps(peak)));
+        facts.push(format!(
+            "peak {} {} (step {step})",
+            rps(peak),
+            rate_unit(run)
+        ));
     }
     facts
 }
@@ -280,13 +299,14 @@ pub(super) fn usl_line(run: &RunSummary) -> Option<String> {
                 .to_owned()
         });
     };
+    let unit = rate_unit(run);
     let prediction = match (u.peak_concurrency, u.peak_throughput_rps) {
-        (Some(n), Some(x)) => format!("predicts a peak of {} req/s at {n:.1} concurrent", rps(x)),
-        (None, Some(x)) => format!("predicts a ceiling of {} req/s", rps(x)),
+        (Some(n), Some(x)) => format!("predicts a peak of {} {unit} at {n:.1} concurrent", rps(x)),
+        (None, Some(x)) => format!("predicts a ceiling of {} {unit}", rps(x)),
         _ => "scales linearly over the measured range".to_owned(),
     };
     Some(format!(
-        "sigma {:.4}, kappa {:.6}, lambda {} req/s per client; {prediction} (R² {:.3} over {} steps).",
+        "sigma {:.4}, kappa {:.6}, lambda {} {unit} per client; {prediction} (R² {:.3} over {} steps).",
         u.sigma,
         u.kappa,
         rps(u.lambda),

@@ -210,6 +210,13 @@ name = "array"
   expect = ["var.text == 'in the array'"]
 
 [[scenario]]
+name = "params"
+  [[scenario.step]]
+  name = "progress"
+  call = { method = "tools/call", params = { name = "progress", arguments = { steps = 2, ms = 1 }, _meta = { progressToken = "{{uuid}}" } } }
+  capture = { text = "result.content[0].text" }
+
+[[scenario]]
 name = "missing"
   [[scenario.step]]
   name = "echo"
@@ -218,7 +225,7 @@ name = "missing"
 "#;
     let dir = run_profile("scenario-captures", &jobs_profile("", 4, scenarios));
     let stats = target_stats(&dir);
-    for ok in ["from-error", "array"] {
+    for ok in ["from-error", "array", "params"] {
         let r = scenario_row(&dir, ok, "*");
         assert!(num(&r, "completed") > 0.0, "{ok}: {r:?}");
         assert_eq!(num(&r, "failed"), 0.0, "{ok}: {r:?}");
