@@ -144,6 +144,13 @@ pub fn compile(
         })
         .collect();
     for sc in scenarios {
+        if mix.names().contains(&sc.name) {
+            return Err(format!(
+                "scenario `{}`: a [[mix]] entry has that name too, and each is reported under \
+                 its name (scenarios.csv); rename one",
+                sc.name
+            ));
+        }
         let csv = match &sc.csv {
             Some(p) => Some(Arc::new(CsvData::read(&base.join(p))?)),
             None => None,

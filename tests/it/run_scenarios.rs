@@ -445,3 +445,71 @@ name = "item"
         );
     }
 }
+
+/// Iterations still running when the sending ends get `graceful_stop` to finish, then count
+/// as interrupted; a CSV row is bound to a whole iteration.
+#[test]
+fn a_graceful_stop_interrupts_what_is_left_and_csv_rows_hold_for_an_iteration() {
+    let _share = machine::loading();
+    let dir = scratch("scenario-graceful");
+    let rows: String = (0..50).map(|i| format!("row-{i}\n")).collect();
+    std::fs::write(dir.join("rows.csv"), format!("msg\n{rows}")).unwrap();
+    let text = r#"
+[target.builtin]
+
+[load]
+concurrency = [8]
+duration = "1s"
+warmup = "0s"
+timeout = "5s"
+graceful_stop = "300ms"
+
+[[scenario]]
+name = "rows"
+weight = 20
+csv = "rows.csv"
+  [[scenario.step]]
+  name = "a"
+  call = { method = "tools/call", tool = "echo", args = { message = "{{csv:msg}}" } }
+  capture = { a = "result.content[0].text" }
+  [[scenario.step]]
+  name = "b"
+  call = { method = "tools/call", tool = "echo", args = { message = "{{csv:msg}}" } }
+  capture = { b = "result.content[0].text" }
+  [[scenario.step]]
+  name = "same"
+  expect = ["var.a == var.b"]
+
+[[scenario]]
+name = "long"
+  [[scenario.step]]
+  name = "echo"
+  call = { method = "tools/call", tool = "echo" }
+  [[scenario.step]]
+  think = "30s"
+"#;
+    let p = profile(&dir, "graceful", text);
+    let out_dir = dir.join("run");
+    let out = run(&[p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let rows = scenario_row(&out_dir, "rows", "*");
+    assert!(num(&rows, "completed") > 0.0);
+    assert_eq!(num(&rows, "failed"), 0.0, "{rows:?}");
+    // A user that drew `long` (1 draw in 21; each user draws hundreds of times a second
+    // until it does) thinks for 30 s: it is still thinking when the step's sending ends,
+    // and 300 ms later it is interrupted; it never completes.
+    let long = scenario_row(&out_dir, "long", "*");
+    assert!(num(&long, "started") > 0.0, "{long:?}");
+    assert_eq!(num(&long, "completed"), 0.0);
+    assert_eq!(num(&long, "failed"), 0.0);
+    assert_eq!(num(&long, "interrupted"), num(&long, "started"));
+    let think = scenario_row(&out_dir, "long", "2-think");
+    assert_eq!(num(&think, "interrupted"), num(&long, "started"));
+    let step = &steps(&out_dir)[0];
+    assert_eq!(
+        num(step, "iterations_interrupted"),
+        num(&long, "interrupted") + num(&rows, "interrupted")
+    );
+    // The step ended well before the 30 s think would have.
+    assert!(num(step, "duration_s") < 10.0, "{step:?}");
+}
