@@ -414,7 +414,8 @@ impl Worker {
     ) {
         match self.work.model {
             Model::Closed => {
-                while st.ready.front().is_some_and(|t| *t <= now) {
+                // A worker addresses at most MAX_LIVE iterations; more users wait their turn.
+                while st.ready.front().is_some_and(|t| *t <= now) && r.live() < MAX_LIVE {
                     st.ready.pop_front();
                     r.start(sc, s, &mut self.transport, now, now, true);
                 }
