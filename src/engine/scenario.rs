@@ -8,7 +8,7 @@ use super::worker::{Sending, next_id};
 use crate::correlator::{Class, End, Outcome, Owner, Sent, Settled, Tag};
 use crate::jsonrpc::Id;
 use crate::load::mix::Bound;
-use crate::load::scenario::{Call, Scenario, Scenarios, StepKind, draw};
+use crate::load::scenario::{Call, Poll, Scenario, Scenarios, StepKind, draw};
 use crate::metrics::{EXPECT_PREFIX, ScenarioStats};
 use crate::profile::expr::{Root, Scope};
 use crate::transport::{AnyTransport, Outgoing, Transport};
@@ -151,7 +151,8 @@ impl Runner {
             step_polls: 0,
             polls: 0,
         });
-        self.enter_step(sc, s, t, slot, due, now);
+        let turn = self.run_step(sc, s, t, slot, due, now);
+        self.conclude(sc, slot, turn, now);
     }
 
     /// Takes up the answers and ends the correlator has for iterations.
@@ -242,20 +243,6 @@ impl Runner {
         self.free.push(slot);
         self.live -= 1;
         Some(it)
-    }
-
-    /// Starts the iteration's current step (or ends the iteration past its last).
-    fn enter_step(
-        &mut self,
-        sc: &Scenarios,
-        s: &mut Sending<'_>,
-        t: &mut AnyTransport,
-        slot: u32,
-        due: Instant,
-        now: Instant,
-    ) {
-        let turn = self.run_step(sc, s, t, slot, due, now);
-        self.conclude(sc, slot, turn, now);
     }
 
     /// Runs steps from the current one until one has to wait, fails or the scenario ends.
@@ -439,7 +426,7 @@ impl Runner {
                     (true, None) => self.next_step(sc, s, t, slot, now),
                 }
             }
-            StepKind::Poll(p) => {
+            StepKind::Poll(Poll { call, rules: p }) => {
                 it.step_polls += 1;
                 it.polls += 1;
                 let answer = match answer_value(&step.name, &end.outcome) {
@@ -447,7 +434,7 @@ impl Runner {
                     Err(why) => return self.conclude(sc, slot, Turn::Failed(why), now),
                 };
                 // A poll captures from every answer; the terminal one must hold them all.
-                for c in &p.call.captures {
+                for c in &call.captures {
                     let found = c.path.lookup(&Scope {
                         vars: &it.vars,
                         answer: Some(&answer),
@@ -461,7 +448,7 @@ impl Runner {
                     answer: Some(&answer),
                 };
                 match p.until.holds(&scope) {
-                    Ok(true) => match capture(&step.name, &p.call, &answer, &mut it.vars) {
+                    Ok(true) => match capture(&step.name, call, &answer, &mut it.vars) {
                         Ok(()) => self.next_step(sc, s, t, slot, now),
                         Err(why) => Turn::Failed(why),
                     },

@@ -8,7 +8,7 @@ use super::template::Rng;
 use crate::client::Revision;
 use crate::metrics::ScenarioNames;
 use crate::profile::expr::Expr;
-use crate::profile::{self, Capture, Think};
+use crate::profile::{self, Capture, PollRules, Think};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -99,12 +99,7 @@ pub struct Call {
 #[derive(Debug)]
 pub struct Poll {
     pub call: Call,
-    pub until: Expr,
-    pub interval: Duration,
-    /// Wait as long as the answer's `pollInterval` (milliseconds) says, when it says.
-    pub server_interval: bool,
-    pub max_polls: Option<u32>,
-    pub max_time: Option<Duration>,
+    pub rules: PollRules,
 }
 
 /// Draws a pause: fixed, uniform between two bounds, or exponential around a mean.
@@ -186,11 +181,7 @@ pub fn compile(
                 }
                 profile::StepKind::Poll(p) => StepKind::Poll(Poll {
                     call: call(&st.name, None, &p.call, &p.captures)?,
-                    until: p.until.clone(),
-                    interval: p.interval,
-                    server_interval: p.server_interval,
-                    max_polls: p.max_polls,
-                    max_time: p.max_time,
+                    rules: p.rules.clone(),
                 }),
                 profile::StepKind::Parallel(members) => StepKind::Parallel(
                     members

@@ -6,7 +6,7 @@ pub mod scenario;
 pub mod template;
 mod values;
 
-pub use scenario::{Call, Capture, Member, Poll, Scenario, Step, StepKind, Think};
+pub use scenario::{Call, Capture, Member, Poll, PollRules, Scenario, Step, StepKind, Think};
 pub use values::{Levels, Spacing, TemplateText, parse_bytes, parse_duration};
 
 use crate::protocol::ProtocolChoice;

@@ -97,10 +97,18 @@ pub struct Capture {
     pub path: Path,
 }
 
-/// A poll step.
+/// A poll step: its call, and when it repeats and ends.
 #[derive(Clone, Debug)]
 pub struct Poll {
     pub call: Call,
+    /// Taken from every answer (the last answer's values remain).
+    pub captures: Vec<Capture>,
+    pub rules: PollRules,
+}
+
+/// When a poll repeats and when it ends.
+#[derive(Clone, Debug)]
+pub struct PollRules {
     /// Checked on each answer; the poll ends when it holds.
     pub until: Expr,
     /// Pause between an answer and the next poll.
@@ -112,8 +120,6 @@ pub struct Poll {
     pub max_polls: Option<u32>,
     /// At most this long from the first request.
     pub max_time: Option<Duration>,
-    /// Taken from every answer (the last answer's values remain).
-    pub captures: Vec<Capture>,
 }
 
 /// One request of a parallel step.
@@ -439,12 +445,14 @@ impl Checker<'_> {
         }
         Ok(Poll {
             call,
-            until,
-            interval: t.interval.unwrap_or(DEFAULT_POLL_INTERVAL),
-            server_interval: t.server_interval.unwrap_or(false),
-            max_polls: t.max_polls,
-            max_time: t.max_time,
             captures,
+            rules: PollRules {
+                until,
+                interval: t.interval.unwrap_or(DEFAULT_POLL_INTERVAL),
+                server_interval: t.server_interval.unwrap_or(false),
+                max_polls: t.max_polls,
+                max_time: t.max_time,
+            },
         })
     }
 
@@ -855,14 +863,16 @@ step = [{ call = { method = "ping" } }, { think = "100ms" }, { think = { mean = 
         let StepKind::Poll(poll) = &jobs.steps[1].kind else {
             panic!()
         };
-        assert_eq!(poll.interval, Duration::from_millis(200));
-        assert!(poll.server_interval);
+        let rules = &poll.rules;
+        assert_eq!(rules.interval, Duration::from_millis(200));
+        assert!(rules.server_interval);
         assert_eq!(
-            (poll.max_polls, poll.max_time),
+            (rules.max_polls, rules.max_time),
             (Some(100), Some(Duration::from_secs(30)))
         );
         assert!(
-            poll.until
+            rules
+                .until
                 .source()
                 .starts_with("result.structuredContent.state in")
         );
