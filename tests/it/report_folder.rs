@@ -2,6 +2,7 @@
 //! steps.csv equal to summary.json number for number, latency.hlog decoding back to the
 //! step's figures, the knee, redaction, and a summary.json valid after every step.
 
+use crate::support::run::first_line;
 use crate::support::scratch::scratch;
 use crate::support::synthetic::{CONCURRENCY, SECONDS_PER_STEP, synthetic_run};
 use hdrhistogram::Histogram;
@@ -32,15 +33,6 @@ iteration_p50_ms,iteration_p90_ms,iteration_p99_ms";
 /// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str =
     "t_s,step,requests,ok,errors,anomalies,missing,timeouts,rejected,in_flight,p50_ms,p99_ms";
-
-fn first_line(path: &std::path::Path) -> String {
-    fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()
-        .to_owned()
-}
 
 #[test]
 fn csv_headers_are_metrics_md_exactly() {

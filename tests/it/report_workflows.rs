@@ -5,6 +5,7 @@
 //! compared.
 
 use crate::support::mcpload;
+use crate::support::run::first_line;
 use crate::support::scratch::scratch;
 use crate::support::synthetic::{
     SECONDS_PER_STEP, WORKFLOW_LEVELS, WORKFLOW_OPS, synthetic_run, workflow_run,
@@ -33,15 +34,6 @@ fn near(v: Option<f64>, want: f64) -> bool {
     v.is_some_and(|v| (v - want).abs() <= want * 0.002)
 }
 
-fn header(path: &std::path::Path) -> String {
-    fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()
-        .to_owned()
-}
-
 #[test]
 fn ops_and_scenarios_csv_are_written_per_step_and_add_up_to_steps_csv() {
     let dir = scratch("workflow_csvs");
@@ -57,9 +49,9 @@ fn ops_and_scenarios_csv_are_written_per_step_and_add_up_to_steps_csv() {
     // Per step: search, write and '-'; the '*' row of jobs, then create and wait.
     assert_eq!(seen, [(3, 3), (6, 6), (9, 9)]);
     let compact = |s: &str| s.split_whitespace().collect::<String>();
-    assert_eq!(header(&dir.join("ops.csv")), compact(OPS_HEADER));
+    assert_eq!(first_line(&dir.join("ops.csv")), compact(OPS_HEADER));
     assert_eq!(
-        header(&dir.join("scenarios.csv")),
+        first_line(&dir.join("scenarios.csv")),
         compact(SCENARIOS_HEADER)
     );
 

@@ -35,6 +35,16 @@ pub(crate) fn summary(dir: &Path) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The first line of a file: a CSV file's header.
+pub(crate) fn first_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
 /// steps.csv as a list of column → value maps.
 pub(crate) fn steps(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
     table(dir, "steps.csv")
