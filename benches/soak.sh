@@ -50,42 +50,13 @@ for transport in ${TRANSPORT:-json sse stdio}; do
     esac
     run="$(mktemp -d)"
     echo "== $transport: $rate/s for ${secs}s, samples in $out/$transport.csv"
-    python3 - "$transport" "$secs" "$max_in_flight" "$out/$transport.csv" "$run" \
+    PYTHONPATH="$root/benches" python3 - "$transport" "$secs" "$max_in_flight" "$out/$transport.csv" "$run" \
         "$mcpload" run -q "${target[@]}" --rate "$rate" --max-in-flight "$max_in_flight" \
         -d "${secs}s" --warmup 0s --out "$run/run" <<'PY' && rm -rf "$run" || { status=1; echo "  kept $run"; }
-import csv, math, os, subprocess, sys, time
+import csv, os, subprocess, sys, time
+from process_trend import fit, rss_limit, sample, verdict
 transport, secs, max_in_flight, csv_path, run_dir = sys.argv[1:6]
 secs, max_in_flight, cmd = int(secs), int(max_in_flight), sys.argv[6:]
-tick = os.sysconf("SC_CLK_TCK")
-
-def tcp_inodes(pid):
-    """Inodes of the TCP sockets in the process's network namespace, in any state (a pooled
-    connection the target closed waits in CLOSE_WAIT until the pool takes it again)."""
-    out = set()
-    for name in ("tcp", "tcp6"):
-        try:
-            with open(f"/proc/{pid}/net/{name}") as f:
-                next(f)
-                out.update(line.split()[9] for line in f)
-        except FileNotFoundError:
-            pass
-    return out
-
-def sample(pid):
-    with open(f"/proc/{pid}/status") as f:
-        rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-    links = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except FileNotFoundError:
-            pass  # closed while listed
-    tcp = tcp_inodes(pid)
-    conns = sum(1 for l in links if l.startswith("socket:[") and l[8:-1] in tcp)
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()  # after the command name, from field 3
-    cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime: fields 14 and 15
-    return rss, len(links), conns, cpu
 
 log = open(f"{run_dir}/stdout.log", "w")
 p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -119,23 +90,6 @@ print(f"  requests {step['requests']}, {float(step['throughput_rps']):.1f} req/s
       f"errors {step['errors']}, dropped arrivals {step['dropped_arrivals']}, "
       f"p99 {step['p99_ms']} ms, in flight at most {step['in_flight_max']}")
 
-def fit(points):
-    """Least-squares slope, its standard error, and the mean of y."""
-    n = len(points)
-    mt = sum(t for t, _ in points) / n
-    my = sum(y for _, y in points) / n
-    stt = sum((t - mt) ** 2 for t, _ in points)
-    b = sum((t - mt) * (y - my) for t, y in points) / stt
-    sse = sum((y - my - b * (t - mt)) ** 2 for t, y in points)
-    return b, math.sqrt(sse / (n - 2) / stt), my
-
-def verdict(growth, se_growth, limit):
-    """A trend when even the growth's lower 95 % bound passes the limit; flat when its upper
-    bound stays under; else the run cannot tell (too short or too noisy)."""
-    if growth - 2 * se_growth > limit:
-        return "TRENDS UP"
-    return "flat" if growth + 2 * se_growth <= limit else "inconclusive (run longer)"
-
 warm = max(30.0, 0.1 * secs)
 # The step's time only: after it, mcpload writes its report (plots, report.html), a burst
 # that is no trend; its peak is printed apart.
@@ -147,7 +101,7 @@ span = steady[-1][0] - steady[0][0]
 print(f"  fitted over {steady[0][0]:.0f}..{steady[-1][0]:.0f} s ({len(steady)} samples)")
 results = []
 b, se, mean = fit([(r[0], r[1]) for r in steady])
-limit = max(0.05 * mean, 6 * 1024)
+limit = rss_limit(mean)
 results.append(verdict(b * span, se * span, limit))
 print(f"  RSS    mean {mean / 1024:.1f} MiB (min {min(r[1] for r in steady) / 1024:.1f}, "
       f"max {max(r[1] for r in steady) / 1024:.1f}); slope {b * 60:+.1f} KiB/min; growth "
