@@ -74,6 +74,16 @@ impl RunError {
 
 async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
     let mut progress = Progress::new(plan.quiet);
+    if plan.target.stdio.is_none() && pool_size(&plan) < wanted_pool(&plan) {
+        eprintln!(
+            "mcpload: the open-file limit ({}) leaves room for {} connections, not the {} this \
+             load would open; users past them wait for a connection (raise the hard limit: \
+             ulimit -Hn)",
+            open_files_limit().unwrap_or(0),
+            pool_size(&plan),
+            wanted_pool(&plan)
+        );
+    }
     let (builtin, endpoint) = endpoint(&plan).await?;
     std::fs::create_dir_all(&plan.dir)
         .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", plan.dir.display())))?;
@@ -173,14 +183,45 @@ async fn endpoint(plan: &Plan) -> Result<(Option<RunningTarget>, Endpoint), RunE
 
 /// The most connections the run opens to an HTTP target: the highest level of a closed loop,
 /// `max_in_flight` of an open one; times the widest parallel step of the scenarios, whose
-/// members are in flight at once (HTTP/1.1 carries one request per connection at a time).
+/// members are in flight at once (HTTP/1.1 carries one request per connection at a time);
+/// at most 4,096, and at most what the open-file limit leaves room for ([`files_for_pool`]).
 fn pool_size(plan: &Plan) -> usize {
+    wanted_pool(plan).min(files_for_pool(plan).unwrap_or(usize::MAX))
+}
+
+fn wanted_pool(plan: &Plan) -> usize {
     let max_level = plan.sweep.levels.iter().cloned().fold(1.0, f64::max);
     let per_unit = match plan.model {
         Model::Closed => max_level as usize,
         Model::Open => plan.load.max_in_flight,
     };
     per_unit.saturating_mul(plan.widest_step()).clamp(1, 4096)
+}
+
+/// Descriptors kept for what is not a load connection: the run folder's files, a stdio
+/// child's pipes, the runtime's own.
+const SPARE_FILES: usize = 64;
+
+/// How many connections the open-file limit (as `main` raised it) leaves room for: a socket
+/// is a file, twice over with the built-in target in the same process (its end too). A pool
+/// past it would have connects refused for want of a file (EMFILE), each failing its request
+/// at once and its user sending again at once: a storm that starves the answers. Within it,
+/// users past the pool wait for a connection.
+fn files_for_pool(plan: &Plan) -> Option<usize> {
+    let limit = open_files_limit()?;
+    let per_connection = if plan.target.builtin.is_some() { 2 } else { 1 };
+    Some((limit.saturating_sub(SPARE_FILES) / per_connection).max(1))
+}
+
+#[cfg(target_os = "linux")]
+fn open_files_limit() -> Option<usize> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    limit.current.and_then(|n| usize::try_from(n).ok())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_files_limit() -> Option<usize> {
+    None
 }
 
 /// Workers: one for stdio; else `--workers` or one per core, at most 64, and over HTTP at

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 /// The longest any hostile stream runs when the client never hangs up: every loop here ends.
@@ -335,7 +335,7 @@ impl RunningHostile {
 
 /// Starts the hostile server on `cfg.bind` over HTTP.
 pub async fn start_hostile_http(cfg: HostileConfig) -> std::io::Result<RunningHostile> {
-    let listener = TcpListener::bind(cfg.bind).await?;
+    let listener = super::listen(cfg.bind)?;
     let addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
         cfg,

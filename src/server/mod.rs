@@ -147,13 +147,31 @@ impl Drop for RunningTarget {
     }
 }
 
+/// Connections waiting to be accepted at most (the kernel may cap it: somaxconn). tokio's
+/// default, 1,024, overflows when thousands of clients reconnect at once (10,000 virtual
+/// users whose idle connections the server closed), and a SYN dropped twice takes longer
+/// than a client's connect timeout.
+const LISTEN_BACKLOG: u32 = 8192;
+
+/// A listening socket on `addr` with room for [`LISTEN_BACKLOG`] pending connections.
+pub(crate) fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As TcpListener::bind does: a restarted server may bind while old connections linger.
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Starts the HTTP target on `config.bind` in the background of the current tokio runtime.
 pub async fn start_http(config: ServeConfig) -> Result<RunningTarget, ServeError> {
     let shared = Arc::new(Shared::new(config)?);
     let addr = shared.cfg.bind;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
+    let listener = listen(addr).map_err(|source| ServeError::Bind { addr, source })?;
     let addr = listener
         .local_addr()
         .map_err(|source| ServeError::Bind { addr, source })?;

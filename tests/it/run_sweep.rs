@@ -278,3 +278,34 @@ fn steps_written(dir: &std::path::Path) -> usize {
         .map(|t| t.lines().count().saturating_sub(1))
         .unwrap_or(0)
 }
+
+/// Under an open-file limit too low for one connection per client, the pool shrinks to what
+/// the limit leaves room for and the clients past it wait for a connection: no connect is
+/// refused for want of a file (before, each such refusal failed its request at once and its
+/// client sent again at once, a storm of `transport_errors` that starved the answers).
+#[test]
+fn a_low_open_file_limit_shrinks_the_pool_instead_of_failing_connects() {
+    let _share = machine::loading();
+    let dir = scratch("low-nofile");
+    let out_dir = dir.join("run");
+    let script = format!(
+        "ulimit -Sn 256 && ulimit -Hn 1024 && exec {} run --quiet --builtin -c 1100 -d 1s \
+         --warmup 0s --timeout 5s --out {}",
+        env!("CARGO_BIN_EXE_mcpload"),
+        out_dir.display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("leaves room for 480 connections, not the 1100"),
+        "{stderr}"
+    );
+    let row = &steps(&out_dir)[0];
+    assert_identity(row);
+    assert_eq!(num(row, "transport_errors"), 0.0);
+    assert!(num(row, "ok") > 1100.0, "every client was served: {row:?}");
+}
