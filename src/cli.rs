@@ -9,7 +9,8 @@ use mcpload::profile::{Levels, Spacing, parse_bytes, parse_duration};
 use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
     self, AnswerMode, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
-    HostileTransport, RejectStatus, ServeConfig, ServedEras, ServiceTime, Stall,
+    HostileTransport, Periods, ProgressFault, RejectStatus, ServeConfig, ServedEras, ServiceTime,
+    Stall, TaskFault,
 };
 use std::io::Write;
 use std::net::SocketAddr;
@@ -151,6 +152,28 @@ pub(crate) struct ServeArgs {
     /// [default: 10000].
     #[arg(long, value_name = "N")]
     pub max_jobs: Option<usize>,
+    /// Tasks: a task's ttl in ms, and the most a 2025-11-25 `params.task.ttl` gets
+    /// [default: 300000].
+    #[arg(long, value_name = "MS")]
+    pub task_ttl_ms: Option<u64>,
+    /// Tasks: the pollInterval tasks advise, in ms [default: 100].
+    #[arg(long, value_name = "MS")]
+    pub task_poll_interval_ms: Option<u64>,
+    /// Tasks: tasks working at once; more wait for a slot (0: unlimited) [default: 0].
+    #[arg(long, value_name = "N")]
+    pub task_capacity: Option<usize>,
+    /// Tasks: tasks held at most; then ended ones make room, else creation is refused
+    /// [default: 100000].
+    #[arg(long, value_name = "N")]
+    pub max_tasks: Option<usize>,
+    /// Exact task faults: forget=N,reuse-id=N,never-ends=N,regress=N,mismatch=N (every Nth
+    /// task), get-error=N (every Nth tasks/get).
+    #[arg(long, value_name = "KIND=N,..")]
+    pub task_fault: Option<Periods<TaskFault>>,
+    /// Exact progress faults of the progress tool: after-result=N,down=N,unknown-token=N
+    /// (every Nth call with a progress token and a stream).
+    #[arg(long, value_name = "KIND=N,..")]
+    pub progress_fault: Option<Periods<ProgressFault>>,
     /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
     /// (slow-head, huge-body, sse-comments, id-float, die-mid-line, ...; docs/target.md).
     /// Only --stdio, --bind and --stats apply beside it.
@@ -210,6 +233,14 @@ impl ServeArgs {
             job_lose_every: self.job_lose_every.unwrap_or(d.job_lose_every),
             job_ttl_ms: self.job_ttl_ms.unwrap_or(d.job_ttl_ms),
             max_jobs: self.max_jobs.unwrap_or(d.max_jobs),
+            task_ttl_ms: self.task_ttl_ms.unwrap_or(d.task_ttl_ms),
+            task_poll_interval_ms: self
+                .task_poll_interval_ms
+                .unwrap_or(d.task_poll_interval_ms),
+            task_capacity: self.task_capacity.unwrap_or(d.task_capacity),
+            max_tasks: self.max_tasks.unwrap_or(d.max_tasks),
+            task_fault: self.task_fault.unwrap_or(d.task_fault),
+            progress_fault: self.progress_fault.unwrap_or(d.progress_fault),
         }
     }
 

@@ -22,6 +22,9 @@ pub enum NameParam {
     Name,
     /// `params.uri`: `resources/read`.
     Uri,
+    /// `params.taskId`: `tasks/get`, `tasks/update`, `tasks/cancel` (the 2026-07-28 tasks
+    /// extension, SEP-2663).
+    TaskId,
 }
 
 impl NameParam {
@@ -30,6 +33,7 @@ impl NameParam {
         match method {
             "tools/call" | "prompts/get" => Some(NameParam::Name),
             "resources/read" => Some(NameParam::Uri),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => Some(NameParam::TaskId),
             _ => None,
         }
     }
@@ -39,6 +43,7 @@ impl NameParam {
         match self {
             NameParam::Name => "name",
             NameParam::Uri => "uri",
+            NameParam::TaskId => "taskId",
         }
     }
 }
@@ -97,6 +102,7 @@ mod tests {
         assert_eq!(key("tools/call"), Some("name"));
         assert_eq!(key("prompts/get"), Some("name"));
         assert_eq!(key("resources/read"), Some("uri"));
+        assert_eq!(key("tasks/get"), Some("taskId"));
         assert_eq!(key("tools/list"), None);
     }
 }

@@ -2,7 +2,7 @@
 //! types with their text syntax (`fixed:20`, `5s:2s`, `drop=10,garbage=7`, …), and the checks
 //! that turn a raw configuration into one that can run.
 
-use super::faults::{FaultEvery, FaultOdds};
+use super::faults::{FaultEvery, FaultOdds, Periods, ProgressFault, TaskFault};
 use super::mcp::SERVABLE;
 use crate::protocol::Revision;
 use serde::Deserialize;
@@ -345,6 +345,8 @@ const JOB_QUEUE_MS_MAX: u64 = 3_600_000;
 const JOB_TTL_MS_MAX: u64 = 7 * 24 * 3_600_000;
 /// Largest `max_jobs`: a job takes about 100 bytes, so at most about 100 MB.
 const MAX_JOBS_MAX: usize = 1_000_000;
+/// Largest `max_tasks`: a task takes a few hundred bytes, so at most a few hundred MB.
+const MAX_TASKS_MAX: usize = 1_000_000;
 
 /// Every knob of the built-in target. `Default` is a plain fast echo server on
 /// `127.0.0.1:0`: both eras, JSON answers, no capacity limit, no faults. A profile's
@@ -407,6 +409,19 @@ pub struct ServeConfig {
     pub job_ttl_ms: u64,
     /// Job API: jobs held at most.
     pub max_jobs: usize,
+    /// Tasks: the `ttl` (ms) of a task, and the most a 2025-11-25 `params.task.ttl` gets.
+    pub task_ttl_ms: u64,
+    /// Tasks: the `pollInterval` (ms) tasks advise.
+    pub task_poll_interval_ms: u64,
+    /// Tasks: tasks working at once (0: unlimited); more wait, `working`, for a slot.
+    pub task_capacity: usize,
+    /// Tasks: tasks held at most; then ended ones make room, else creation is refused.
+    pub max_tasks: usize,
+    /// Exact task faults: `forget=5,regress=3` (every Nth task; `get-error`: every Nth
+    /// `tasks/get`).
+    pub task_fault: Periods<TaskFault>,
+    /// Exact progress faults of the `progress` tool: `after-result=2,down=3`.
+    pub progress_fault: Periods<ProgressFault>,
 }
 
 impl Default for ServeConfig {
@@ -439,6 +454,12 @@ impl Default for ServeConfig {
             job_lose_every: 0,
             job_ttl_ms: 300_000,
             max_jobs: 10_000,
+            task_ttl_ms: 300_000,
+            task_poll_interval_ms: 100,
+            task_capacity: 0,
+            max_tasks: 100_000,
+            task_fault: Periods::default(),
+            progress_fault: Periods::default(),
         }
     }
 }
@@ -495,7 +516,7 @@ impl ServeConfig {
         self.validate_jobs()
     }
 
-    /// The job API's knobs: every job ends within a day and is held a while.
+    /// The job API's and the tasks' knobs: every job ends within a day and is held a while.
     fn validate_jobs(&self) -> Result<(), ConfigError> {
         let invalid = |what: &str| Err(ConfigError::Invalid(what.into()));
         if self.job_item_ms.saturating_add(self.job_item_jitter_ms) > JOB_ITEM_MS_MAX {
@@ -520,6 +541,22 @@ impl ServeConfig {
         }
         if !(1..=MAX_JOBS_MAX).contains(&self.max_jobs) {
             return invalid(&format!("max_jobs must be from 1 to {MAX_JOBS_MAX}"));
+        }
+        if !(1..=JOB_TTL_MS_MAX).contains(&self.task_ttl_ms) {
+            return invalid(&format!(
+                "task_ttl_ms must be from 1 to {JOB_TTL_MS_MAX} (one week)"
+            ));
+        }
+        if self.task_poll_interval_ms > JOB_QUEUE_MS_MAX {
+            return invalid(&format!(
+                "task_poll_interval_ms must be at most {JOB_QUEUE_MS_MAX} (one hour)"
+            ));
+        }
+        if !(1..=MAX_TASKS_MAX).contains(&self.max_tasks) {
+            return invalid(&format!("max_tasks must be from 1 to {MAX_TASKS_MAX}"));
+        }
+        if self.task_capacity > MAX_TASKS_MAX {
+            return invalid(&format!("task_capacity must be at most {MAX_TASKS_MAX}"));
         }
         Ok(())
     }
@@ -650,6 +687,31 @@ mod tests {
             ..ServeConfig::default()
         };
         assert!(cfg.validate().is_err());
+    }
+
+    #[test]
+    fn task_knobs_read_and_check() {
+        let cfg: ServeConfig = toml::from_str(
+            r#"
+            task_ttl_ms = 5000
+            task_poll_interval_ms = 20
+            task_capacity = 8
+            max_tasks = 50
+            task_fault = "regress=3,get-error=4"
+            progress_fault = "down=2"
+            "#,
+        )
+        .unwrap();
+        assert_eq!((cfg.task_ttl_ms, cfg.task_poll_interval_ms), (5000, 20));
+        assert_eq!((cfg.task_capacity, cfg.max_tasks), (8, 50));
+        assert_eq!(cfg.task_fault.to_string(), "regress=3,get-error=4");
+        assert_eq!(cfg.progress_fault.period(ProgressFault::Down), 2);
+        assert!(cfg.validate().is_ok());
+        assert!(toml::from_str::<ServeConfig>("task_fault = \"drop=2\"").is_err());
+        for bad in [r#"{"task_ttl_ms":0}"#, r#"{"max_tasks":0}"#] {
+            let cfg: ServeConfig = serde_json::from_str(bad).unwrap();
+            assert!(cfg.validate().is_err(), "{bad}");
+        }
     }
 
     #[test]

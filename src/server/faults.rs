@@ -1,12 +1,15 @@
 //! Fault injection decided by the request's fault sequence number alone: exact periods
 //! (`drop=10` faults requests 10, 20, 30, …) and seeded probabilities, both deterministic.
-//! When several kinds match one request, the first in [`FaultKind::ALL`] order wins.
+//! When several kinds match one request, the first in [`FaultKind::ALL`] order wins. The
+//! protocol anomalies of tasks and progress ([`TaskFault`], [`ProgressFault`]) take exact
+//! periods of their own ([`Periods`]).
 
 use super::config::ConfigError;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use serde::Deserialize;
 use std::fmt;
+use std::marker::PhantomData;
 use std::str::FromStr;
 
 /// One way to spoil an answer. The order of [`FaultKind::ALL`] is the precedence order.
@@ -60,41 +63,48 @@ impl FaultKind {
     pub(crate) fn index(self) -> usize {
         self as usize
     }
-
-    fn from_name(name: &str) -> Option<FaultKind> {
-        FaultKind::ALL.into_iter().find(|k| k.name() == name)
-    }
 }
 
-/// Splits `kind=value,kind=value` and parses each value; a kind named twice is an error.
-fn parse_pairs<T: Copy + Default>(
+/// Splits `kind=value,kind=value` over the kinds `names` and parses each value; a kind named
+/// twice is an error.
+fn parse_pairs<T: Copy + Default, const K: usize>(
     what: &'static str,
     text: &str,
+    names: &[&'static str],
     value: impl Fn(&str) -> Option<T>,
-) -> Result<[T; 8], ConfigError> {
+) -> Result<[T; K], ConfigError> {
     let err = |why: String| ConfigError::Syntax {
         what,
         text: text.to_owned(),
         why,
     };
-    let mut out = [T::default(); 8];
-    let mut seen = [false; 8];
+    debug_assert!(names.len() <= K);
+    let mut out = [T::default(); K];
+    let mut seen = [false; K];
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (name, v) = part
             .split_once('=')
             .ok_or_else(|| err(format!("`{part}` is not KIND=VALUE")))?;
-        let kind = FaultKind::from_name(name.trim()).ok_or_else(|| {
-            err(format!(
-                "unknown fault `{name}` (known: {})",
-                FaultKind::ALL.map(FaultKind::name).join(", ")
-            ))
-        })?;
-        if std::mem::replace(&mut seen[kind.index()], true) {
+        let i = names
+            .iter()
+            .position(|n| *n == name.trim())
+            .ok_or_else(|| {
+                err(format!(
+                    "unknown fault `{name}` (known: {})",
+                    names.join(", ")
+                ))
+            })?;
+        if std::mem::replace(&mut seen[i], true) {
             return Err(err(format!("`{name}` given twice")));
         }
-        out[kind.index()] = value(v.trim()).ok_or_else(|| err(format!("bad value in `{part}`")))?;
+        out[i] = value(v.trim()).ok_or_else(|| err(format!("bad value in `{part}`")))?;
     }
     Ok(out)
+}
+
+/// A period (every Nth, N > 0).
+fn period(v: &str) -> Option<u64> {
+    v.parse::<u64>().ok().filter(|n| *n > 0)
 }
 
 /// Exact faults: `drop=10,garbage=7` spoils every 10th and every 7th request (the 70th gets
@@ -123,7 +133,7 @@ impl FaultEvery {
 impl FromStr for FaultEvery {
     type Err = ConfigError;
     fn from_str(text: &str) -> Result<Self, ConfigError> {
-        parse_pairs("fault", text, |v| v.parse::<u64>().ok().filter(|n| *n > 0)).map(FaultEvery)
+        parse_pairs("fault", text, &FaultKind::ALL.map(FaultKind::name), period).map(FaultEvery)
     }
 }
 
@@ -174,9 +184,12 @@ impl FaultOdds {
 impl FromStr for FaultOdds {
     type Err = ConfigError;
     fn from_str(text: &str) -> Result<Self, ConfigError> {
-        let odds = parse_pairs("fault-random", text, |v| {
-            v.parse::<f64>().ok().filter(|p| (0.0..=1.0).contains(p))
-        })?;
+        let odds = parse_pairs(
+            "fault-random",
+            text,
+            &FaultKind::ALL.map(FaultKind::name),
+            |v| v.parse::<f64>().ok().filter(|p| (0.0..=1.0).contains(p)),
+        )?;
         if odds.iter().sum::<f64>() > 1.0 + 1e-9 {
             return Err(ConfigError::Syntax {
                 what: "fault-random",
@@ -192,6 +205,175 @@ impl TryFrom<String> for FaultOdds {
     type Error = ConfigError;
     fn try_from(s: String) -> Result<Self, ConfigError> {
         s.parse()
+    }
+}
+
+/// One family of protocol anomalies the target can play exactly (task faults, progress
+/// faults): each kind has a name and is injected every Nth time its subject comes up.
+pub trait Anomaly: Copy + Eq + fmt::Debug + Send + Sync + 'static {
+    /// The knob's name in error messages (`task-fault`).
+    const WHAT: &'static str;
+    /// Every kind, in precedence order (at most 8).
+    const ALL: &'static [Self];
+    /// The name used on the command line and in profiles.
+    fn name(self) -> &'static str;
+}
+
+/// Exact periods of one family of anomalies: `regress=5,forget=7` (every 5th and every 7th;
+/// where both match, the earlier kind of [`Anomaly::ALL`] wins).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Periods<A: Anomaly> {
+    every: [u64; 8],
+    kinds: PhantomData<A>,
+}
+
+impl<A: Anomaly> Default for Periods<A> {
+    fn default() -> Self {
+        Periods {
+            every: [0; 8],
+            kinds: PhantomData,
+        }
+    }
+}
+
+impl<A: Anomaly> Periods<A> {
+    fn index(kind: A) -> usize {
+        A::ALL.iter().position(|k| *k == kind).unwrap_or(0)
+    }
+
+    /// The period of `kind` (0: never).
+    pub fn period(&self, kind: A) -> u64 {
+        self.every[Self::index(kind)]
+    }
+
+    /// True when `kind` hits the `n`th occurrence (from 1).
+    pub fn hits(&self, kind: A, n: u64) -> bool {
+        matches!(self.period(kind), p if p > 0 && n.is_multiple_of(p))
+    }
+
+    /// The first kind of `among` that hits the `n`th occurrence.
+    pub fn pick(&self, among: &[A], n: u64) -> Option<A> {
+        among.iter().copied().find(|k| self.hits(*k, n))
+    }
+}
+
+impl<A: Anomaly> FromStr for Periods<A> {
+    type Err = ConfigError;
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        let names: Vec<&'static str> = A::ALL.iter().map(|k| k.name()).collect();
+        Ok(Periods {
+            every: parse_pairs(A::WHAT, text, &names, period)?,
+            kinds: PhantomData,
+        })
+    }
+}
+
+impl<A: Anomaly> TryFrom<String> for Periods<A> {
+    type Error = ConfigError;
+    fn try_from(s: String) -> Result<Self, ConfigError> {
+        s.parse()
+    }
+}
+
+impl<'de, A: Anomaly> Deserialize<'de> for Periods<A> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl<A: Anomaly> fmt::Display for Periods<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = A::ALL
+            .iter()
+            .filter(|k| self.period(**k) > 0)
+            .map(|k| format!("{}={}", k.name(), self.period(*k)))
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+impl<A: Anomaly> fmt::Debug for Periods<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.to_string())
+    }
+}
+
+/// A task anomaly (`--task-fault`); see docs/target.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskFault {
+    /// The task is forgotten as soon as its creation was answered.
+    Forget,
+    /// The task gets the id of the task created before it.
+    ReuseId,
+    /// The task stays `working` until its ttl ends.
+    NeverEnds,
+    /// Once reported terminal, the task is reported `working` again.
+    Regress,
+    /// The terminal status is flipped (completed ⇄ failed); the result stays.
+    Mismatch,
+    /// A `tasks/get` is answered with an error (counted per `tasks/get`, not per task).
+    GetError,
+}
+
+impl TaskFault {
+    /// The kinds that mark a task at its creation, in precedence order.
+    pub(crate) const PER_TASK: [TaskFault; 5] = [
+        TaskFault::Forget,
+        TaskFault::ReuseId,
+        TaskFault::NeverEnds,
+        TaskFault::Regress,
+        TaskFault::Mismatch,
+    ];
+}
+
+impl Anomaly for TaskFault {
+    const WHAT: &'static str = "task-fault";
+    const ALL: &'static [TaskFault] = &[
+        TaskFault::Forget,
+        TaskFault::ReuseId,
+        TaskFault::NeverEnds,
+        TaskFault::Regress,
+        TaskFault::Mismatch,
+        TaskFault::GetError,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            TaskFault::Forget => "forget",
+            TaskFault::ReuseId => "reuse-id",
+            TaskFault::NeverEnds => "never-ends",
+            TaskFault::Regress => "regress",
+            TaskFault::Mismatch => "mismatch",
+            TaskFault::GetError => "get-error",
+        }
+    }
+}
+
+/// A progress anomaly of the `progress` tool (`--progress-fault`); see docs/target.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressFault {
+    /// One more notification after the call's answer.
+    AfterResult,
+    /// The second notification reports less progress than the first.
+    Down,
+    /// The first notification carries a token the client never issued.
+    UnknownToken,
+}
+
+impl Anomaly for ProgressFault {
+    const WHAT: &'static str = "progress-fault";
+    const ALL: &'static [ProgressFault] = &[
+        ProgressFault::AfterResult,
+        ProgressFault::Down,
+        ProgressFault::UnknownToken,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            ProgressFault::AfterResult => "after-result",
+            ProgressFault::Down => "down",
+            ProgressFault::UnknownToken => "unknown-token",
+        }
     }
 }
 
@@ -264,6 +446,20 @@ mod tests {
         assert!("drop=0.7,garbage=0.5".parse::<FaultOdds>().is_err());
         assert!("drop=1.5".parse::<FaultOdds>().is_err());
         assert!("".parse::<FaultEvery>().unwrap().is_off());
+    }
+
+    #[test]
+    fn anomaly_periods_read_pick_and_print() {
+        let p: Periods<TaskFault> = "regress=3,forget=2,get-error=5".parse().unwrap();
+        assert_eq!(p.to_string(), "forget=2,regress=3,get-error=5");
+        assert_eq!(p.pick(&TaskFault::PER_TASK, 6), Some(TaskFault::Forget));
+        assert_eq!(p.pick(&TaskFault::PER_TASK, 3), Some(TaskFault::Regress));
+        assert_eq!(p.pick(&TaskFault::PER_TASK, 5), None);
+        assert!(p.hits(TaskFault::GetError, 10));
+        assert!("drop=2".parse::<Periods<TaskFault>>().is_err());
+        assert!("down=0".parse::<Periods<ProgressFault>>().is_err());
+        let q: Periods<ProgressFault> = serde_json::from_str(r#""after-result=1""#).unwrap();
+        assert!(q.hits(ProgressFault::AfterResult, 7));
     }
 
     #[test]

@@ -371,8 +371,8 @@ fn sse_single(shared: &Arc<Shared>, job: Job, admission: Admission) -> Response<
         tokio::select! {
             done = shared.run(job, Some(&sink)) => {
                 let bytes = done.shaped.sse(true);
-                if !bytes.is_empty() {
-                    let _ = tx.send(Bytes::from(bytes)).await;
+                if !bytes.is_empty() && tx.send(Bytes::from(bytes)).await.is_ok() {
+                    sink.send_late().await;
                 }
             }
             _ = tx.closed() => {}
@@ -396,12 +396,12 @@ async fn answer_batch(
     }
     let (tx, rx) = mpsc::channel(16);
     let sink = Arc::new(Sink::new(tx.clone(), true, Arc::clone(&shared.stats)));
-    let mut answers = batch.start(shared, Some(sink));
+    let mut answers = batch.start(shared, Some(Arc::clone(&sink)));
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 next = answers.next() => {
-                    let Some(answer) = next else { return };
+                    let Some(answer) = next else { break };
                     let bytes = answer.sse(false);
                     if !bytes.is_empty() && tx.send(Bytes::from(bytes)).await.is_err() {
                         return;
@@ -410,6 +410,7 @@ async fn answer_batch(
                 _ = tx.closed() => return,
             }
         }
+        sink.send_late().await;
     });
     sse_response(rx, admission)
 }

@@ -115,7 +115,7 @@ impl Shared {
                     _ => None,
                 };
                 let progress = sink.map(|sink| Progress::new(sink, &job.op));
-                let work = methods::execute(prep, self.protocol.supported(), &self.jobs, progress);
+                let work = methods::execute(prep, self, progress);
                 let out = self.capacity.serve(&self.stats, job.ordinal, work).await;
                 (out, 200, init)
             }

@@ -3,6 +3,7 @@
 //! the choice of method. Transport-free: the handler calls in here for HTTP and stdio alike.
 
 use super::config::{BatchPolicy, ServeConfig};
+use super::input::Kind;
 use super::methods::{Call, Prepared, invalid_params, prompt_call, tool_call};
 use crate::jsonrpc::{ErrorObject, Id, codes};
 use crate::protocol::Revision;
@@ -113,6 +114,73 @@ pub(crate) struct Params<'a> {
     protocol_version: Option<Cow<'a, str>>,
     #[serde(rename = "requestId", default, borrow)]
     request_id: Option<&'a RawValue>,
+    /// 2025-11-25: a task-augmented request's `TaskMetadata`.
+    #[serde(default, borrow)]
+    pub task: Option<&'a RawValue>,
+    #[serde(rename = "taskId", default, borrow)]
+    pub task_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub cursor: Option<Cow<'a, str>>,
+    /// 2026-07-28: a retry's answers to the input requests.
+    #[serde(rename = "inputResponses", default, borrow)]
+    pub input_responses: Option<&'a RawValue>,
+    /// 2026-07-28: a retry's echoed `requestState`.
+    #[serde(rename = "requestState", default, borrow)]
+    pub request_state: Option<Cow<'a, str>>,
+}
+
+/// The extension id of tasks under 2026-07-28.
+pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// What a 2026-07-28 request's `io.modelcontextprotocol/clientCapabilities` declares, as far
+/// as the target's methods depend on it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ClientCaps {
+    pub tasks: bool,
+    pub elicitation: bool,
+    pub sampling: bool,
+    pub roots: bool,
+}
+
+impl ClientCaps {
+    fn read(raw: Option<&RawValue>) -> ClientCaps {
+        let v: Value = raw
+            .and_then(|r| serde_json::from_str(r.get()).ok())
+            .unwrap_or(Value::Null);
+        let declared = |k: &str| v.get(k).is_some_and(Value::is_object);
+        ClientCaps {
+            tasks: v["extensions"]
+                .get(TASKS_EXTENSION)
+                .is_some_and(Value::is_object),
+            elicitation: declared("elicitation"),
+            sampling: declared("sampling"),
+            roots: declared("roots"),
+        }
+    }
+
+    pub(crate) fn has(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Elicitation => self.elicitation,
+            Kind::Sampling => self.sampling,
+            Kind::Roots => self.roots,
+        }
+    }
+
+    /// Under 2026-07-28: -32021 naming `required` (a `ClientCapabilities` object), HTTP 400.
+    pub(crate) fn missing(required: Value) -> Early {
+        let mut e = Early::new(
+            mcp_codes::MISSING_CLIENT_CAPABILITY,
+            "Missing required client capability",
+            400,
+        );
+        e.error.data = Some(json!({ "requiredCapabilities": required }));
+        e
+    }
+
+    /// The `requiredCapabilities` of the tasks extension.
+    pub(crate) fn tasks_required() -> Value {
+        json!({"extensions": {TASKS_EXTENSION: {}}})
+    }
 }
 
 #[derive(Default, Deserialize)]
@@ -173,7 +241,8 @@ pub(crate) fn operation_name<'b>(req: &'b Req, parsed: &'b Parsed) -> &'b str {
     let member = match NameParam::of(&req.method) {
         Some(NameParam::Name) => p.and_then(|p| p.name.as_deref()),
         Some(NameParam::Uri) => p.and_then(|p| p.uri.as_deref()),
-        None => None,
+        // One task is no operation of its own: counted under its method.
+        Some(NameParam::TaskId) | None => None,
     };
     member.unwrap_or(&req.method)
 }
@@ -361,7 +430,24 @@ impl Protocol {
                 ));
             }
         };
-        let call = match (method, version.is_modern()) {
+        let modern = version.is_modern();
+        let caps = if modern {
+            ClientCaps::read(parsed.meta.as_ref().and_then(|m| m.capabilities))
+        } else {
+            ClientCaps::default()
+        };
+        let tasks_legacy = version == Revision::V2025_11_25;
+        let task_id = || match &p.task_id {
+            Some(id) => Ok(id.to_string()),
+            None => Err(invalid_params(format!("{method} needs `taskId`"))),
+        };
+        // 2026-07-28: the tasks/* methods are the extension's; a client that does not
+        // declare it gets -32021 (SEP-2663).
+        if modern && !caps.tasks && matches!(method, "tasks/get" | "tasks/cancel" | "tasks/update")
+        {
+            return Err(ClientCaps::missing(ClientCaps::tasks_required()));
+        }
+        let call = match (method, modern) {
             ("initialize", false) => {
                 let asked = p.protocol_version.as_deref().and_then(Revision::parse);
                 let chosen = asked
@@ -373,7 +459,22 @@ impl Protocol {
             ("server/discover", true) => Call::Discover,
             ("ping", false) => Call::Ping,
             ("tools/list", _) => Call::ToolsList,
-            ("tools/call", _) => tool_call(p),
+            ("tools/call", _) => tool_call(p, version, caps),
+            ("tasks/get", true) => task_id().map_or_else(Call::Invalid, Call::TaskGet),
+            ("tasks/get", false) if tasks_legacy => {
+                task_id().map_or_else(Call::Invalid, Call::TaskGet)
+            }
+            ("tasks/result", false) if tasks_legacy => {
+                task_id().map_or_else(Call::Invalid, Call::TaskResult)
+            }
+            ("tasks/cancel", true) => task_id().map_or_else(Call::Invalid, Call::TaskCancel),
+            ("tasks/cancel", false) if tasks_legacy => {
+                task_id().map_or_else(Call::Invalid, Call::TaskCancel)
+            }
+            ("tasks/list", false) if tasks_legacy => {
+                Call::TaskList(p.cursor.as_deref().map(str::to_owned))
+            }
+            ("tasks/update", true) => task_id().map_or_else(Call::Invalid, Call::TaskUpdate),
             ("resources/list", _) => Call::ResourcesList,
             ("resources/templates/list", _) => Call::TemplatesList,
             ("resources/read", _) => match &p.uri {
@@ -384,6 +485,9 @@ impl Protocol {
             ("prompts/get", _) => prompt_call(p),
             _ => return Err(not_found()),
         };
+        if let Call::MissingCapability(required) = call {
+            return Err(ClientCaps::missing(required));
+        }
         Ok(Prepared {
             call,
             version,
@@ -430,6 +534,7 @@ impl Protocol {
             let body_name = match NameParam::of(&req.method) {
                 Some(NameParam::Name) => p.and_then(|p| p.name.as_deref()),
                 Some(NameParam::Uri) => p.and_then(|p| p.uri.as_deref()),
+                Some(NameParam::TaskId) => p.and_then(|p| p.task_id.as_deref()),
                 None => None,
             };
             if let Some(body_name) = body_name

@@ -1,10 +1,17 @@
 //! The methods the target serves: a validated call with its arguments read ([`Call`]), the
-//! tools (`echo`, `sleep`, `fail`, `tool_error`, `payload`, `progress`, and the job API's
-//! `job_start`, `job_status`, `job_report`), the `mem://item/{n}` resources, the `greet`
-//! prompt, `initialize` / `server/discover`, and their results.
+//! tools (`echo`, `sleep`, `fail`, `tool_error`, `payload`, `progress`, the job API's
+//! `job_start`, `job_status`, `job_report`, the task tools `slow_task` and `task_only`, and
+//! `ask_input` with its input-required rounds), the `tasks/*` methods, the
+//! `mem://item/{n}` resources, the `greet` prompt, `initialize` / `server/discover`, and
+//! their results.
 
-use super::job_api::{ITEMS_MAX, JobStore, REQUEST_KEY_MAX};
-use super::mcp::Params;
+use super::Shared;
+use super::faults::ProgressFault;
+use super::input::{AskInput, Step};
+use super::job_api::{ITEMS_MAX, REQUEST_KEY_MAX};
+use super::mcp::{ClientCaps, Params, TASKS_EXTENSION};
+use super::stats::Stats;
+use super::tasks::{NewTask, TaskOutcome};
 use super::wire::{Outcome, Progress};
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::protocol::Revision;
@@ -36,6 +43,22 @@ pub(crate) enum Call {
     },
     JobStatus(String),
     JobReport(String),
+    /// `slow_task` or `task_only`: work of `ms` that ends as `outcome` says, run now or as a
+    /// task.
+    TaskTool {
+        ms: u64,
+        outcome: OutcomeKind,
+        mode: TaskMode,
+    },
+    AskInput(Box<AskInput>),
+    TaskGet(String),
+    TaskResult(String),
+    TaskCancel(String),
+    TaskUpdate(String),
+    TaskList(Option<String>),
+    /// 2026-07-28: the call needs client capabilities it did not declare (the
+    /// `requiredCapabilities`); answered -32021 with HTTP 400.
+    MissingCapability(Value),
     ResourcesList,
     TemplatesList,
     Read(String),
@@ -45,6 +68,52 @@ pub(crate) enum Call {
     Invalid(ErrorObject),
 }
 
+/// How a task tool's call runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TaskMode {
+    /// Answered when the work is done.
+    Now,
+    /// As a task (2025-11-25: the `ttl` of `params.task`, if any).
+    Task { ttl: Option<u64> },
+}
+
+/// How a task tool's work ends (its `outcome` argument).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OutcomeKind {
+    /// A tool result.
+    Completed,
+    /// A tool result with `isError: true`.
+    ToolError,
+    /// A JSON-RPC error.
+    Failed,
+}
+
+impl OutcomeKind {
+    const NAMES: [(&str, OutcomeKind); 3] = [
+        ("completed", OutcomeKind::Completed),
+        ("tool_error", OutcomeKind::ToolError),
+        ("failed", OutcomeKind::Failed),
+    ];
+
+    /// What work of `ms` milliseconds ending this way answers.
+    fn of(self, ms: u64) -> TaskOutcome {
+        match self {
+            OutcomeKind::Completed => {
+                TaskOutcome::Result(text_result(&format!("slept {ms} ms"), false))
+            }
+            OutcomeKind::ToolError => TaskOutcome::Result(text_result(
+                &format!("slept {ms} ms, then failed as asked"),
+                true,
+            )),
+            OutcomeKind::Failed => TaskOutcome::Error(ErrorObject {
+                code: codes::INTERNAL_ERROR,
+                message: format!("slept {ms} ms, then failed as asked"),
+                data: None,
+            }),
+        }
+    }
+}
+
 /// A request ready to run.
 pub(crate) struct Prepared {
     pub call: Call,
@@ -52,7 +121,7 @@ pub(crate) struct Prepared {
     pub progress: Option<Box<RawValue>>,
 }
 
-const SLEEP_MAX_MS: u64 = 600_000;
+pub(crate) const SLEEP_MAX_MS: u64 = 600_000;
 const PAYLOAD_MAX: usize = 64 << 20;
 const PROGRESS_STEPS_MAX: u64 = 1_000;
 const RESOURCE_NOT_FOUND: i64 = -32002;
@@ -70,21 +139,23 @@ pub(crate) fn invalid_params(message: impl Into<String>) -> ErrorObject {
     }
 }
 
-/// Runs a call (`supported`: the versions served, for `server/discover`; `jobs`: the job
-/// API's store). Progress notifications go to `progress` when the request asked for them.
+/// Runs a call on `shared` (its versions, job API, tasks, counters). Server notifications
+/// (progress, task status) go to `progress` when the request has a stream.
 pub(crate) async fn execute(
     prep: Prepared,
-    supported: &Value,
-    jobs: &JobStore,
+    shared: &Shared,
     progress: Option<Progress<'_>>,
 ) -> Outcome {
-    let modern = prep.version.is_modern();
+    let version = prep.version;
+    let modern = version.is_modern();
     let ok = |v: Value, cacheable: bool| Outcome::Result(finish(v, modern, cacheable));
+    let jobs = &shared.jobs;
+    let tasks = &shared.tasks;
     match prep.call {
         Call::Initialize(v) => Outcome::Result(finish(
             json!({
                 "protocolVersion": v.as_str(),
-                "capabilities": capabilities(),
+                "capabilities": capabilities(v),
                 "serverInfo": server_info(),
                 "instructions": INSTRUCTIONS,
             }),
@@ -93,8 +164,8 @@ pub(crate) async fn execute(
         )),
         Call::Discover => {
             let mut r = json!({
-                "supportedVersions": supported,
-                "capabilities": capabilities(),
+                "supportedVersions": shared.protocol.supported(),
+                "capabilities": capabilities(Revision::V2026_07_28),
                 "instructions": INSTRUCTIONS,
                 "_meta": {"io.modelcontextprotocol/serverInfo": server_info()},
             });
@@ -102,11 +173,7 @@ pub(crate) async fn execute(
             Outcome::Result(finish(r, true, false))
         }
         Call::Ping => Outcome::Result(b"{}".to_vec()),
-        Call::ToolsList => Outcome::Result(
-            if modern { &TOOLS_LIST.1 } else { &TOOLS_LIST.0 }
-                .as_bytes()
-                .to_vec(),
-        ),
+        Call::ToolsList => Outcome::Result(tools_list(version).as_bytes().to_vec()),
         Call::Echo(text) => {
             let mut out = Vec::with_capacity(64 + text.get().len());
             out.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
@@ -145,24 +212,8 @@ pub(crate) async fn execute(
             ok(text_result(&text, false), false)
         }
         Call::Progress { steps, ms } => {
-            for step in 1..=steps {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                if let (Some(progress), Some(token)) = (progress, &prep.progress) {
-                    let note = json!({
-                        "jsonrpc": "2.0",
-                        "method": "notifications/progress",
-                        "params": {
-                            "progressToken": token,
-                            "progress": step,
-                            "total": steps,
-                            "message": format!("step {step} of {steps}"),
-                        },
-                    });
-                    progress
-                        .send(serde_json::to_vec(&note).unwrap_or_default())
-                        .await;
-                }
-            }
+            let stream = progress.zip(prep.progress.as_deref());
+            send_progress(shared, stream, steps, ms).await;
             ok(text_result(&format!("done: {steps} steps"), false), false)
         }
         Call::JobStart { items, request_key } => structured(jobs.start(items, request_key), modern),
@@ -229,12 +280,152 @@ pub(crate) async fn execute(
             }),
             false,
         ),
+        Call::TaskTool { ms, outcome, mode } => match mode {
+            TaskMode::Now => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                match outcome.of(ms) {
+                    TaskOutcome::Result(r) => ok(r, false),
+                    TaskOutcome::Error(e) => Outcome::Error(e),
+                }
+            }
+            TaskMode::Task { ttl } => {
+                let new = NewTask {
+                    ms,
+                    outcome: outcome.of(ms),
+                    ttl,
+                    legacy: !modern,
+                };
+                task_created(tasks.create(new, modern), modern)
+            }
+        },
+        Call::AskInput(call) => match call.step(shared.salt, &shared.stats.input) {
+            Ok(Step::Ask(mut v)) => {
+                v["resultType"] = json!("input_required");
+                Outcome::Result(serde_json::to_vec(&v).unwrap_or_default())
+            }
+            Ok(Step::Complete(r)) => ok(r, false),
+            Ok(Step::Task) => {
+                let new = NewTask {
+                    ms: call.ms,
+                    outcome: OutcomeKind::Completed.of(call.ms),
+                    ttl: None,
+                    legacy: false,
+                };
+                task_created(tasks.create(new, true), true)
+            }
+            Err(e) => Outcome::Error(e),
+        },
+        Call::TaskGet(id) => answer(tasks.get(&id, modern), modern),
+        Call::TaskResult(id) => {
+            let (result, note) = tasks.result(&id, progress.is_some()).await;
+            if let (Some(progress), Some(note)) = (progress, note) {
+                progress.send(note).await;
+            }
+            answer(result, false)
+        }
+        Call::TaskCancel(id) => answer(tasks.cancel(&id, modern), modern),
+        Call::TaskUpdate(id) => answer(tasks.update(&id), modern),
+        Call::TaskList(cursor) => answer(tasks.list(cursor.as_deref()), modern),
         Call::Invalid(e) => Outcome::Error(e),
+        // Refused before it runs (see `Protocol::prepare`).
+        Call::MissingCapability(required) => {
+            Outcome::Error(super::mcp::ClientCaps::missing(required).error)
+        }
     }
 }
 
-/// Reads `tools/call` params into a call (argument errors become [`Call::Invalid`]).
-pub(crate) fn tool_call(p: &Params) -> Call {
+/// A result or error of the task store, answered as the revision says.
+fn answer(r: Result<Value, ErrorObject>, modern: bool) -> Outcome {
+    match r {
+        Ok(v) => Outcome::Result(finish(v, modern, false)),
+        Err(e) => Outcome::Error(e),
+    }
+}
+
+/// A `CreateTaskResult` (2026-07-28: it carries `resultType: "task"` already).
+fn task_created(r: Result<Value, ErrorObject>, modern: bool) -> Outcome {
+    match r {
+        Ok(v) if modern => Outcome::Result(serde_json::to_vec(&v).unwrap_or_default()),
+        other => answer(other, false),
+    }
+}
+
+/// Sends the `progress` tool's notifications (`steps`, `ms` apart) to `stream` (its sink
+/// and the request's token), spoiled as `progress_fault` says for this call, and counts them.
+async fn send_progress(
+    shared: &Shared,
+    stream: Option<(Progress<'_>, &RawValue)>,
+    steps: u64,
+    ms: u64,
+) {
+    let counters = &shared.stats.progress;
+    // Calls without a token or a stream are not numbered: their faults could not show.
+    let n = match stream {
+        Some(_) => {
+            counters
+                .calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1
+        }
+        None => 0,
+    };
+    let faults = shared.cfg.progress_fault;
+    let hits = |k: ProgressFault| n > 0 && faults.hits(k, n);
+    let note = |token: &RawValue, progress: Value, message: String| {
+        let note = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {
+                "progressToken": token,
+                "progress": progress,
+                "total": steps,
+                "message": message,
+            },
+        });
+        serde_json::to_vec(&note).unwrap_or_default()
+    };
+    let sent = |extra: Option<&std::sync::atomic::AtomicU64>| {
+        Stats::add(&counters.sent, 1);
+        if let Some(extra) = extra {
+            Stats::add(extra, 1);
+        }
+    };
+    if let Some((progress, _)) = stream
+        && hits(ProgressFault::UnknownToken)
+    {
+        let stranger = format!("\"mcpload-unknown-token-{n}\"");
+        if let Ok(token) = RawValue::from_string(stranger)
+            && progress
+                .send(note(&token, json!(0), "for a token never issued".into()))
+                .await
+        {
+            sent(Some(&counters.unknown_token));
+        }
+    }
+    for step in 1..=steps {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        let Some((progress, token)) = stream else {
+            continue;
+        };
+        let down = step == 2 && hits(ProgressFault::Down);
+        let value = if down { json!(0.5) } else { json!(step) };
+        if progress
+            .send(note(token, value, format!("step {step} of {steps}")))
+            .await
+        {
+            sent(down.then_some(&counters.down));
+        }
+    }
+    if let Some((progress, token)) = stream
+        && hits(ProgressFault::AfterResult)
+    {
+        progress.after_answer(note(token, json!(steps), "after the result".into()));
+    }
+}
+
+/// Reads `tools/call` params into a call at `version` (argument errors become
+/// [`Call::Invalid`]); `caps` are a 2026-07-28 client's declared capabilities.
+pub(crate) fn tool_call(p: &Params, version: Revision, caps: ClientCaps) -> Call {
     #[derive(Default, Deserialize)]
     struct Args<'a> {
         #[serde(default, borrow)]
@@ -253,10 +444,33 @@ pub(crate) fn tool_call(p: &Params) -> Call {
         request_key: Option<String>,
         #[serde(default)]
         job_id: Option<String>,
+        #[serde(default)]
+        outcome: Option<String>,
     }
     let Some(name) = p.name.as_deref() else {
         return Call::Invalid(invalid_params("tools/call needs `name`"));
     };
+    let modern = version.is_modern();
+    // 2025-11-25: a task-augmented call (`params.task`). Under 2026-07-28 the member is
+    // ignored (SEP-2663); before 2025-11-25 it does not exist.
+    let task = match p.task {
+        Some(raw) if version == Revision::V2025_11_25 => {
+            match serde_json::from_str::<Value>(raw.get()) {
+                Ok(Value::Object(m)) => Some(m.get("ttl").and_then(Value::as_u64)),
+                _ => return Call::Invalid(invalid_params("params.task must be an object")),
+            }
+        }
+        _ => None,
+    };
+    let task_tool = matches!(name, "slow_task" | "task_only");
+    if task.is_some() && !task_tool {
+        // 2025-11-25, tool-level negotiation: taskSupport absent means forbidden.
+        return Call::Invalid(ErrorObject {
+            code: codes::METHOD_NOT_FOUND,
+            message: format!("Tool {name} does not support task-augmented execution"),
+            data: None,
+        });
+    }
     let args = match p.arguments {
         None => Args::default(),
         Some(raw) => match serde_json::from_str::<Args>(raw.get()) {
@@ -329,6 +543,76 @@ pub(crate) fn tool_call(p: &Params) -> Call {
                 request_key => Ok(Call::JobStart { items, request_key }),
             }
         }),
+        "slow_task" | "task_only" => need(args.ms, "ms", SLEEP_MAX_MS).and_then(|ms| {
+            let outcome = match args.outcome.as_deref() {
+                None => OutcomeKind::Completed,
+                Some(o) => OutcomeKind::NAMES
+                    .iter()
+                    .find(|(n, _)| *n == o)
+                    .map(|(_, k)| *k)
+                    .ok_or_else(|| {
+                        invalid_params(format!(
+                            "Invalid arguments for tool {name}: `outcome` is completed, \
+                             tool_error or failed"
+                        ))
+                    })?,
+            };
+            let required = name == "task_only";
+            let mode = if modern {
+                // The server decides: a task whenever the client declares the extension.
+                if caps.tasks {
+                    TaskMode::Task { ttl: None }
+                } else if required {
+                    return Ok(Call::MissingCapability(ClientCaps::tasks_required()));
+                } else {
+                    TaskMode::Now
+                }
+            } else {
+                match task {
+                    Some(ttl) => TaskMode::Task { ttl },
+                    None if !required => TaskMode::Now,
+                    // 2025-11-25: taskSupport `required` called without a task: -32601
+                    // (older revisions have no tasks at all).
+                    None => {
+                        return Err(ErrorObject {
+                            code: codes::METHOD_NOT_FOUND,
+                            message: if version == Revision::V2025_11_25 {
+                                "Task augmentation required for tools/call of task_only".into()
+                            } else {
+                                format!(
+                                    "task_only runs only as a task: 2025-11-25 or later, not {}",
+                                    version.as_str()
+                                )
+                            },
+                            data: None,
+                        });
+                    }
+                }
+            };
+            Ok(Call::TaskTool { ms, outcome, mode })
+        }),
+        "ask_input" if modern => {
+            let state = p.request_state.as_deref().map(str::to_owned);
+            AskInput::read(
+                p.arguments.map(RawValue::get),
+                p.input_responses.map(RawValue::get),
+                state,
+            )
+            .map(|call| {
+                let mut required = serde_json::Map::new();
+                for kind in call.kinds().filter(|k| !caps.has(*k)) {
+                    required.insert(kind.name().into(), json!({}));
+                }
+                if call.then_task && !caps.tasks {
+                    required.insert("extensions".into(), json!({TASKS_EXTENSION: {}}));
+                }
+                if required.is_empty() {
+                    Call::AskInput(Box::new(call))
+                } else {
+                    Call::MissingCapability(Value::Object(required))
+                }
+            })
+        }
         "job_status" | "job_report" => match args.job_id {
             Some(id) if name == "job_status" => Ok(Call::JobStatus(id)),
             Some(id) => Ok(Call::JobReport(id)),
@@ -360,15 +644,24 @@ pub(crate) fn prompt_call(p: &Params) -> Call {
 }
 
 const INSTRUCTIONS: &str = "mcpload's built-in reference target: echo, sleep, fail, tool_error, \
-payload and progress tools, a job API (job_start, job_status, job_report), mem://item/{n} \
+payload and progress tools, a job API (job_start, job_status, job_report), task tools \
+(slow_task, task_only), input-required rounds (ask_input, 2026-07-28), mem://item/{n} \
 resources and a greet prompt.";
 
 fn server_info() -> Value {
     json!({"name": "mcpload-serve", "version": env!("CARGO_PKG_VERSION")})
 }
 
-fn capabilities() -> Value {
-    json!({"tools": {"listChanged": false}, "resources": {}, "prompts": {}})
+/// The server capabilities at `v`: tasks as 2025-11-25 declares them (list, cancel,
+/// task-augmented `tools/call`), or as the 2026-07-28 extension.
+fn capabilities(v: Revision) -> Value {
+    let mut caps = json!({"tools": {"listChanged": false}, "resources": {}, "prompts": {}});
+    if v.is_modern() {
+        caps["extensions"] = json!({TASKS_EXTENSION: {}});
+    } else if v == Revision::V2025_11_25 {
+        caps["tasks"] = json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
+    }
+    caps
 }
 
 fn cacheable_fields(v: &mut Value) {
@@ -406,8 +699,18 @@ fn structured(answer: Result<Value, ErrorObject>, modern: bool) -> Outcome {
     }
 }
 
-/// The `tools/list` result, serialised once: (legacy, 2026-07-28).
-static TOOLS_LIST: LazyLock<(String, String)> = LazyLock::new(|| {
+/// The `tools/list` result at `v`, serialised once per shape: before 2025-11-25 (no
+/// `execution`), 2025-11-25 (`execution.taskSupport`), 2026-07-28 (no `execution`: the
+/// tasks extension drops it; `ask_input` added).
+fn tools_list(v: Revision) -> &'static str {
+    match v {
+        Revision::V2026_07_28 => &TOOLS_LIST[2],
+        Revision::V2025_11_25 => &TOOLS_LIST[1],
+        _ => &TOOLS_LIST[0],
+    }
+}
+
+static TOOLS_LIST: LazyLock<[String; 3]> = LazyLock::new(|| {
     let int = |min: u64, max: u64, what: &str| {
         json!({
             "type": "integer",
@@ -424,7 +727,17 @@ static TOOLS_LIST: LazyLock<(String, String)> = LazyLock::new(|| {
             "inputSchema": {"type": "object", "properties": props, "required": required},
         })
     };
-    let tools = json!([
+    let outcome = json!({
+        "type": "string",
+        "enum": ["completed", "tool_error", "failed"],
+        "default": "completed",
+        "description": "How the work ends: a result, a result with isError, a JSON-RPC error",
+    });
+    let task_props = json!({
+        "ms": int(0, SLEEP_MAX_MS, "Milliseconds of work"),
+        "outcome": outcome,
+    });
+    let mut tools = json!([
         tool(
             "echo",
             "Returns `message` as text (`hello` when left out).",
@@ -499,11 +812,64 @@ static TOOLS_LIST: LazyLock<(String, String)> = LazyLock::new(|| {
             json!({"job_id": text("The job_id job_start answered")}),
             &["job_id"],
         ),
+        tool(
+            "slow_task",
+            "Works `ms` milliseconds, then ends as `outcome` says; runs as a task when the \
+             client asks (2025-11-25 params.task) or declares the tasks extension (2026-07-28).",
+            task_props.clone(),
+            &["ms"],
+        ),
+        tool(
+            "task_only",
+            "As slow_task, but runs only as a task (taskSupport required).",
+            task_props,
+            &["ms"],
+        ),
     ]);
-    let legacy = finish(json!({ "tools": tools }), false, true);
-    let modern = finish(json!({ "tools": tools }), true, true);
-    (
-        String::from_utf8(legacy).unwrap_or_default(),
-        String::from_utf8(modern).unwrap_or_default(),
-    )
+    let text_of = |v: &Value, modern: bool| {
+        String::from_utf8(finish(json!({ "tools": v }), modern, true)).unwrap_or_default()
+    };
+    let before_tasks = text_of(&tools, false);
+    let mut with_tasks = tools.clone();
+    for (t, support) in with_tasks
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            match t["name"].as_str() {
+                Some("slow_task") => Some("optional"),
+                Some("task_only") => Some("required"),
+                _ => None,
+            }
+            .map(|s| (t, s))
+        })
+    {
+        t["execution"] = json!({ "taskSupport": support });
+    }
+    let tasks_legacy = text_of(&with_tasks, false);
+    if let Some(list) = tools.as_array_mut() {
+        list.push(tool(
+            "ask_input",
+            "Asks for input `rounds` times (input_required: one request per kind of `kinds`), \
+             then completes, or becomes a task of `ms` (`then`). 2026-07-28 only.",
+            json!({
+                "rounds": int(1, super::input::ROUNDS_MAX, "Input rounds before the end"),
+                "kinds": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["elicitation", "sampling", "roots"]},
+                    "default": ["elicitation"],
+                    "description": "Input requests of each round",
+                },
+                "then": {
+                    "type": "string",
+                    "enum": ["complete", "task"],
+                    "default": "complete",
+                    "description": "After the last round: the result, or a task",
+                },
+                "ms": int(0, SLEEP_MAX_MS, "Milliseconds of work of the task"),
+            }),
+            &[],
+        ));
+    }
+    [before_tasks, tasks_legacy, text_of(&tools, true)]
 });

@@ -19,6 +19,7 @@ mod faults;
 mod handler;
 mod hostile;
 mod http;
+mod input;
 mod job;
 mod job_api;
 mod mcp;
@@ -26,17 +27,21 @@ mod methods;
 mod sessions;
 mod stats;
 mod stdio;
+mod tasks;
 mod wire;
 
 pub use config::{
     AnswerMode, BatchPolicy, ConfigError, RejectStatus, ServeConfig, ServedEras, ServiceTime, Stall,
 };
-pub use faults::{FaultEvery, FaultKind, FaultOdds};
+pub use faults::{Anomaly, FaultEvery, FaultKind, FaultOdds, Periods, ProgressFault, TaskFault};
 pub use hostile::{
     HostileConfig, HostileKind, HostileStats, HostileTransport, RunningHostile,
     serve_hostile_stdio, start_hostile_http,
 };
-pub use stats::{ClientView, FaultCounts, JobCounts, OperationCounts, StatsSnapshot};
+pub use stats::{
+    ClientView, FaultCounts, InputCounts, JobCounts, OperationCounts, ProgressCounts,
+    StatsSnapshot, TaskCounts, TaskFaultCounts,
+};
 
 use capacity::Capacity;
 use faults::FaultPlan;
@@ -47,6 +52,7 @@ use stats::Stats;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use tasks::TaskStore;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -75,6 +81,9 @@ pub(crate) struct Shared {
     fault_seq: AtomicU64,
     sessions: Sessions,
     jobs: JobStore,
+    tasks: TaskStore,
+    /// Keys the `requestState` of input-required rounds.
+    salt: u64,
 }
 
 impl Shared {
@@ -92,6 +101,8 @@ impl Shared {
             fault_seq: AtomicU64::new(0),
             sessions: Sessions::new(prefix),
             jobs: JobStore::new(&cfg),
+            tasks: TaskStore::new(&cfg, u64::from(prefix).rotate_left(32) ^ cfg.seed),
+            salt: u64::from(prefix) ^ 0x6d72_7472_7374_6174,
             cfg,
         })
     }
@@ -100,6 +111,7 @@ impl Shared {
     fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             jobs: self.jobs.counts(),
+            tasks: self.tasks.counts(),
             ..self.stats.snapshot()
         }
     }

@@ -33,7 +33,7 @@ const STATUSES: [u16; 9] = [400, 403, 404, 405, 406, 413, 415, 429, 503];
 
 /// The operations counted without a lock: every method, tool, prompt and listed resource
 /// the target serves. Others get a slot on first sight, up to [`OTHER_OPERATIONS_MAX`].
-const KNOWN_OPERATIONS: [&str; 23] = [
+const KNOWN_OPERATIONS: [&str; 31] = [
     "initialize",
     "ping",
     "server/discover",
@@ -48,6 +48,14 @@ const KNOWN_OPERATIONS: [&str; 23] = [
     "job_start",
     "job_status",
     "job_report",
+    "slow_task",
+    "task_only",
+    "ask_input",
+    "tasks/get",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/list",
+    "tasks/update",
     "resources/list",
     "resources/templates/list",
     "resources/read",
@@ -159,6 +167,8 @@ pub(crate) struct Stats {
     connections: AtomicU64,
     connections_max: AtomicU64,
     faults: [AtomicU64; 8],
+    pub input: InputCounters,
+    pub progress: ProgressCounters,
     view: [AtomicU64; VIEWS],
     /// The part of `view` written for no request (see [`Stats::unattributed_view`]).
     unattributed: [AtomicU64; VIEWS],
@@ -308,6 +318,9 @@ impl Stats {
             client_view_unattributed: ClientView::from_counters(&self.unattributed),
             operations: self.operations.snapshot(),
             jobs: JobCounts::default(),
+            tasks: TaskCounts::default(),
+            input: self.input.snapshot(),
+            progress: self.progress.snapshot(),
         }
     }
 }
@@ -480,4 +493,153 @@ pub struct StatsSnapshot {
     /// The job API.
     #[serde(default)]
     pub jobs: JobCounts,
+    /// Tasks (both revisions).
+    #[serde(default)]
+    pub tasks: TaskCounts,
+    /// Input-required rounds of `ask_input` (2026-07-28).
+    #[serde(default)]
+    pub input: InputCounts,
+    /// Progress notifications of the `progress` tool.
+    #[serde(default)]
+    pub progress: ProgressCounts,
+}
+
+/// The task store's counters (see docs/target.md, "Tasks").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskCounts {
+    /// Tasks created (a `CreateTaskResult` answered), faulted ones included.
+    pub created: u64,
+    /// Tasks that ended `completed` (the true state, whatever a fault reported).
+    pub completed: u64,
+    /// Tasks that ended `failed` (2025-11-25: a tool result with `isError: true` too).
+    pub failed: u64,
+    /// Tasks cancelled by `tasks/cancel` before their work ended.
+    pub cancelled: u64,
+    /// Tasks forgotten because their ttl ended.
+    pub expired: u64,
+    /// `tasks/get` answered with a task.
+    pub polls: u64,
+    /// `tasks/result` answered with the call's result or error (or the cancelled error).
+    pub results: u64,
+    /// `tasks/cancel` that cancelled a task.
+    pub cancels: u64,
+    /// `tasks/cancel` of a task already terminal (2025-11-25: -32602; 2026-07-28: acked).
+    pub cancels_too_late: u64,
+    /// `tasks/update` acknowledged (2026-07-28).
+    pub updates: u64,
+    /// `tasks/list` pages answered (2025-11-25).
+    pub lists: u64,
+    /// Requests naming a task that is unknown, expired, forgotten or replaced (-32602).
+    pub unknown_task: u64,
+    /// Task creations refused because `max_tasks` tasks were held and none had ended.
+    pub refused_full: u64,
+    /// `notifications/tasks/status` sent (on a `tasks/result` stream, 2025-11-25).
+    pub status_notifications: u64,
+    /// Tasks working now (created, not terminal, still held).
+    pub working: u64,
+    /// Highest number of tasks working at once.
+    pub working_max: u64,
+    /// Tasks held now, terminal ones included.
+    pub held: u64,
+    /// Task faults injected.
+    pub faults: TaskFaultCounts,
+}
+
+/// Task faults injected (`task_fault`), each counted once per task except `get_error`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFaultCounts {
+    /// Tasks forgotten right after their creation was answered.
+    pub forget: u64,
+    /// Tasks created with the id of the task created before them.
+    pub reuse_id: u64,
+    /// Tasks that stay `working` until their ttl ends.
+    pub never_ends: u64,
+    /// Tasks reported `working` again after a terminal status was reported.
+    pub regress: u64,
+    /// Tasks whose flipped terminal status (completed ⇄ failed) was reported.
+    pub mismatch: u64,
+    /// `tasks/get` answered with an injected error.
+    pub get_error: u64,
+}
+
+/// Live counters of the input-required rounds.
+#[derive(Debug, Default)]
+pub(crate) struct InputCounters {
+    pub rounds_asked: AtomicU64,
+    pub rounds_answered: AtomicU64,
+    pub responses_missing: AtomicU64,
+    pub responses_invalid: AtomicU64,
+    pub state_invalid: AtomicU64,
+    pub completed: AtomicU64,
+    pub to_task: AtomicU64,
+}
+
+impl InputCounters {
+    fn snapshot(&self) -> InputCounts {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        InputCounts {
+            rounds_asked: g(&self.rounds_asked),
+            rounds_answered: g(&self.rounds_answered),
+            responses_missing: g(&self.responses_missing),
+            responses_invalid: g(&self.responses_invalid),
+            state_invalid: g(&self.state_invalid),
+            completed: g(&self.completed),
+            to_task: g(&self.to_task),
+        }
+    }
+}
+
+/// Input-required rounds of `ask_input` (see docs/target.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputCounts {
+    /// `input_required` results answered (re-asked rounds included).
+    pub rounds_asked: u64,
+    /// Retries whose `inputResponses` answered their round in full and validly.
+    pub rounds_answered: u64,
+    /// Retries that left a key of the round out: the round is asked again.
+    pub responses_missing: u64,
+    /// Retries with a response of the wrong shape: -32602.
+    pub responses_invalid: u64,
+    /// Retries whose `requestState` is missing, altered or from another call: -32602.
+    pub state_invalid: u64,
+    /// Calls that completed after their last round.
+    pub completed: u64,
+    /// Calls that became a task after their last round.
+    pub to_task: u64,
+}
+
+/// Live counters of the progress notifications.
+#[derive(Debug, Default)]
+pub(crate) struct ProgressCounters {
+    /// Calls of `progress` with a token and a stream, numbered for the progress faults.
+    pub calls: AtomicU64,
+    pub sent: AtomicU64,
+    pub after_result: AtomicU64,
+    pub down: AtomicU64,
+    pub unknown_token: AtomicU64,
+}
+
+impl ProgressCounters {
+    fn snapshot(&self) -> ProgressCounts {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        ProgressCounts {
+            sent: g(&self.sent),
+            after_result: g(&self.after_result),
+            down: g(&self.down),
+            unknown_token: g(&self.unknown_token),
+        }
+    }
+}
+
+/// Progress notifications sent (see docs/target.md, `progress_fault`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressCounts {
+    /// Every `notifications/progress` sent, faulty ones included.
+    pub sent: u64,
+    /// Of them, sent after the call's answer.
+    pub after_result: u64,
+    /// Of them, reporting less progress than the one before.
+    pub down: u64,
+    /// Of them, carrying a token the client never issued.
+    pub unknown_token: u64,
 }

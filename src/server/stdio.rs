@@ -129,19 +129,24 @@ where
                 let tx = tx.clone();
                 let handle = running.spawn(async move {
                     let done = shared.run(job, Some(&sink)).await;
-                    let _ = tx.send(Bytes::from(done.shaped.lines())).await;
+                    let lines = done.shaped.lines();
+                    if !lines.is_empty() && tx.send(Bytes::from(lines)).await.is_ok() {
+                        sink.send_late().await;
+                    }
                 });
                 by_id.insert(id, handle);
             }
             Handled::Batch(batch) => {
                 // Its members run concurrently; their answers leave as one line.
-                let sink = Sink::new(tx.clone(), false, Arc::clone(&shared.stats));
-                let answers = batch.start(&shared, Some(Arc::new(sink)));
+                let sink = Arc::new(Sink::new(tx.clone(), false, Arc::clone(&shared.stats)));
+                let answers = batch.start(&shared, Some(Arc::clone(&sink)));
                 let tx = tx.clone();
                 running.spawn(async move {
                     if let Some(mut array) = answers.into_array().await {
                         array.push(b'\n');
-                        let _ = tx.send(Bytes::from(array)).await;
+                        if tx.send(Bytes::from(array)).await.is_ok() {
+                            sink.send_late().await;
+                        }
                     }
                 });
             }

@@ -7,7 +7,7 @@ use super::stats::{OpCounters, Stats, View};
 use crate::jsonrpc::{BatchWriter, ErrorObject};
 use bytes::Bytes;
 use serde_json::value::RawValue;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 /// What a method produced: a serialised result or an error.
@@ -252,21 +252,40 @@ pub(crate) fn sse_event(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"\n\n");
 }
 
-/// Where a running request sends progress notifications: an SSE stream or stdout.
+/// Where a running request sends server notifications: an SSE stream or stdout.
 pub(crate) struct Sink {
     tx: mpsc::Sender<Bytes>,
     sse: bool,
     stats: Arc<Stats>,
+    /// Progress notifications to send after the answer (`progress_fault` after-result).
+    late: Mutex<Vec<(Vec<u8>, Arc<OpCounters>)>>,
 }
 
 impl Sink {
     pub(crate) fn new(tx: mpsc::Sender<Bytes>, sse: bool, stats: Arc<Stats>) -> Sink {
-        Sink { tx, sse, stats }
+        Sink {
+            tx,
+            sse,
+            stats,
+            late: Mutex::default(),
+        }
+    }
+
+    /// Sends the progress notifications held for after the answer (the answer was just
+    /// written), and counts them.
+    pub(crate) async fn send_late(&self) {
+        let late = std::mem::take(&mut *self.late.lock().unwrap_or_else(|e| e.into_inner()));
+        for (message, op) in late {
+            if self.notify(&op, message).await {
+                Stats::add(&self.stats.progress.sent, 1);
+                Stats::add(&self.stats.progress.after_result, 1);
+            }
+        }
     }
 
     /// Sends one server notification about a request of operation `op`; a closed stream
-    /// drops it silently.
-    async fn progress(&self, op: &OpCounters, message: Vec<u8>) {
+    /// drops it silently (false).
+    async fn notify(&self, op: &OpCounters, message: Vec<u8>) -> bool {
         let framed = if self.sse {
             let mut out = Vec::with_capacity(message.len() + 24);
             sse_event(&mut out, &message);
@@ -276,27 +295,35 @@ impl Sink {
             m.push(b'\n');
             m
         };
-        if self.tx.send(Bytes::from(framed)).await.is_ok() {
+        let sent = self.tx.send(Bytes::from(framed)).await.is_ok();
+        if sent {
             self.stats.op_view(op, View::ServerMessages, 1);
         }
+        sent
     }
 }
 
-/// Where one request's progress notifications go: its sink, counted for its operation.
+/// Where one request's server notifications go: its sink, counted for its operation.
 #[derive(Clone, Copy)]
 pub(crate) struct Progress<'a> {
     sink: &'a Sink,
-    op: &'a OpCounters,
+    op: &'a Arc<OpCounters>,
 }
 
 impl<'a> Progress<'a> {
-    pub(crate) fn new(sink: &'a Sink, op: &'a OpCounters) -> Progress<'a> {
+    pub(crate) fn new(sink: &'a Sink, op: &'a Arc<OpCounters>) -> Progress<'a> {
         Progress { sink, op }
     }
 
-    /// Sends one progress notification; a closed stream drops it silently.
-    pub(crate) async fn send(&self, message: Vec<u8>) {
-        self.sink.progress(self.op, message).await;
+    /// Sends one notification (progress, task status); false when the stream was closed.
+    pub(crate) async fn send(&self, message: Vec<u8>) -> bool {
+        self.sink.notify(self.op, message).await
+    }
+
+    /// Holds a progress notification to send right after the request's answer.
+    pub(crate) fn after_answer(&self, message: Vec<u8>) {
+        let mut late = self.sink.late.lock().unwrap_or_else(|e| e.into_inner());
+        late.push((message, Arc::clone(self.op)));
     }
 }
 

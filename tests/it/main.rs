@@ -32,6 +32,7 @@ mod serve_faults;
 mod serve_interop;
 mod serve_jobs;
 mod serve_protocol;
+mod serve_tasks;
 mod transport_everything;
 mod transport_https;
 mod transport_python;

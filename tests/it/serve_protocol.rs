@@ -48,7 +48,9 @@ async fn legacy_handshake_session_and_methods() {
             "progress",
             "job_start",
             "job_status",
-            "job_report"
+            "job_report",
+            "slow_task",
+            "task_only"
         ]
     );
     for t in tools["result"]["tools"].as_array().unwrap() {
@@ -226,7 +228,7 @@ async fn modern_discovery_and_header_rules() {
     let (hs, body) = modern(json!(1), "tools/list", json!({}));
     let tl = c.post(&hs, &body).await.json();
     assert_eq!(tl["result"]["resultType"], "complete");
-    assert_eq!(tl["result"]["tools"].as_array().unwrap().len(), 9);
+    assert_eq!(tl["result"]["tools"].as_array().unwrap().len(), 12);
     let (hs, body) = modern(
         json!(2),
         "tools/call",
