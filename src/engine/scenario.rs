@@ -476,7 +476,11 @@ impl Runner {
                             Turn::Waiting
                         }
                     }
-                    Err(e) => Turn::Failed(format!("{}: until: {e}", step.name)),
+                    // An error answer the condition cannot read is the failure to name.
+                    Err(e) => Turn::Failed(match answer.get("error") {
+                        Some(err) => format!("{}: error answer ({})", step.name, error_code(err)),
+                        None => format!("{}: until: {e}", step.name),
+                    }),
                 }
             }
             StepKind::Expect(_) | StepKind::Think(_) => Turn::Waiting,
@@ -558,7 +562,7 @@ fn take_answer(
 ) -> Result<(), String> {
     let answer = answer_value(step, outcome)?;
     if let Some(e) = answer.get("error") {
-        let code = e.get("code").map_or_else(|| "?".into(), Value::to_string);
+        let code = error_code(e);
         if call.captures.is_empty() {
             return Err(format!("{step}: error answer ({code})"));
         }
@@ -570,6 +574,13 @@ fn take_answer(
         }
     }
     capture(step, call, &answer, vars)
+}
+
+/// An error object's code, as its text (`?` when it has none).
+fn error_code(error: &Value) -> String {
+    error
+        .get("code")
+        .map_or_else(|| "?".into(), Value::to_string)
 }
 
 /// Stores each capture's value, or names the first that found nothing.
