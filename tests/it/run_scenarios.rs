@@ -222,6 +222,15 @@ name = "params"
   capture = { text = "result.content[0].text" }
 
 [[scenario]]
+name = "poll-error"
+  [[scenario.step]]
+  name = "wait"
+  poll = { method = "tools/call", tool = "fail", args = { code = -32042 } }
+  until = "result.structuredContent.state == 'done'"
+  interval = "10ms"
+  max_polls = 3
+
+[[scenario]]
 name = "missing"
   [[scenario.step]]
   name = "echo"
@@ -242,6 +251,13 @@ name = "missing"
         e["failure_reasons"],
         format!("fail: capture text: the answer is an error (-32042) ({n})")
     );
+    let p = scenario_row(&dir, "poll-error", "*");
+    let n = num(&p, "failed");
+    assert!(n > 0.0 && num(&p, "completed") == 0.0, "{p:?}");
+    assert_eq!(
+        p["failure_reasons"],
+        format!("wait: error answer (-32042) ({n})")
+    );
     let m = scenario_row(&dir, "missing", "*");
     let n = num(&m, "failed");
     assert!(n > 0.0 && num(&m, "completed") == 0.0, "{m:?}");
@@ -252,7 +268,8 @@ name = "missing"
     // The target answered every fail call with an error and every echo with a result:
     // the rows of the calls say the same.
     let fails = num(&op_row(&dir, "from-error/fail"), "errors")
-        + num(&op_row(&dir, "error-not-result/fail"), "errors");
+        + num(&op_row(&dir, "error-not-result/fail"), "errors")
+        + num(&op_row(&dir, "poll-error/wait"), "errors");
     assert_eq!(fails, stat(&stats, "/operations/fail/answered_error"));
     let echoes = num(&op_row(&dir, "array/echo"), "ok") + num(&op_row(&dir, "missing/echo"), "ok");
     assert_eq!(echoes, stat(&stats, "/operations/echo/answered_ok"));
