@@ -174,6 +174,13 @@ pub(crate) struct ServeArgs {
     /// (every Nth call with a progress token and a stream).
     #[arg(long, value_name = "KIND=N,..")]
     pub progress_fault: Option<Periods<ProgressFault>>,
+    /// SSE answers of 2025-11-25 requests: every Nth stream is closed early after a priming
+    /// event with an id and `retry:`; the answer comes on a GET with `Last-Event-ID`.
+    #[arg(long, value_name = "N")]
+    pub sse_close_early: Option<u64>,
+    /// With --sse-close-early: refuse those GETs (405), so the answers never come.
+    #[arg(long)]
+    pub sse_resume_refuse: bool,
     /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
     /// (slow-head, huge-body, sse-comments, id-float, die-mid-line, ...; docs/target.md).
     /// Only --stdio, --bind and --stats apply beside it.
@@ -241,6 +248,8 @@ impl ServeArgs {
             max_tasks: self.max_tasks.unwrap_or(d.max_tasks),
             task_fault: self.task_fault.unwrap_or(d.task_fault),
             progress_fault: self.progress_fault.unwrap_or(d.progress_fault),
+            sse_close_early: self.sse_close_early.unwrap_or(d.sse_close_early),
+            sse_resume_refuse: self.sse_resume_refuse || d.sse_resume_refuse,
         }
     }
 

@@ -89,6 +89,14 @@ pub struct Counters {
     /// closed before any byte of them was written (not an end: the request goes on).
     #[serde(default)]
     pub reconnects_before_send: u64,
+    /// SSE answers (2025-11-25) whose stream ended early, after an event with an id and a
+    /// `retry:`, resumed with a GET carrying `Last-Event-ID` (not an end: the request goes on).
+    #[serde(default)]
+    pub sse_resumptions: u64,
+    /// Requests whose resumed answer never brought the response (the GET refused, or its
+    /// stream ended without it past the resumption bound): a subset of `missing`.
+    #[serde(default)]
+    pub sse_resumptions_failed: u64,
 }
 
 derived_counts!(Counters);
@@ -141,7 +149,9 @@ macro_rules! additive_counters {
             progress_notifications,
             stdio_write_block_ms,
             expired_unsent,
-            reconnects_before_send
+            reconnects_before_send,
+            sse_resumptions,
+            sse_resumptions_failed
         )
     };
 }

@@ -136,6 +136,12 @@ pub struct StepSummary {
     pub iteration_p90_ms: Option<f64>,
     #[serde(default)]
     pub iteration_p99_ms: Option<f64>,
+    /// SSE answers resumed with a GET and `Last-Event-ID` after their stream ended early.
+    #[serde(default)]
+    pub sse_resumptions: u64,
+    /// Requests whose resumed answer never brought the response: a subset of `missing`.
+    #[serde(default)]
+    pub sse_resumptions_failed: u64,
 }
 
 /// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
@@ -285,6 +291,8 @@ impl StepSummary {
             iteration_p50_ms: None,
             iteration_p90_ms: None,
             iteration_p99_ms: None,
+            sse_resumptions: c.sse_resumptions,
+            sse_resumptions_failed: c.sse_resumptions_failed,
         }
         .with_iterations(s)
     }

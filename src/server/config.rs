@@ -422,6 +422,11 @@ pub struct ServeConfig {
     pub task_fault: Periods<TaskFault>,
     /// Exact progress faults of the `progress` tool: `after-result=2,down=3`.
     pub progress_fault: Periods<ProgressFault>,
+    /// SSE answers of 2025-11-25 requests: every Nth stream is closed after a priming event
+    /// with an id and `retry:`, its answer delivered on a GET with `Last-Event-ID`; 0: off.
+    pub sse_close_early: u64,
+    /// With `sse_close_early`: such GETs are refused 405, so those answers never come.
+    pub sse_resume_refuse: bool,
 }
 
 impl Default for ServeConfig {
@@ -460,6 +465,8 @@ impl Default for ServeConfig {
             max_tasks: 100_000,
             task_fault: Periods::default(),
             progress_fault: Periods::default(),
+            sse_close_early: 0,
+            sse_resume_refuse: false,
         }
     }
 }

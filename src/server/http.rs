@@ -7,11 +7,12 @@ use super::capacity::Admission;
 use super::handler::{Batch, Handled, Origin};
 use super::job::Job;
 use super::mcp::Headers;
+use super::resume::{self, Resumed};
 use super::stats::Stats;
 use super::wire::{self, Sink};
 use super::{AnswerMode, Shared};
 use crate::jsonrpc::ErrorObject;
-use crate::protocol::headers;
+use crate::protocol::{Revision, headers};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
@@ -180,6 +181,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     match (req.method(), req.uri().path()) {
         (&Method::POST, "/mcp") => post(shared, req).await,
         (&Method::DELETE, "/mcp") => delete(shared, req.headers()),
+        (&Method::GET, "/mcp") if shared.resumptions.on() => resume(shared, req.headers()),
         (_, "/mcp") => {
             let mut r = text(405, "POST or DELETE\n");
             r.headers_mut()
@@ -311,7 +313,13 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     match shared.handle(&bytes, origin) {
         Handled::Nothing | Handled::Cancel(_) => accepted(),
         Handled::Refused(refused) => json(refused.status, refused.message),
-        Handled::Single(job) => single(shared, job, h, admission).await,
+        Handled::Single(job) => {
+            let resumable = session
+                .or_else(|| header(h, headers::PROTOCOL_VERSION).and_then(Revision::parse))
+                == Some(Revision::V2025_11_25);
+            let session_id = header(h, headers::SESSION_ID).filter(|_| resumable);
+            single(shared, job, h, admission, resumable.then_some(session_id)).await
+        }
         Handled::Batch(batch) => answer_batch(shared, batch, h, admission).await,
     }
 }
@@ -326,8 +334,14 @@ async fn single(
     job: Job,
     h: &HeaderMap,
     admission: Admission,
+    resumable: Option<Option<&str>>,
 ) -> Response<Body> {
     if job.streams() && answers_as_sse(shared, h) {
+        if let Some(session) = resumable
+            && let Some((event_id, parked)) = shared.resumptions.close_early(session, &shared.stats)
+        {
+            return sse_closed_early(shared, job, admission, &event_id, parked);
+        }
         return sse_single(shared, job, admission);
     }
     let done = shared.run(job, None).await;
@@ -347,10 +361,10 @@ async fn single(
     resp
 }
 
-fn sse_response(rx: mpsc::Receiver<Bytes>, admission: Admission) -> Response<Body> {
+fn sse_response(rx: mpsc::Receiver<Bytes>, admission: Option<Admission>) -> Response<Body> {
     let mut r = Response::new(Body::Stream {
         rx,
-        _admission: Some(admission),
+        _admission: admission,
     });
     let hs = r.headers_mut();
     hs.insert(
@@ -378,7 +392,61 @@ fn sse_single(shared: &Arc<Shared>, job: Job, admission: Admission) -> Response<
             _ = tx.closed() => {}
         }
     });
-    sse_response(rx, admission)
+    sse_response(rx, Some(admission))
+}
+
+/// An answer stream closed early (`sse_close_early`): a priming event with its id and a
+/// `retry:` advice, then the end; the request runs on and its answer is parked for the GET
+/// that resumes the stream. No progress is sent on it.
+fn sse_closed_early(
+    shared: &Arc<Shared>,
+    job: Job,
+    admission: Admission,
+    event_id: &str,
+    parked: tokio::sync::oneshot::Sender<Bytes>,
+) -> Response<Body> {
+    let (tx, rx) = mpsc::channel(1);
+    let priming = format!("id: {event_id}\nretry: {}\ndata:\n\n", resume::RETRY_MS);
+    let _ = tx.try_send(Bytes::from(priming));
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let done = shared.run(job, None).await;
+        drop(admission);
+        let _ = parked.send(Bytes::from(done.shaped.sse(true)));
+    });
+    sse_response(rx, None)
+}
+
+/// A GET with `Last-Event-ID`: the answer parked under that id, on a stream of its own.
+fn resume(shared: &Arc<Shared>, h: &HeaderMap) -> Response<Body> {
+    let Some(last) = header(h, "last-event-id") else {
+        return text(405, "GET only resumes a stream (Last-Event-ID)\n");
+    };
+    let session = header(h, headers::SESSION_ID);
+    if shared.cfg.sessions && session.is_none_or(|s| shared.sessions.lookup(s).is_none()) {
+        return text(404, "unknown session\n");
+    }
+    let answer = match shared.resumptions.resume(last, session, &shared.stats) {
+        Resumed::Refused => {
+            let mut r = text(405, "no GET streams here\n");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+            return r;
+        }
+        Resumed::Unknown => return text(404, "no stream to resume under that event id\n"),
+        Resumed::Answer(answer) => answer,
+    };
+    let (tx, rx) = mpsc::channel(1);
+    let stats = Arc::clone(&shared.stats);
+    tokio::spawn(async move {
+        if let Ok(bytes) = answer.await
+            && !bytes.is_empty()
+            && tx.send(bytes).await.is_ok()
+        {
+            Stats::add(&stats.sse_answers_on_resumption, 1);
+        }
+    });
+    sse_response(rx, None)
 }
 
 /// A batch's answers: one JSON array, or one SSE event per answer (progress events among
@@ -412,5 +480,5 @@ async fn answer_batch(
         }
         sink.send_late().await;
     });
-    sse_response(rx, admission)
+    sse_response(rx, Some(admission))
 }

@@ -24,6 +24,7 @@ mod job;
 mod job_api;
 mod mcp;
 mod methods;
+mod resume;
 mod sessions;
 mod stats;
 mod stdio;
@@ -47,6 +48,7 @@ use capacity::Capacity;
 use faults::FaultPlan;
 use job_api::JobStore;
 use mcp::Protocol;
+use resume::Resumptions;
 use sessions::Sessions;
 use stats::Stats;
 use std::net::SocketAddr;
@@ -84,6 +86,7 @@ pub(crate) struct Shared {
     tasks: TaskStore,
     /// Keys the `requestState` of input-required rounds.
     salt: u64,
+    resumptions: Resumptions,
 }
 
 impl Shared {
@@ -103,6 +106,7 @@ impl Shared {
             jobs: JobStore::new(&cfg),
             tasks: TaskStore::new(&cfg, u64::from(prefix).rotate_left(32) ^ cfg.seed),
             salt: u64::from(prefix) ^ 0x6d72_7472_7374_6174,
+            resumptions: Resumptions::new(cfg.sse_close_early, cfg.sse_resume_refuse),
             cfg,
         })
     }

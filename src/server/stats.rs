@@ -160,6 +160,10 @@ pub(crate) struct Stats {
     pub sessions_opened: AtomicU64,
     pub sessions_closed: AtomicU64,
     pub connections_refused: AtomicU64,
+    pub sse_closed_early: AtomicU64,
+    pub sse_resumptions_served: AtomicU64,
+    pub sse_resumptions_refused: AtomicU64,
+    pub sse_answers_on_resumption: AtomicU64,
     in_flight: AtomicU64,
     in_flight_max: AtomicU64,
     serving: AtomicU64,
@@ -304,6 +308,10 @@ impl Stats {
             connections_refused: g(&self.connections_refused),
             sessions_opened: g(&self.sessions_opened),
             sessions_closed: g(&self.sessions_closed),
+            sse_closed_early: g(&self.sse_closed_early),
+            sse_resumptions_served: g(&self.sse_resumptions_served),
+            sse_resumptions_refused: g(&self.sse_resumptions_refused),
+            sse_answers_on_resumption: g(&self.sse_answers_on_resumption),
             faults: FaultCounts {
                 drop: f(FaultKind::Drop),
                 null_id: f(FaultKind::NullId),
@@ -478,6 +486,19 @@ pub struct StatsSnapshot {
     pub sessions_opened: u64,
     /// Legacy sessions ended by the client's DELETE.
     pub sessions_closed: u64,
+    /// `sse_close_early`: answer streams closed after a priming event with an id and
+    /// `retry:`, their answer parked for a resumption.
+    #[serde(default)]
+    pub sse_closed_early: u64,
+    /// GETs with `Last-Event-ID` that found their parked answer.
+    #[serde(default)]
+    pub sse_resumptions_served: u64,
+    /// GETs with `Last-Event-ID` refused 405 (`sse_resume_refuse`).
+    #[serde(default)]
+    pub sse_resumptions_refused: u64,
+    /// Answers written on a resumed stream.
+    #[serde(default)]
+    pub sse_answers_on_resumption: u64,
     /// Faults injected, by kind.
     pub faults: FaultCounts,
     /// What a correct client counts for the answers written.

@@ -218,6 +218,10 @@ pub struct TransportCounters {
     /// HTTP requests sent on another connection because the idle one picked for them was
     /// found closed before any byte of them was written.
     pub reconnects_before_send: u64,
+    /// SSE answers resumed with a GET and `Last-Event-ID` after their stream ended early.
+    pub sse_resumptions: u64,
+    /// Requests whose resumed answer ended without the response (they end `missing`).
+    pub sse_resumptions_failed: u64,
 }
 
 impl TransportCounters {
@@ -226,6 +230,8 @@ impl TransportCounters {
         c.session_restarts += self.session_restarts;
         c.stdio_write_block_ms += self.stdio_write_block.as_millis() as u64;
         c.reconnects_before_send += self.reconnects_before_send;
+        c.sse_resumptions += self.sse_resumptions;
+        c.sse_resumptions_failed += self.sse_resumptions_failed;
         *self = TransportCounters::default();
     }
 }

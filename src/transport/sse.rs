@@ -3,8 +3,9 @@
 //!
 //! Chunks may split lines, `CRLF` pairs and UTF-8 sequences anywhere. Lines end with CRLF, LF
 //! or CR (a leading byte order mark is dropped, even split across chunks); `:` lines are
-//! comments; `event:`, `id:` and `retry:` are read and not needed for
-//! pairing (`retry:` is kept for the record); several `data:` lines join with `\n`. Only an
+//! comments; `event:` is read and dropped; `id:` and `retry:` are not needed for pairing and
+//! are kept for resuming a stream (the last event id, as the standard sets it on each
+//! dispatch, and the last `retry:` advice); several `data:` lines join with `\n`. Only an
 //! event's data is held: a line's field name is read as it comes, a `data` value goes
 //! straight into the event's data, and every other byte is counted and dropped. An event
 //! whose data is empty (the priming event of 2025-11-25) is skipped, as the standard says. An
@@ -24,6 +25,9 @@ const BOM_DECIDED: usize = usize::MAX;
 const NAME_MAX: usize = 5;
 /// The longest `retry:` value read (a u64 has 20 digits); a longer one is not a number.
 const RETRY_MAX: usize = 20;
+/// The longest `id:` value kept; a longer one is ignored like an id with a NUL (mcpload
+/// would have to send it back whole in `Last-Event-ID`).
+const ID_MAX: usize = 256;
 
 /// One complete event off the stream.
 #[derive(Debug, PartialEq, Eq)]
@@ -40,7 +44,8 @@ pub enum SseEvent {
 enum Field {
     Data,
     Retry,
-    /// A comment, `event`, `id`, or a field the standard does not know.
+    Id,
+    /// A comment, `event`, or a field the standard does not know.
     Ignored,
 }
 
@@ -87,6 +92,12 @@ pub struct SseParser {
     bom_matched: usize,
     max_event_bytes: usize,
     retry_ms: Option<u64>,
+    /// The `id:` value being read (up to one byte past [`ID_MAX`]).
+    id_line: Vec<u8>,
+    /// The standard's last event ID buffer: the last valid `id:` value read.
+    id_buffer: Vec<u8>,
+    /// The last event ID: the buffer as it was at the last dispatch (empty: none).
+    last_event_id: Vec<u8>,
 }
 
 impl SseParser {
@@ -114,12 +125,21 @@ impl SseParser {
             bom_matched: 0,
             max_event_bytes,
             retry_ms: None,
+            id_line: Vec::new(),
+            id_buffer: Vec::new(),
+            last_event_id: Vec::new(),
         }
     }
 
     /// The last `retry:` value the server sent, in milliseconds.
     pub fn retry_ms(&self) -> Option<u64> {
         self.retry_ms
+    }
+
+    /// The last event id, set as each event is dispatched (priming events with no data
+    /// included); `None` while there is none. A client resumes with it in `Last-Event-ID`.
+    pub fn last_event_id(&self) -> Option<&[u8]> {
+        Some(self.last_event_id.as_slice()).filter(|id| !id.is_empty())
     }
 
     /// Whether the answer budget picked the event being read to fail.
@@ -242,6 +262,10 @@ impl SseParser {
                 }
                 At::Value(field) => {
                     let value = std::mem::take(&mut bytes);
+                    if field == Field::Id && self.id_line.len() <= ID_MAX {
+                        let keep = value.len().min(ID_MAX + 1 - self.id_line.len());
+                        self.id_line.extend_from_slice(&value[..keep]);
+                    }
                     if field == Field::Retry {
                         let keep = value.len().min(RETRY_MAX - self.retry_len.min(RETRY_MAX));
                         let at = self.retry_len.min(RETRY_MAX);
@@ -271,6 +295,7 @@ impl SseParser {
         match self.name.get(..self.name_len) {
             Some(b"data") => Field::Data,
             Some(b"retry") => Field::Retry,
+            Some(b"id") => Field::Id,
             _ => Field::Ignored,
         }
     }
@@ -298,6 +323,7 @@ impl SseParser {
         self.at = At::Name;
         self.name_len = 0;
         self.retry_len = 0;
+        self.id_line.clear();
         self.line_len = 0;
         self.line_nonempty = false;
         self.line_visible = false;
@@ -311,6 +337,12 @@ impl SseParser {
                 self.retry_ms = Some(ms);
             }
         }
+        // `id` with no value (or no colon) empties the buffer; one with a NUL is ignored.
+        let id_field = matches!(at, At::Value(Field::Id) | At::Colon(Field::Id))
+            || (at == At::Name && field == Field::Id);
+        if id_field && self.id_line.len() <= ID_MAX && !self.id_line.contains(&0) {
+            std::mem::swap(&mut self.id_buffer, &mut self.id_line);
+        }
         self.new_line();
         if !nonempty {
             return self.dispatch(out);
@@ -323,6 +355,7 @@ impl SseParser {
     }
 
     fn dispatch(&mut self, out: &mut impl FnMut(SseEvent)) {
+        self.last_event_id.clone_from(&self.id_buffer);
         if self.discarding {
             self.discarding = false;
             return;
@@ -460,6 +493,38 @@ mod tests {
             64,
         );
         assert!(ev.is_empty(), "longer names are other fields");
+    }
+
+    #[test]
+    fn the_last_event_id_is_set_at_each_dispatch_priming_events_included() {
+        let body: &[u8] = b"id: s-1\nretry: 20\ndata:\n\n";
+        for cut_at in 0..=body.len() {
+            let mut p = SseParser::new(64);
+            let mut v = Vec::new();
+            p.feed(&body[..cut_at], |e| v.push(e));
+            p.feed(&body[cut_at..], |e| v.push(e));
+            assert!(v.is_empty(), "a priming event has no data");
+            assert_eq!(p.last_event_id(), Some(&b"s-1"[..]), "split at {cut_at}");
+            assert_eq!(p.retry_ms(), Some(20));
+        }
+        let mut p = SseParser::new(64);
+        p.feed(b"id: a\n", |_| {});
+        assert_eq!(
+            p.last_event_id(),
+            None,
+            "set only when the event is dispatched"
+        );
+        p.feed(b"\nid: b\0c\ndata: 1\n\n", |_| {});
+        assert_eq!(
+            p.last_event_id(),
+            Some(&b"a"[..]),
+            "an id with a NUL is ignored"
+        );
+        p.feed(b"id\ndata: 2\n\n", |_| {});
+        assert_eq!(p.last_event_id(), None, "an empty id resets it");
+        let long = format!("id: {}\n\n", "x".repeat(ID_MAX + 1));
+        p.feed(long.as_bytes(), |_| {});
+        assert_eq!(p.last_event_id(), None, "an id past the bound is ignored");
     }
 
     #[test]

@@ -36,5 +36,6 @@ mod serve_tasks;
 mod transport_everything;
 mod transport_https;
 mod transport_python;
+mod transport_resume;
 mod transport_serve;
 mod transport_stdio;

@@ -28,7 +28,7 @@ const STEPS_EXTRA: &str = "service_p50_ms,service_p90_ms,service_p99_ms,service_
 service_max_ms,service_mean_ms,in_flight_at_end,interrupted,target_down,expired_unsent,\
 reconnects_before_send,transport_error,iterations_started,iterations_completed,\
 iterations_failed,iterations_interrupted,iterations_per_s,iteration_error_rate,\
-iteration_p50_ms,iteration_p90_ms,iteration_p99_ms";
+iteration_p50_ms,iteration_p90_ms,iteration_p99_ms,sse_resumptions,sse_resumptions_failed";
 
 /// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str =

@@ -8,7 +8,7 @@ use crate::transport::sse::{SseEvent, SseParser};
 use crate::transport::{BodyKind, TransportError, Unreadable};
 use bytes::{Buf, Bytes, BytesMut};
 use std::task::Waker;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Longest chunk-size line accepted (extensions included).
 const MAX_CHUNK_LINE: usize = 1024;
@@ -63,6 +63,13 @@ impl BodyReader {
         } else {
             self.kind
         }
+    }
+
+    /// Where an SSE stream that ended early can be resumed: its last event id and the
+    /// `retry:` delay the server advised (both are needed). `None` for other bodies.
+    pub(super) fn resume_point(&self) -> Option<(&[u8], Duration)> {
+        let p = self.sse.as_ref()?;
+        Some((p.last_event_id()?, Duration::from_millis(p.retry_ms()?)))
     }
 
     /// The length `Content-Length` announced. Returns false when a JSON or unknown body is

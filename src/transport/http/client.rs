@@ -200,6 +200,8 @@ pub(super) enum Method {
     Post,
     /// Ends a legacy session.
     Delete,
+    /// Resumes an SSE stream (with `Last-Event-ID`).
+    Get,
 }
 
 /// What every request of one transport starts with: the request line, `Host`, the base
@@ -254,6 +256,7 @@ impl RequestHead {
         &self,
         method: Method,
         headers: &McpHeaders,
+        last_event_id: Option<&HeaderValue>,
         body: &[u8],
         w: &mut Vec<u8>,
     ) {
@@ -263,6 +266,13 @@ impl RequestHead {
                 w.extend_from_slice(b"DELETE");
                 w.extend_from_slice(&self.prefix[b"POST".len()..]);
             }
+            Method::Get => {
+                w.extend_from_slice(b"GET");
+                w.extend_from_slice(&self.prefix[b"POST".len()..]);
+            }
+        }
+        if let Some(v) = last_event_id {
+            push_header(w, "last-event-id", v.as_bytes());
         }
         let per_request = [
             (

@@ -3,6 +3,15 @@
 //! A load exchange reports events, the terminal one last; a side exchange (a handshake step,
 //! a probe, a cancel notification, a session's DELETE) reads its answer whole into a
 //! [`Reply`].
+//!
+//! SSE resumption (2025-11-25, transports page, "Resumability and Redelivery"): a single
+//! request's SSE stream that ends cleanly without its response, after an event with an id
+//! and a `retry:` advice, is not the request's end. The exchange hands the transport a GET
+//! for the same id carrying `Last-Event-ID`, to go out once the advised delay has passed (or
+//! the request's deadline, whichever comes first); its answer's events pair like any other.
+//! A resumed stream that ends again the same way is resumed again, at most
+//! [`MAX_RESUMPTIONS`] times; one refused (405 included) or ending otherwise leaves the id
+//! `missing`, counted in `sse_resumptions_failed`.
 
 use super::Reply;
 use super::body::{BodyReader, Piece};
@@ -19,6 +28,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+/// The most GETs one request's answer is resumed with.
+pub(super) const MAX_RESUMPTIONS: u32 = 8;
 
 pub(super) fn too_slow() -> TransportError {
     TransportError::Timeout("the exchange outlasted its time limit".into())
@@ -37,6 +49,9 @@ pub(super) struct Request {
     /// Its time limit runs from `since`.
     pub(super) since: tokio::time::Instant,
     pub(super) limit: Option<Duration>,
+    /// A resumption's `Last-Event-ID` (a GET), and how many resumptions the answer has had.
+    pub(super) last_event_id: Option<http::HeaderValue>,
+    pub(super) resumptions: u32,
 }
 
 impl Request {
@@ -55,7 +70,16 @@ impl Request {
             head: None,
             since,
             limit,
+            last_event_id: None,
+            resumptions: 0,
         }
+    }
+
+    /// When a resumption that waits `delay` goes out: after the delay, or at the request's
+    /// deadline if that comes first (then it fails at once, as too slow).
+    pub(super) fn resume_at(&self, delay: Duration) -> tokio::time::Instant {
+        let due = tokio::time::Instant::now() + delay;
+        self.limit.map_or(due, |l| due.min(self.since + l))
     }
 
     pub(super) fn is_load(&self) -> bool {
@@ -78,6 +102,15 @@ pub(super) enum Item {
         exchange: ExchangeId,
         reply: Box<Result<Reply, TransportError>>,
     },
+    /// The answer's SSE stream ended early: resume it with this GET after `delay`.
+    Resume {
+        request: Box<Request>,
+        delay: Duration,
+    },
+    /// A resumed answer ended without its response: its id ends `missing`.
+    ResumeFailed,
+    /// A resumption's delay is over: the GET goes out now.
+    Due(Box<Request>),
     /// The exchange's connection is free again: ready for the next request, or gone
     /// (`None`). Its answer has been read, so the exchange can no longer be closed to cancel
     /// (`closable`: the id it could be closed under).
@@ -132,6 +165,15 @@ struct Events {
     answered_array: bool,
     /// The code of the single error a refused batch got.
     error_code: Option<i64>,
+    /// What a resumption needs: the request's time limit, and how often it was resumed.
+    since: tokio::time::Instant,
+    limit: Option<Duration>,
+    resumptions: u32,
+    /// The answer is an SSE stream, and its response came on it (single requests only).
+    sse: bool,
+    answered: bool,
+    /// What follows the events: a resumption, or the failure of one.
+    then: Option<Output>,
 }
 
 /// A side exchange's answer, gathered until its end.
@@ -147,6 +189,8 @@ struct Whole {
 enum Output {
     Event(Event),
     Reply(Box<Result<Reply, TransportError>>),
+    Resume(Box<Request>, Duration),
+    ResumeFailed,
 }
 
 /// One request and its answer. Lives in one box from its request to its end, so no state is
@@ -192,6 +236,12 @@ impl Exchange {
                 queue: VecDeque::new(),
                 answered_array: false,
                 error_code: None,
+                since: request.since,
+                limit: request.limit,
+                resumptions: request.resumptions,
+                sse: false,
+                answered: false,
+                then: None,
             })
         };
         Exchange {
@@ -240,8 +290,9 @@ impl Exchange {
             retry_after_s: head.retry_after_s,
             reader,
         };
-        if let Sink::Whole(w) = &mut self.sink {
-            w.head = Some(head);
+        match &mut self.sink {
+            Sink::Whole(w) => w.head = Some(head),
+            Sink::Events(e) => e.sse = head.kind == BodyKind::Sse,
         }
         if !worth_reading {
             self.abandon_body();
@@ -279,6 +330,14 @@ impl Exchange {
         }
         let sink = &mut self.sink;
         reader.finish(Instant::now(), status < 400, &mut |p| sink.piece(p, status));
+        if let Sink::Events(e) = sink
+            && status < 400
+            && let Some((id, delay)) = reader.resume_point()
+            && let Some(request) = e.resumption(id)
+        {
+            e.then = Some(Output::Resume(Box::new(request), delay));
+            return;
+        }
         sink.finish(status, retry_after_s, reader.kind());
     }
 
@@ -389,6 +448,8 @@ impl futures_util::Stream for Exchange {
                 exchange: this.exchange,
                 reply,
             },
+            Output::Resume(request, delay) => Item::Resume { request, delay },
+            Output::ResumeFailed => Item::ResumeFailed,
         }))
     }
 }
@@ -399,6 +460,11 @@ impl futures_util::Stream for Exchange {
 pub(super) enum Flow {
     Plain(Box<Exchange>),
     Abortable(Abortable<Box<Exchange>>),
+    /// A resumption waiting out its delay; yields it once due.
+    Resuming {
+        at: Pin<Box<tokio::time::Sleep>>,
+        request: Option<Box<Request>>,
+    },
 }
 
 impl futures_util::Stream for Flow {
@@ -408,6 +474,10 @@ impl futures_util::Stream for Flow {
         match self.get_mut() {
             Flow::Plain(s) => s.poll_next_unpin(cx),
             Flow::Abortable(s) => s.poll_next_unpin(cx),
+            Flow::Resuming { at, request } => {
+                std::task::ready!(at.as_mut().poll(cx));
+                Poll::Ready(request.take().map(Item::Due))
+            }
         }
     }
 }
@@ -415,7 +485,12 @@ impl futures_util::Stream for Flow {
 impl Sink {
     fn pop(&mut self) -> Option<Output> {
         match self {
-            Sink::Events(e) => e.queue.pop_front().map(Output::Event),
+            // A failed resumption is told before the end it goes with: the worker may stop
+            // polling once its last request has ended.
+            Sink::Events(e) => (e.then)
+                .take_if(|t| matches!(t, Output::ResumeFailed))
+                .or_else(|| e.queue.pop_front().map(Output::Event))
+                .or_else(|| e.then.take()),
             Sink::Whole(w) => w.done.take().map(Output::Reply),
         }
     }
@@ -424,6 +499,9 @@ impl Sink {
     fn unpop(&mut self, out: Output) {
         match (self, out) {
             (Sink::Events(e), Output::Event(event)) => e.queue.push_front(event),
+            (Sink::Events(e), then @ (Output::Resume(..) | Output::ResumeFailed)) => {
+                e.then = Some(then)
+            }
             (Sink::Whole(w), Output::Reply(reply)) => w.done = Some(reply),
             _ => unreachable!("a sink gives only its own kind"),
         }
@@ -495,6 +573,9 @@ impl Events {
                     }
                     self.answered_array = true;
                 }
+                if self.sse && !self.answered && !self.batch {
+                    self.answered = self.ids.first().is_some_and(|id| answers(&bytes, id));
+                }
                 self.queue.push_back(Event::Message {
                     exchange,
                     batch: self.batch,
@@ -509,10 +590,47 @@ impl Events {
         }
     }
 
+    /// The GET that resumes this answer's stream after the event `last_event_id`, when it
+    /// may be resumed: a single request, unanswered, resumed fewer than [`MAX_RESUMPTIONS`]
+    /// times.
+    fn resumption(&self, last_event_id: &[u8]) -> Option<Request> {
+        let [id] = self.ids.as_slice() else {
+            return None;
+        };
+        if self.batch || self.answered || self.resumptions >= MAX_RESUMPTIONS {
+            return None;
+        }
+        let last_event_id = http::HeaderValue::from_bytes(last_event_id).ok()?;
+        Some(Request {
+            exchange: self.exchange,
+            method: Method::Get,
+            out: Outgoing::single(bytes::Bytes::new(), Some(id.clone()), Default::default()),
+            whole: false,
+            head: None,
+            since: self.since,
+            limit: self.limit,
+            last_event_id: Some(last_event_id),
+            resumptions: self.resumptions + 1,
+        })
+    }
+
     fn finish(&mut self, status: u16, retry_after_s: Option<u64>, body: BodyKind) {
         let ids = std::mem::take(&mut self.ids);
         let exchange = self.exchange;
         let batch = self.batch;
+        if self.resumptions > 0 && !self.answered {
+            // A resumption refused (405: the server offers no GET stream) or ended without
+            // the response: the request's answer (a 2xx stream) ended without it.
+            self.then = Some(Output::ResumeFailed);
+            self.queue.push_back(Event::Closed {
+                exchange,
+                ids,
+                batch,
+                status: if status >= 400 { 200 } else { status },
+                body: BodyKind::Sse,
+            });
+            return;
+        }
         self.queue.push_back(if status >= 400 {
             Event::Refused {
                 exchange,
@@ -533,6 +651,12 @@ impl Events {
             }
         });
     }
+}
+
+/// Whether `bytes` is a response to `id` (a result or an error).
+fn answers(bytes: &[u8], id: &Id) -> bool {
+    use crate::jsonrpc::{Decoded, Message, decode};
+    matches!(decode(bytes), Ok(Decoded::Single(Message::Response(r))) if r.id.as_id() == Some(id))
 }
 
 fn starts_array(b: &[u8]) -> bool {

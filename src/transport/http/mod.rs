@@ -170,7 +170,9 @@ impl HttpTransport {
     fn launch(&mut self, request: Request) {
         let head = request.head.as_deref().unwrap_or(&self.head);
         let out = &request.out;
-        let encode = |w: &mut Vec<u8>| head.encode(request.method, &out.headers, &out.body, w);
+        let resume = request.last_event_id.as_ref();
+        let encode =
+            |w: &mut Vec<u8>| head.encode(request.method, &out.headers, resume, &out.body, w);
         let mut found_closed = false;
         let phase = loop {
             if let Some(mut conn) = self.pool.take_idle() {
@@ -278,6 +280,18 @@ impl HttpTransport {
                 self.on_conn(back);
             }
             Item::Reply { exchange, reply } => self.on_reply(exchange, *reply),
+            Item::Resume { request, delay } => {
+                self.counters.sse_resumptions += 1;
+                let at = request.resume_at(delay);
+                self.exchanges.push(Flow::Resuming {
+                    at: Box::pin(tokio::time::sleep_until(at)),
+                    request: Some(request),
+                });
+            }
+            // During a session restart it goes out with the session it belongs to gone:
+            // refused, its id ends missing.
+            Item::Due(request) => self.launch(*request),
+            Item::ResumeFailed => self.counters.sse_resumptions_failed += 1,
         }
         None
     }
@@ -514,7 +528,7 @@ mod tests {
         let encoded = |t: &HttpTransport, method: Option<HeaderValue>| {
             let mut w = Vec::new();
             let headers = McpHeaders { method, name: None };
-            t.head.encode(Method::Post, &headers, b"{}", &mut w);
+            t.head.encode(Method::Post, &headers, None, b"{}", &mut w);
             let mut parsed = [httparse::EMPTY_HEADER; 16];
             let mut req = httparse::Request::new(&mut parsed);
             let head = match req.parse(&w).unwrap() {

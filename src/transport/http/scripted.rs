@@ -58,6 +58,16 @@ pub fn read_answer(reads: Vec<Vec<u8>>, max: usize) -> Vec<String> {
                 continue;
             }
             Item::Reply { .. } => panic!("a load exchange yields no reply"),
+            // The stream ended early: the exchange ends in a resumption, not an event.
+            Item::Resume { request, delay } => {
+                terminal += 1;
+                let id = request.last_event_id.as_ref().map(|v| v.as_bytes());
+                format!(
+                    "resume after {delay:?} from {:?}",
+                    id.map(|i| i.escape_ascii().to_string())
+                )
+            }
+            Item::ResumeFailed | Item::Due(_) => panic!("a first answer is never a resumption"),
             Item::Event { event, .. } => {
                 assert_eq!(terminal, 0, "an event after the end: {event:?}");
                 match event {

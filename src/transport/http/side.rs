@@ -76,6 +76,8 @@ impl HttpTransport {
             head: head.map(Box::new),
             since: tokio::time::Instant::now(),
             limit: Some(limit),
+            last_event_id: None,
+            resumptions: 0,
         });
     }
 
