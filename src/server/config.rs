@@ -525,45 +525,77 @@ impl ServeConfig {
 
     /// The job API's and the tasks' knobs: every job ends within a day and is held a while.
     fn validate_jobs(&self) -> Result<(), ConfigError> {
-        let invalid = |what: &str| Err(ConfigError::Invalid(what.into()));
-        if self.job_item_ms.saturating_add(self.job_item_jitter_ms) > JOB_ITEM_MS_MAX {
-            return invalid(&format!(
-                "job_item_ms + job_item_jitter_ms must be at most {JOB_ITEM_MS_MAX} (one minute)"
-            ));
-        }
-        if self.job_queue_ms > JOB_QUEUE_MS_MAX {
-            return invalid(&format!(
-                "job_queue_ms must be at most {JOB_QUEUE_MS_MAX} (one hour)"
-            ));
-        }
-        if self.job_poll_interval_ms > JOB_QUEUE_MS_MAX {
-            return invalid(&format!(
-                "job_poll_interval_ms must be at most {JOB_QUEUE_MS_MAX} (one hour)"
-            ));
-        }
-        if !(1..=JOB_TTL_MS_MAX).contains(&self.job_ttl_ms) {
-            return invalid(&format!(
-                "job_ttl_ms must be from 1 to {JOB_TTL_MS_MAX} (one week)"
-            ));
-        }
-        if !(1..=MAX_JOBS_MAX).contains(&self.max_jobs) {
-            return invalid(&format!("max_jobs must be from 1 to {MAX_JOBS_MAX}"));
-        }
-        if !(1..=JOB_TTL_MS_MAX).contains(&self.task_ttl_ms) {
-            return invalid(&format!(
-                "task_ttl_ms must be from 1 to {JOB_TTL_MS_MAX} (one week)"
-            ));
-        }
-        if self.task_poll_interval_ms > JOB_QUEUE_MS_MAX {
-            return invalid(&format!(
-                "task_poll_interval_ms must be at most {JOB_QUEUE_MS_MAX} (one hour)"
-            ));
-        }
-        if !(1..=MAX_TASKS_MAX).contains(&self.max_tasks) {
-            return invalid(&format!("max_tasks must be from 1 to {MAX_TASKS_MAX}"));
-        }
-        if self.task_capacity > MAX_TASKS_MAX {
-            return invalid(&format!("task_capacity must be at most {MAX_TASKS_MAX}"));
+        // Each knob with its lowest and highest valid value, and the highest in words.
+        let bounds: [(&str, u64, u64, u64, &str); 9] = [
+            (
+                "job_item_ms + job_item_jitter_ms",
+                self.job_item_ms.saturating_add(self.job_item_jitter_ms),
+                0,
+                JOB_ITEM_MS_MAX,
+                " (one minute)",
+            ),
+            (
+                "job_queue_ms",
+                self.job_queue_ms,
+                0,
+                JOB_QUEUE_MS_MAX,
+                " (one hour)",
+            ),
+            (
+                "job_poll_interval_ms",
+                self.job_poll_interval_ms,
+                0,
+                JOB_QUEUE_MS_MAX,
+                " (one hour)",
+            ),
+            (
+                "job_ttl_ms",
+                self.job_ttl_ms,
+                1,
+                JOB_TTL_MS_MAX,
+                " (one week)",
+            ),
+            ("max_jobs", self.max_jobs as u64, 1, MAX_JOBS_MAX as u64, ""),
+            (
+                "task_ttl_ms",
+                self.task_ttl_ms,
+                1,
+                JOB_TTL_MS_MAX,
+                " (one week)",
+            ),
+            (
+                "task_poll_interval_ms",
+                self.task_poll_interval_ms,
+                0,
+                JOB_QUEUE_MS_MAX,
+                " (one hour)",
+            ),
+            (
+                "max_tasks",
+                self.max_tasks as u64,
+                1,
+                MAX_TASKS_MAX as u64,
+                "",
+            ),
+            (
+                "task_capacity",
+                self.task_capacity as u64,
+                0,
+                MAX_TASKS_MAX as u64,
+                "",
+            ),
+        ];
+        for (name, value, min, max, words) in bounds {
+            if !(min..=max).contains(&value) {
+                let range = if min == 0 {
+                    format!("at most {max}")
+                } else {
+                    format!("from {min} to {max}")
+                };
+                return Err(ConfigError::Invalid(format!(
+                    "{name} must be {range}{words}"
+                )));
+            }
         }
         Ok(())
     }
