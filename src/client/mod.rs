@@ -178,6 +178,24 @@ pub struct ToolInfo {
     pub required: Vec<String>,
 }
 
+/// One request of the revision agreement and what it answered (summary.json keeps them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Attempt {
+    /// The request: `server/discover`, `initialize 2025-11-25`, `tools/list 2026-07-28`.
+    pub sent: String,
+    /// Its answer, in words.
+    pub answered: String,
+}
+
+impl Attempt {
+    fn new(sent: impl Into<String>, answered: impl Into<String>) -> Attempt {
+        Attempt {
+            sent: sent.into(),
+            answered: answered.into(),
+        }
+    }
+}
+
 /// What connecting learnt about the server.
 #[derive(Clone, Debug, Serialize)]
 pub struct ServerInfo {
@@ -186,6 +204,8 @@ pub struct ServerInfo {
     pub revision: Revision,
     /// How the era was found, in words (for reports).
     pub detection: String,
+    /// The requests sent to agree on the revision, in order, with their answers.
+    pub negotiation: Vec<Attempt>,
     /// `serverInfo` (name, version), when the server gave it.
     pub server_info: Value,
     pub capabilities: Value,

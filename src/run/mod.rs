@@ -105,7 +105,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         .then(|| scenario::compile(&mix, &plan.scenarios, server.revision, &plan.base))
         .transpose()
         .map_err(PlanError::Usage)?;
-    let spec = plan.run_spec(&mix);
+    let spec = plan.run_spec(&mix, &server);
     let transports = open_connections(&plan, &connector, &server, connected.transport).await?;
     let work = Arc::new(workload(&plan, mix, scenarios));
     let mut folder = RunFolder::create(spec)?;

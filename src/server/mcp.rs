@@ -290,6 +290,8 @@ pub(crate) struct Protocol {
     served: Vec<Revision>,
     batches: BatchPolicy,
     supported_json: Value,
+    /// `server/discover` is implemented.
+    discover: bool,
 }
 
 impl Protocol {
@@ -300,6 +302,7 @@ impl Protocol {
             served,
             batches: cfg.batches,
             supported_json,
+            discover: cfg.discover,
         })
     }
 
@@ -456,7 +459,7 @@ impl Protocol {
                     .ok_or_else(|| self.unsupported(p.protocol_version.as_deref().unwrap_or("")))?;
                 Call::Initialize(chosen)
             }
-            ("server/discover", true) => Call::Discover,
+            ("server/discover", true) if self.discover => Call::Discover,
             ("ping", false) => Call::Ping,
             ("tools/list", _) => Call::ToolsList,
             ("tools/call", _) => tool_call(p, version, caps),

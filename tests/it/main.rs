@@ -8,6 +8,7 @@ mod support;
 mod analysis_compare;
 mod analysis_gates;
 mod analysis_knee;
+mod client_negotiation;
 mod codec;
 mod correlator_identity;
 mod correlator_rows;
