@@ -92,6 +92,10 @@ pub(crate) struct ServeArgs {
     /// Do not implement server/discover (2026-07-28 allows it): it gets -32601, HTTP 404.
     #[arg(long)]
     pub no_discover: bool,
+    /// 2026-07-28: list x-mcp-header tools (region_echo valid, bad_header_* invalid) and
+    /// check the Mcp-Param-* headers of region_echo calls.
+    #[arg(long)]
+    pub header_tools: bool,
     /// Requests served at once (0: unlimited, no capacity model) [default: 0].
     #[arg(long, value_name = "N")]
     pub capacity: Option<u32>,
@@ -216,6 +220,7 @@ impl ServeArgs {
             batches: self.batches.unwrap_or(d.batches),
             sessions: !self.no_sessions,
             discover: !self.no_discover,
+            header_tools: self.header_tools,
             capacity: self.capacity.unwrap_or(d.capacity),
             queue: self.queue.unwrap_or(d.queue),
             reject: self.reject.unwrap_or(d.reject),

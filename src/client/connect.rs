@@ -643,12 +643,7 @@ async fn list_tools(
                 continue;
             };
             let input_schema = tool.get("inputSchema").cloned().unwrap_or(json!({}));
-            let required = strings(input_schema.get("required"));
-            tools.push(ToolInfo {
-                name: name.to_owned(),
-                input_schema,
-                required,
-            });
+            tools.push(ToolInfo::new(name.to_owned(), input_schema, revision));
         }
         cursor = result
             .get("nextCursor")

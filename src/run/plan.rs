@@ -413,6 +413,7 @@ impl Plan {
                 "stop_on_failure": self.sweep.stop_on_failure,
             },
             "ops": mix.names(),
+            "skipped_tools": mix.skipped(),
             "batch": self.batch.as_ref().map(|b| json!({"size": b.size, "notifications": b.notifications, "force": b.force})),
             "criteria": {
                 "error_rate": c.max_error_rate,

@@ -160,6 +160,8 @@ pub(crate) struct Stats {
     pub sessions_opened: AtomicU64,
     pub sessions_closed: AtomicU64,
     pub connections_refused: AtomicU64,
+    pub param_header_checks: AtomicU64,
+    pub param_header_mismatches: AtomicU64,
     in_flight: AtomicU64,
     in_flight_max: AtomicU64,
     serving: AtomicU64,
@@ -304,6 +306,8 @@ impl Stats {
             connections_refused: g(&self.connections_refused),
             sessions_opened: g(&self.sessions_opened),
             sessions_closed: g(&self.sessions_closed),
+            param_header_checks: g(&self.param_header_checks),
+            param_header_mismatches: g(&self.param_header_mismatches),
             faults: FaultCounts {
                 drop: f(FaultKind::Drop),
                 null_id: f(FaultKind::NullId),
@@ -478,6 +482,14 @@ pub struct StatsSnapshot {
     pub sessions_opened: u64,
     /// Legacy sessions ended by the client's DELETE.
     pub sessions_closed: u64,
+    /// 2026-07-28 `tools/call`s of `region_echo` (`header_tools`) whose `Mcp-Param-*`
+    /// headers were checked against the arguments.
+    #[serde(default)]
+    pub param_header_checks: u64,
+    /// Of `param_header_checks`, those refused: a header missing or not matching its
+    /// argument (400, -32020).
+    #[serde(default)]
+    pub param_header_mismatches: u64,
     /// Faults injected, by kind.
     pub faults: FaultCounts,
     /// What a correct client counts for the answers written.
