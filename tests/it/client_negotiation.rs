@@ -92,6 +92,34 @@ async fn auto_falls_back_to_2026_07_28_when_initialize_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_falls_back_the_same_way_over_stdio() {
+    let cmd = serve_cmd(&["--stdio", "--era", "modern", "--no-discover"]).join(" ");
+    let opts = ConnectOptions {
+        protocol: ProtocolChoice::Auto,
+        ..ConnectOptions::default()
+    };
+    let mut conn = tokio::time::timeout(
+        Duration::from_secs(60),
+        Connector::new(Endpoint::stdio(&cmd).unwrap(), opts)
+            .unwrap()
+            .connect(),
+    )
+    .await
+    .expect("connecting is bounded")
+    .unwrap();
+    assert_eq!(conn.server.revision, Revision::V2026_07_28);
+    assert_eq!(
+        sent(&conn.server.negotiation),
+        [
+            "server/discover",
+            "initialize 2025-11-25",
+            "tools/list 2026-07-28"
+        ]
+    );
+    echoes_all_answered(&mut conn).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_takes_initialize_before_2026_07_28_without_discovery() {
     // Both eras, no discover: initialize answers, so the legacy era is agreed.
     let server = serve(&["--no-discover"]);
