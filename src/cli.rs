@@ -89,6 +89,13 @@ pub(crate) struct ServeArgs {
     /// Hand out no Mcp-Session-Id on initialize.
     #[arg(long)]
     pub no_sessions: bool,
+    /// Do not implement server/discover (2026-07-28 allows it): it gets -32601, HTTP 404.
+    #[arg(long)]
+    pub no_discover: bool,
+    /// 2026-07-28: list x-mcp-header tools (region_echo valid, bad_header_* invalid) and
+    /// check the Mcp-Param-* headers of region_echo calls.
+    #[arg(long)]
+    pub header_tools: bool,
     /// Requests served at once (0: unlimited, no capacity model) [default: 0].
     #[arg(long, value_name = "N")]
     pub capacity: Option<u32>,
@@ -219,6 +226,8 @@ impl ServeArgs {
             answer: self.answer.unwrap_or(d.answer),
             batches: self.batches.unwrap_or(d.batches),
             sessions: !self.no_sessions,
+            discover: !self.no_discover,
+            header_tools: self.header_tools,
             capacity: self.capacity.unwrap_or(d.capacity),
             queue: self.queue.unwrap_or(d.queue),
             reject: self.reject.unwrap_or(d.reject),
@@ -459,7 +468,7 @@ pub(crate) struct ProbeArgs {
     /// read from the environment, so secrets stay off the command line.
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", value_parser = split_header)]
     pub headers: Vec<(String, String)>,
-    /// auto (server/discover, falling back to initialize) or a protocol revision to pin.
+    /// auto (server/discover, then initialize, then 2026-07-28 without discovery) or a protocol revision to pin.
     #[arg(long, default_value = "auto", value_name = "auto|REVISION")]
     pub protocol: mcpload::client::ProtocolChoice,
     /// Print the report as JSON.

@@ -1,11 +1,11 @@
-//! Connecting: era detection (`server/discover`, or its refusal, falling back to
-//! `initialize`), the legacy handshake and session, `tools/list`, and a transport left ready
+//! Connecting: era detection (`server/discover`; then `initialize`; then 2026-07-28 without
+//! discovery), the legacy handshake and session, `tools/list`, and a transport left ready
 //! for load with the era's headers and cancel style.
 
 use super::ops::{Operation, client_info};
 use super::{
-    ConnectOptions, Endpoint, Era, McpError, ProtocolChoice, Revision, ServerInfo, ToolInfo,
-    expand_env,
+    Attempt, ConnectOptions, Endpoint, Era, McpError, ProtocolChoice, Revision, ServerInfo,
+    ToolInfo, expand_env,
 };
 use crate::jsonrpc::Id;
 use crate::protocol::codes;
@@ -175,57 +175,171 @@ impl Connector {
         Ok(transport)
     }
 
+    /// Agrees on the revision. A pinned legacy revision: `initialize` offering it. A pinned
+    /// 2026-07-28: `server/discover`, and 2026-07-28 spoken whatever it answers (a 2026-07-28
+    /// server need not implement it). `auto`: `server/discover`; then `initialize` with the
+    /// newest legacy revision (or the one a -32022 refusal named); then, when `initialize`
+    /// is refused or names no usable version, 2026-07-28 without discovery if `tools/list`
+    /// with its `_meta` is answered.
     async fn negotiate(&self, t: &mut AnyTransport) -> Result<ServerInfo, McpError> {
-        let (offer, pinned, reason, late_discover) = match self.opts.protocol {
-            ProtocolChoice::Pinned(r) if !r.is_modern() => {
-                (r, true, "pinned by --protocol".into(), None)
-            }
-            choice => match discover(t, &self.opts).await? {
-                Discovery::Modern(info) => return Ok(info),
-                Discovery::Legacy { .. } if choice != ProtocolChoice::Auto => {
-                    return Err(McpError::Protocol {
-                        step: "server/discover",
-                        detail: "the server does not speak 2026-07-28 (pinned by --protocol)"
-                            .into(),
-                    });
-                }
-                Discovery::Legacy {
-                    reason,
-                    offered,
-                    unanswered,
-                } => {
-                    // A stdio server slow to start may answer discover after the wait: that
-                    // answer still decides if it comes before a usable answer to initialize.
-                    let late = (unanswered && matches!(t, AnyTransport::Stdio(_)))
-                        .then(|| Id::Str(DISCOVER_ID.into()));
-                    let offer = offered.unwrap_or(Revision::LATEST_LEGACY);
-                    (offer, false, reason, late)
-                }
-            },
+        if let ProtocolChoice::Pinned(r) = self.opts.protocol
+            && !r.is_modern()
+        {
+            return match initialize(t, r, true, None, &self.opts).await? {
+                Initialized::Legacy {
+                    revision,
+                    result,
+                    session,
+                } => Ok(legacy_info(
+                    "pinned by --protocol",
+                    vec![],
+                    revision,
+                    &result,
+                    session,
+                )),
+                Initialized::LateDiscover(info) => Ok(info),
+            };
+        }
+        let (answered, offered, unanswered) = match discover(t, &self.opts).await? {
+            Discovery::Modern(info) => return Ok(info),
+            Discovery::Legacy {
+                answered,
+                offered,
+                unanswered,
+            } => (answered, offered, unanswered),
         };
-        match initialize(t, offer, pinned, late_discover.as_ref(), &self.opts).await? {
-            Initialized::LateDiscover(info) => Ok(ServerInfo {
+        let reason = format!("server/discover {answered}");
+        let mut tried = vec![Attempt::new("server/discover", answered)];
+        if self.opts.protocol != ProtocolChoice::Auto {
+            set_modern(t);
+            return Ok(ServerInfo {
                 detection: format!(
-                    "{reason}; initialize sent, then server/discover answered late with \
-                     2026-07-28 supported"
+                    "pinned by --protocol; {reason}; 2026-07-28 spoken without discovery"
                 ),
-                ..info
-            }),
-            Initialized::Legacy {
+                ..undiscovered_modern(tried)
+            });
+        }
+        // A stdio server slow to start may answer discover after the wait: that answer still
+        // decides if it comes before a usable answer to initialize.
+        let late = (unanswered && matches!(t, AnyTransport::Stdio(_)))
+            .then(|| Id::Str(DISCOVER_ID.into()));
+        let offer = offered.unwrap_or(Revision::LATEST_LEGACY);
+        match initialize(t, offer, false, late.as_ref(), &self.opts).await {
+            Ok(Initialized::LateDiscover(info)) => {
+                tried.push(Attempt::new(
+                    format!("initialize {offer}"),
+                    "not answered before server/discover answered late with 2026-07-28 \
+                     supported",
+                ));
+                Ok(ServerInfo {
+                    detection: format!(
+                        "{reason}; initialize sent, then server/discover answered late with \
+                         2026-07-28 supported"
+                    ),
+                    negotiation: tried,
+                    ..info
+                })
+            }
+            Ok(Initialized::Legacy {
                 revision,
                 result,
                 session,
-            } => Ok(legacy_info(&reason, revision, &result, session)),
+            }) => Ok(legacy_info(&reason, tried, revision, &result, session)),
+            Err(e) if refuses_initialize(&e) => {
+                tried.push(Attempt::new(format!("initialize {offer}"), e.to_string()));
+                without_discovery(t, tried, &self.opts).await
+            }
+            Err(e) => Err(e),
         }
     }
 }
 
+/// Whether `initialize` failing with `e` is the server refusing the legacy era (an error
+/// answer, an error status, a version mcpload does not speak), not the exchange failing.
+fn refuses_initialize(e: &McpError) -> bool {
+    matches!(
+        e,
+        McpError::Rpc {
+            step: "initialize",
+            ..
+        } | McpError::Status {
+            step: "initialize",
+            ..
+        } | McpError::Protocol {
+            step: "initialize",
+            ..
+        }
+    )
+}
+
+/// 2026-07-28 with nothing discovered: no capabilities, no versions, no server info.
+fn undiscovered_modern(negotiation: Vec<Attempt>) -> ServerInfo {
+    ServerInfo {
+        era: Era::Modern,
+        revision: Revision::V2026_07_28,
+        detection: String::new(),
+        negotiation,
+        server_info: Value::Null,
+        capabilities: json!({}),
+        supported_versions: Vec::new(),
+        session: false,
+        tools: Vec::new(),
+    }
+}
+
+/// The last resort of `auto`: one `tools/list` with the 2026-07-28 `_meta` and headers. A
+/// result means the server speaks 2026-07-28 without `server/discover`; anything else ends
+/// the agreement with every attempt named.
+async fn without_discovery(
+    t: &mut AnyTransport,
+    mut tried: Vec<Attempt>,
+    opts: &ConnectOptions,
+) -> Result<ServerInfo, McpError> {
+    const STEP: &str = "tools/list";
+    set_modern(t);
+    let op = Operation::new(Revision::V2026_07_28, STEP, None)?;
+    let id = Id::Str("mcpload-undiscovered".into());
+    let answer = call(t, &op, &id, opts.handshake_timeout).await?;
+    let answered =
+        match handshake_result(answer.response, answer.status, STEP, opts.handshake_timeout) {
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
+        };
+    tried.push(Attempt::new(
+        "tools/list 2026-07-28",
+        answered.as_deref().unwrap_or("answered with a result"),
+    ));
+    let story = tried
+        .iter()
+        .map(|a| format!("{} {}", a.sent, a.answered))
+        .collect::<Vec<_>>()
+        .join("; ");
+    if answered.is_some() {
+        return Err(McpError::Protocol {
+            step: "protocol agreement",
+            detail: format!("no revision agreed: {story}"),
+        });
+    }
+    Ok(ServerInfo {
+        detection: format!("{story}: 2026-07-28 spoken without discovery"),
+        ..undiscovered_modern(tried)
+    })
+}
+
 /// What a legacy handshake taught.
-fn legacy_info(reason: &str, revision: Revision, result: &Value, session: bool) -> ServerInfo {
+fn legacy_info(
+    reason: &str,
+    mut negotiation: Vec<Attempt>,
+    revision: Revision,
+    result: &Value,
+    session: bool,
+) -> ServerInfo {
+    negotiation.push(Attempt::new("initialize", format!("agreed {revision}")));
     ServerInfo {
         era: Era::Legacy,
         revision,
         detection: format!("{reason}; initialize agreed {revision}"),
+        negotiation,
         server_info: result.get("serverInfo").cloned().unwrap_or(Value::Null),
         capabilities: result.get("capabilities").cloned().unwrap_or(json!({})),
         supported_versions: Vec::new(),
@@ -237,7 +351,8 @@ fn legacy_info(reason: &str, revision: Revision, result: &Value, session: bool) 
 enum Discovery {
     Modern(ServerInfo),
     Legacy {
-        reason: String,
+        /// What `server/discover` answered, in words.
+        answered: String,
         /// A legacy revision the server said it supports (from -32022 `data.supported`).
         offered: Option<Revision>,
         /// Nothing came back within the wait (no answer, no status).
@@ -280,6 +395,10 @@ fn modern_info(response: &Value) -> Option<ServerInfo> {
         era: Era::Modern,
         revision: Revision::V2026_07_28,
         detection: "server/discover answered with 2026-07-28 supported".into(),
+        negotiation: vec![Attempt::new(
+            "server/discover",
+            "answered with 2026-07-28 supported",
+        )],
         server_info,
         capabilities: r.get("capabilities").cloned().unwrap_or(json!({})),
         supported_versions: supported,
@@ -325,19 +444,18 @@ async fn discover(t: &mut AnyTransport, opts: &ConnectOptions) -> Result<Discove
                 .filter(|r| !r.is_modern())
                 .max()
         });
-    let mut reason = String::from("server/discover ");
-    match (answer.status, &error, result) {
-        (_, Some((code, msg)), _) => reason.push_str(&format!("refused with {code} ({msg})")),
-        (_, None, Some(_)) => reason.push_str("answered without 2026-07-28"),
-        (Some(s), None, None) => reason.push_str(&format!("answered HTTP {s}")),
-        (None, None, None) => reason.push_str(&format!("got no answer in {wait:?}")),
-    }
+    let mut answered = match (answer.status, &error, result) {
+        (_, Some((code, msg)), _) => format!("refused with {code} ({msg})"),
+        (_, None, Some(_)) => "answered without 2026-07-28".into(),
+        (Some(s), None, None) => format!("answered HTTP {s}"),
+        (None, None, None) => format!("got no answer in {wait:?}"),
+    };
     if let Some(s) = answer.status.filter(|_| error.is_some()) {
-        reason.push_str(&format!(" over HTTP {s}"));
+        answered.push_str(&format!(" over HTTP {s}"));
     }
     let unanswered = answer.status.is_none() && answer.response.is_none();
     Ok(Discovery::Legacy {
-        reason,
+        answered,
         offered,
         unanswered,
     })
@@ -525,12 +643,7 @@ async fn list_tools(
                 continue;
             };
             let input_schema = tool.get("inputSchema").cloned().unwrap_or(json!({}));
-            let required = strings(input_schema.get("required"));
-            tools.push(ToolInfo {
-                name: name.to_owned(),
-                input_schema,
-                required,
-            });
+            tools.push(ToolInfo::new(name.to_owned(), input_schema, revision));
         }
         cursor = result
             .get("nextCursor")

@@ -22,6 +22,7 @@ mod ops;
 pub use connect::{Connected, Connector};
 pub use ops::{Operation, client_info, header_value, modern_meta};
 
+pub use crate::protocol::headers::ParamHeader;
 pub use crate::protocol::{Era, ProtocolChoice, Revision};
 use crate::transport::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ANSWER_MEMORY, StdioOptions, TransportError,
@@ -176,6 +177,58 @@ pub struct ToolInfo {
     pub input_schema: Value,
     /// `inputSchema.required`.
     pub required: Vec<String>,
+    /// 2026-07-28: the arguments mirrored into `Mcp-Param-*` headers (`x-mcp-header`).
+    pub param_headers: Vec<ParamHeader>,
+    /// 2026-07-28: why the tool's `x-mcp-header` annotations are invalid; such a tool is
+    /// never called.
+    pub invalid: Option<String>,
+}
+
+impl ToolInfo {
+    /// A listed tool; under 2026-07-28 its `x-mcp-header` annotations are read.
+    pub fn new(name: String, input_schema: Value, revision: Revision) -> ToolInfo {
+        let required = input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect();
+        let (param_headers, invalid) = if revision.is_modern() {
+            match crate::protocol::headers::param_headers(&input_schema) {
+                Ok(h) => (h, None),
+                Err(why) => (Vec::new(), Some(why)),
+            }
+        } else {
+            (Vec::new(), None)
+        };
+        ToolInfo {
+            name,
+            input_schema,
+            required,
+            param_headers,
+            invalid,
+        }
+    }
+}
+
+/// One request of the revision agreement and what it answered (summary.json keeps them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Attempt {
+    /// The request: `server/discover`, `initialize 2025-11-25`, `tools/list 2026-07-28`.
+    pub sent: String,
+    /// Its answer, in words.
+    pub answered: String,
+}
+
+impl Attempt {
+    fn new(sent: impl Into<String>, answered: impl Into<String>) -> Attempt {
+        Attempt {
+            sent: sent.into(),
+            answered: answered.into(),
+        }
+    }
 }
 
 /// What connecting learnt about the server.
@@ -186,6 +239,8 @@ pub struct ServerInfo {
     pub revision: Revision,
     /// How the era was found, in words (for reports).
     pub detection: String,
+    /// The requests sent to agree on the revision, in order, with their answers.
+    pub negotiation: Vec<Attempt>,
     /// `serverInfo` (name, version), when the server gave it.
     pub server_info: Value,
     pub capabilities: Value,

@@ -1,13 +1,17 @@
 //! The weighted mix: each operation compiled once for the agreed revision (params with the
-//! era's `_meta`, `Mcp-Method` / `Mcp-Name` headers), then drawn by weight and rendered
-//! into a request body with a fresh id.
+//! era's `_meta`, `Mcp-Method` / `Mcp-Name` / `Mcp-Param-*` headers), then drawn by weight
+//! and rendered into a request body with a fresh id. A tool whose `x-mcp-header`
+//! annotations are invalid is never called: `tool = "*"` skips it, naming the reason.
 
 use super::schema_args;
 use super::template::{CsvRow, Ctx, JsonTemplate, Rng, TextTemplate};
-use crate::client::{Revision, ServerInfo, header_value, modern_meta};
+use crate::client::{ParamHeader, Revision, ServerInfo, header_value, modern_meta};
 use crate::jsonrpc::{Id, encode_request_with};
 use crate::profile::{Method, Op};
+use crate::protocol::headers::param_text;
 use crate::transport::McpHeaders;
+use http::{HeaderName, HeaderValue};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -63,7 +67,17 @@ pub struct MixOp {
     headers: McpHeaders,
     /// Whether `Mcp-Name` must be set per request (2026-07-28 `resources/read`).
     name_per_request: bool,
+    /// The `Mcp-Param-*` headers read from each rendered request: those whose argument holds
+    /// a template hole (`None` for every other operation).
+    params_per_request: Option<Box<[ParamHeader]>>,
     csv: Option<Arc<CsvData>>,
+}
+
+/// A tool `tool = "*"` leaves out, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub tool: String,
+    pub reason: String,
 }
 
 /// The whole mix with its cumulative weights.
@@ -74,6 +88,7 @@ pub struct Mix {
     /// The operations' names (ops.csv's `op`), indexed by [`MixOp::op`]: entries that share
     /// a name count as one operation.
     names: Vec<String>,
+    skipped: Vec<Skipped>,
 }
 
 /// What a scenario iteration binds for every request it sends: its CSV row (by number; a
@@ -108,20 +123,29 @@ impl Mix {
         let mut out = Vec::new();
         let mut weights = Vec::new();
         let mut names = OpNames::default();
+        let mut skipped = Vec::new();
         for op in ops {
             let csv = match &op.csv {
                 Some(p) => Some(Arc::new(CsvData::read(&base.join(p))?)),
                 None => None,
             };
             if op.method == Method::ToolsCall && op.tool.as_deref() == Some("*") {
-                if server.tools.is_empty() {
-                    return Err("tool = \"*\": the server lists no tools".into());
+                let (valid, invalid): (Vec<_>, Vec<_>) =
+                    server.tools.iter().partition(|t| t.invalid.is_none());
+                skipped.extend(invalid.into_iter().map(|t| Skipped {
+                    tool: t.name.clone(),
+                    reason: t.invalid.clone().unwrap_or_default(),
+                }));
+                if valid.is_empty() {
+                    return Err("tool = \"*\": the server lists no tools mcpload may call".into());
                 }
-                let share = op.weight as f64 / server.tools.len() as f64;
-                for t in &server.tools {
+                let share = op.weight as f64 / valid.len() as f64;
+                for t in valid {
                     let args = schema_args::arguments_for(&t.input_schema);
+                    let mut req = Request::of(op, Some(&t.name), Some(&args));
+                    req.param_headers = &t.param_headers;
                     out.push(compile(
-                        Request::of(op, Some(&t.name), Some(&args)),
+                        req,
                         server.revision,
                         csv.clone(),
                         Source::Server,
@@ -133,8 +157,21 @@ impl Mix {
                 }
             } else {
                 let args = op.args.as_ref().map(toml_to_json);
+                let mut req = Request::of(op, op.tool.as_deref(), args.as_ref());
+                if op.method == Method::ToolsCall
+                    && let Some(t) = op.tool.as_deref().and_then(|name| server.tool(name))
+                {
+                    if let Some(why) = &t.invalid {
+                        return Err(format!(
+                            "tool {}: {why}; a tool with an invalid x-mcp-header annotation is \
+                             never called",
+                            t.name
+                        ));
+                    }
+                    req.param_headers = &t.param_headers;
+                }
                 out.push(compile(
-                    Request::of(op, op.tool.as_deref(), args.as_ref()),
+                    req,
                     server.revision,
                     csv,
                     Source::Profile,
@@ -157,7 +194,13 @@ impl Mix {
             ops: out,
             cumulative,
             names: names.into_vec(),
+            skipped,
         })
+    }
+
+    /// The server's tools `tool = "*"` left out, with the reason.
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
     }
 
     pub fn ops(&self) -> &[MixOp] {
@@ -227,8 +270,17 @@ impl MixOp {
         };
         match &self.body {
             Body::Params(t) => {
+                let start = out.len();
                 encode_request_with(out, id, &self.method, |o| t.render(o, &mut ctx));
-                self.headers.clone()
+                let mut h = self.headers.clone();
+                if let Some(params) = &self.params_per_request {
+                    let arguments = serde_json::from_slice::<Value>(&out[start..])
+                        .ok()
+                        .and_then(|mut v| v.pointer_mut("/params/arguments").map(Value::take))
+                        .unwrap_or(Value::Null);
+                    h.params = mirrored(&arguments, params);
+                }
+                h
             }
             Body::Uri { uri, meta } => {
                 r.scratch.clear();
@@ -300,6 +352,8 @@ pub struct Request<'a> {
     pub args: Option<&'a Value>,
     /// The whole params object, for other methods.
     pub params: Option<&'a Value>,
+    /// `tools/call` (2026-07-28): the arguments the tool mirrors into `Mcp-Param-*`.
+    pub param_headers: &'a [ParamHeader],
 }
 
 impl<'a> Request<'a> {
@@ -311,6 +365,7 @@ impl<'a> Request<'a> {
             uri: op.uri.as_ref().map(|u| u.0.as_str()),
             args,
             params: None,
+            param_headers: &[],
         }
     }
 }
@@ -387,9 +442,22 @@ fn compile(
     };
     let meta = modern.then(|| Value::Object(modern_meta()));
     let mut headers = McpHeaders::default();
+    let mut params_per_request = None;
     if modern {
         headers.method = Some(header_value(method));
         headers.name = name.as_deref().map(header_value);
+        let arguments = params.get("arguments").unwrap_or(&Value::Null);
+        // An argument written with a template hole is only known once rendered.
+        let templated = |h: &&ParamHeader| {
+            source == Source::Profile
+                && h.argument(arguments)
+                    .is_some_and(|v| v.to_string().contains("{{"))
+        };
+        if req.param_headers.iter().any(|h| templated(&h)) {
+            params_per_request = Some(req.param_headers.into());
+        } else {
+            headers.params = mirrored(arguments, req.param_headers);
+        }
     }
     let label = match &name {
         Some(n) => format!("{method} {n}"),
@@ -444,9 +512,25 @@ fn compile(
         op: names.number(op_name)?,
         body,
         name_per_request: modern && resource,
+        params_per_request,
         headers,
         csv,
     })
+}
+
+/// The `Mcp-Param-*` headers of `arguments` (an argument absent, null or not a primitive
+/// sends none); `None` when there are none.
+fn mirrored(arguments: &Value, params: &[ParamHeader]) -> Option<Arc<[(HeaderName, HeaderValue)]>> {
+    let headers: Vec<(HeaderName, HeaderValue)> = params
+        .iter()
+        .filter_map(|p| {
+            let text = param_text(p.argument(arguments)?)?;
+            // The annotation was checked to be a token: the name is valid.
+            let name = HeaderName::from_bytes(p.header_name().as_bytes()).ok()?;
+            Some((name, header_value(&text)))
+        })
+        .collect();
+    (!headers.is_empty()).then(|| headers.into())
 }
 
 /// TOML arguments as JSON.

@@ -5,7 +5,7 @@
 
 use super::mix::{CsvData, Mix, MixOp, OpNames, Request, toml_to_json};
 use super::template::Rng;
-use crate::client::Revision;
+use crate::client::ServerInfo;
 use crate::metrics::ScenarioNames;
 use crate::profile::expr::Expr;
 use crate::profile::{self, Capture, PollRules, Think};
@@ -112,15 +112,17 @@ pub fn draw(think: Think, rng: &mut Rng) -> Duration {
     }
 }
 
-/// Compiles the profile's scenarios for `revision`, after the mix's entries (each a one-step
-/// scenario of its own weight). Scenario calls count under `scenario/step` (and
+/// Compiles the profile's scenarios for the server's revision (and its tools' `Mcp-Param-*`
+/// headers), after the mix's entries (each a one-step scenario of its own weight). Scenario
+/// calls count under `scenario/step` (and
 /// `scenario/step/member` in a parallel step), numbered after the mix's operations.
 pub fn compile(
     mix: &Mix,
     scenarios: &[profile::Scenario],
-    revision: Revision,
+    server: &ServerInfo,
     base: &std::path::Path,
 ) -> Result<(Scenarios, Vec<String>), String> {
+    let revision = server.revision;
     let mut names = OpNames::continuing(mix.names());
     let mut list: Vec<Scenario> = mix
         .weighted()
@@ -158,6 +160,17 @@ pub fn compile(
                 };
                 let args = c.args.as_ref().map(toml_to_json);
                 let params = c.params.as_ref().map(toml_to_json);
+                let listed = (c.method == "tools/call")
+                    .then(|| c.tool.as_deref().and_then(|t| server.tool(t)))
+                    .flatten();
+                if let Some(why) = listed.and_then(|t| t.invalid.as_ref()) {
+                    return Err(format!(
+                        "scenario `{}`, step `{step}`: tool {}: {why}; a tool with an invalid \
+                         x-mcp-header annotation is never called",
+                        sc.name,
+                        c.tool.as_deref().unwrap_or("")
+                    ));
+                }
                 let req = Request {
                     method: &c.method,
                     tool: c.tool.as_deref(),
@@ -165,6 +178,7 @@ pub fn compile(
                     uri: c.uri.as_ref().map(|u| u.0.as_str()),
                     args: args.as_ref(),
                     params: params.as_ref(),
+                    param_headers: listed.map_or(&[], |t| &t.param_headers),
                 };
                 let op = MixOp::compile(req, revision, csv.clone(), &name, &mut names)
                     .map_err(|e| format!("scenario `{}`, step `{step}`: {e}", sc.name))?;

@@ -842,19 +842,7 @@ mod tests {
     }
 
     fn tool(name: &str, schema: Value) -> ToolInfo {
-        let required = schema["required"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        ToolInfo {
-            name: name.into(),
-            input_schema: schema,
-            required,
-        }
+        ToolInfo::new(name.into(), schema, crate::client::Revision::V2025_11_25)
     }
 
     #[test]

@@ -87,7 +87,8 @@ pub enum Era {
 /// `--protocol`: detect the era, or pin one revision.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ProtocolChoice {
-    /// `server/discover` (or its refusal over HTTP), falling back to `initialize`.
+    /// `server/discover`; then `initialize`; then, when `initialize` is refused, 2026-07-28
+    /// without discovery.
     #[default]
     Auto,
     Pinned(Revision),

@@ -101,11 +101,17 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         .into());
     }
     let mix = Mix::new(&plan.mix, &server, &plan.base).map_err(PlanError::Usage)?;
+    for s in mix.skipped() {
+        eprintln!(
+            "mcpload: tool {} skipped, never called: {}",
+            s.tool, s.reason
+        );
+    }
     let scenarios = (!plan.scenarios.is_empty())
-        .then(|| scenario::compile(&mix, &plan.scenarios, server.revision, &plan.base))
+        .then(|| scenario::compile(&mix, &plan.scenarios, &server, &plan.base))
         .transpose()
         .map_err(PlanError::Usage)?;
-    let spec = plan.run_spec(&mix);
+    let spec = plan.run_spec(&mix, &server);
     let transports = open_connections(&plan, &connector, &server, connected.transport).await?;
     let work = Arc::new(workload(&plan, mix, scenarios));
     let mut folder = RunFolder::create(spec)?;

@@ -3,7 +3,7 @@
 //! settings as summary.json records them.
 
 use crate::analysis::{StopCriteria, Thresholds};
-use crate::client::{ProtocolChoice, expand_env};
+use crate::client::{ProtocolChoice, ServerInfo, expand_env};
 use crate::engine::Sweep;
 use crate::load::mix::Mix;
 use crate::metrics::Model;
@@ -377,7 +377,7 @@ impl Plan {
             .fold(1, usize::max)
     }
 
-    pub(super) fn run_spec(&self, mix: &Mix) -> RunSpec {
+    pub(super) fn run_spec(&self, mix: &Mix, server: &ServerInfo) -> RunSpec {
         let t = &self.target;
         let target = if let Some(url) = &t.url {
             json!({"url": url, "headers": t.headers})
@@ -394,6 +394,11 @@ impl Plan {
             "profile": self.source.as_ref().map(|s| s.path.display().to_string()),
             "target": target,
             "protocol": t.protocol.to_string(),
+            "protocol_agreed": {
+                "revision": server.revision.as_str(),
+                "detection": server.detection,
+                "tried": server.negotiation,
+            },
             "load": {
                 "model": self.model,
                 "levels": self.sweep.levels,
@@ -408,6 +413,7 @@ impl Plan {
                 "stop_on_failure": self.sweep.stop_on_failure,
             },
             "ops": mix.names(),
+            "skipped_tools": mix.skipped(),
             "batch": self.batch.as_ref().map(|b| json!({"size": b.size, "notifications": b.notifications, "force": b.force})),
             "criteria": {
                 "error_rate": c.max_error_rate,

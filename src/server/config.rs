@@ -366,6 +366,12 @@ pub struct ServeConfig {
     pub batches: BatchPolicy,
     /// Legacy era: hand out `Mcp-Session-Id` on `initialize`.
     pub sessions: bool,
+    /// 2026-07-28: implement `server/discover`; off, it is an unknown method (-32601, HTTP
+    /// 404), as the revision allows.
+    pub discover: bool,
+    /// 2026-07-28: list the `x-mcp-header` tools too (`region_echo`, valid; `bad_header_*`,
+    /// invalid) and check the `Mcp-Param-*` headers of `region_echo` calls.
+    pub header_tools: bool,
     /// Requests served at once (0: unlimited, no capacity model).
     pub capacity: u32,
     /// POSTs that may wait for a service slot beyond `capacity`; past that they are refused.
@@ -438,6 +444,8 @@ impl Default for ServeConfig {
             answer: AnswerMode::Json,
             batches: BatchPolicy::Auto,
             sessions: true,
+            discover: true,
+            header_tools: false,
             capacity: 0,
             queue: 0,
             reject: RejectStatus::TooManyRequests,

@@ -303,6 +303,7 @@ mod tests {
             version: None,
             method: None,
             name: None,
+            params: &[],
         },
         session: None,
     };

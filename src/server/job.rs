@@ -85,6 +85,21 @@ impl Shared {
             }
             _ => self.protocol.prepare(route, req, parsed, headers),
         });
+        let work = work.and_then(|prep| {
+            if !prep.version.is_modern() {
+                return Ok(prep);
+            }
+            match self.protocol.param_headers(req, parsed, headers) {
+                None => Ok(prep),
+                Some(checked) => {
+                    Stats::add(&self.stats.param_header_checks, 1);
+                    if checked.is_err() {
+                        Stats::add(&self.stats.param_header_mismatches, 1);
+                    }
+                    checked.map(|()| prep)
+                }
+            }
+        });
         let (fault, seq) = if work.is_ok() && !is_handshake(&req.method) && !self.faults.is_off() {
             let seq = self.fault_seq.fetch_add(1, Relaxed) + 1;
             (self.faults.for_seq(seq), seq)

@@ -5,6 +5,7 @@
 use super::config::{BatchPolicy, ServeConfig};
 use super::input::Kind;
 use super::methods::{Call, Prepared, invalid_params, prompt_call, tool_call};
+use super::param_tools;
 use crate::jsonrpc::{ErrorObject, Id, codes};
 use crate::protocol::Revision;
 use crate::protocol::codes as mcp_codes;
@@ -253,6 +254,8 @@ pub(crate) struct Headers<'h> {
     pub version: Option<&'h str>,
     pub method: Option<&'h str>,
     pub name: Option<&'h str>,
+    /// The `Mcp-Param-*` headers, `(name, value)`.
+    pub params: &'h [(&'h str, &'h str)],
 }
 
 /// How a request is served: in which era, at which revision.
@@ -290,6 +293,10 @@ pub(crate) struct Protocol {
     served: Vec<Revision>,
     batches: BatchPolicy,
     supported_json: Value,
+    /// `server/discover` is implemented.
+    discover: bool,
+    /// The `x-mcp-header` tools are listed and their headers checked.
+    header_tools: bool,
 }
 
 impl Protocol {
@@ -300,6 +307,8 @@ impl Protocol {
             served,
             batches: cfg.batches,
             supported_json,
+            discover: cfg.discover,
+            header_tools: cfg.header_tools,
         })
     }
 
@@ -456,7 +465,7 @@ impl Protocol {
                     .ok_or_else(|| self.unsupported(p.protocol_version.as_deref().unwrap_or("")))?;
                 Call::Initialize(chosen)
             }
-            ("server/discover", true) => Call::Discover,
+            ("server/discover", true) if self.discover => Call::Discover,
             ("ping", false) => Call::Ping,
             ("tools/list", _) => Call::ToolsList,
             ("tools/call", _) => tool_call(p, version, caps),
@@ -493,6 +502,27 @@ impl Protocol {
             version,
             progress: parsed.progress_token().map(RawValue::to_owned),
         })
+    }
+
+    /// The `Mcp-Param-*` headers of a 2026-07-28 HTTP `tools/call` against its arguments
+    /// (with `header_tools` on): `None` when nothing is mirrored, else whether they match
+    /// (400 with -32020 when they do not).
+    pub(super) fn param_headers(
+        &self,
+        req: &Req,
+        parsed: &Parsed,
+        headers: Option<Headers>,
+    ) -> Option<Result<(), Early>> {
+        let h = headers.filter(|_| self.header_tools && req.method == "tools/call")?;
+        let p = parsed.params.as_ref()?;
+        let checked = param_tools::check(p.name.as_deref()?, p.arguments, h.params)?;
+        Some(checked.map_err(|what| {
+            Early::new(
+                mcp_codes::HEADER_MISMATCH,
+                format!("Header mismatch: {what} does not match the request body"),
+                400,
+            )
+        }))
     }
 
     /// The 2026-07-28 checks, first failure wins: `_meta` carries version and capabilities

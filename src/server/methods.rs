@@ -10,6 +10,7 @@ use super::faults::ProgressFault;
 use super::input::{AskInput, Step};
 use super::job_api::{ITEMS_MAX, REQUEST_KEY_MAX};
 use super::mcp::{ClientCaps, Params, TASKS_EXTENSION};
+use super::param_tools;
 use super::stats::Stats;
 use super::tasks::{NewTask, TaskOutcome};
 use super::wire::{Outcome, Progress};
@@ -173,7 +174,11 @@ pub(crate) async fn execute(
             Outcome::Result(finish(r, true, false))
         }
         Call::Ping => Outcome::Result(b"{}".to_vec()),
-        Call::ToolsList => Outcome::Result(tools_list(version).as_bytes().to_vec()),
+        Call::ToolsList => Outcome::Result(
+            tools_list(version, shared.cfg.header_tools)
+                .as_bytes()
+                .to_vec(),
+        ),
         Call::Echo(text) => {
             let mut out = Vec::with_capacity(64 + text.get().len());
             out.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
@@ -506,7 +511,7 @@ pub(crate) fn tool_call(p: &Params, version: Revision, caps: ClientCaps) -> Call
         }
     };
     let call = match name {
-        "echo" => match args.message {
+        "echo" | param_tools::REGION_ECHO => match args.message {
             None => Ok(Call::Echo(ECHO_DEFAULT_JSON.to_owned())),
             Some(m) if m.get().starts_with('"') => Ok(Call::Echo(m.to_owned())),
             Some(_) => Err(invalid_params(
@@ -701,16 +706,18 @@ fn structured(answer: Result<Value, ErrorObject>, modern: bool) -> Outcome {
 
 /// The `tools/list` result at `v`, serialised once per shape: before 2025-11-25 (no
 /// `execution`), 2025-11-25 (`execution.taskSupport`), 2026-07-28 (no `execution`: the
-/// tasks extension drops it; `ask_input` added).
-fn tools_list(v: Revision) -> &'static str {
+/// tasks extension drops it; `ask_input` added), 2026-07-28 with the `x-mcp-header` tools
+/// (`header_tools`).
+fn tools_list(v: Revision, header_tools: bool) -> &'static str {
     match v {
+        Revision::V2026_07_28 if header_tools => &TOOLS_LIST[3],
         Revision::V2026_07_28 => &TOOLS_LIST[2],
         Revision::V2025_11_25 => &TOOLS_LIST[1],
         _ => &TOOLS_LIST[0],
     }
 }
 
-static TOOLS_LIST: LazyLock<[String; 3]> = LazyLock::new(|| {
+static TOOLS_LIST: LazyLock<[String; 4]> = LazyLock::new(|| {
     let int = |min: u64, max: u64, what: &str| {
         json!({
             "type": "integer",
@@ -871,5 +878,9 @@ static TOOLS_LIST: LazyLock<[String; 3]> = LazyLock::new(|| {
             &[],
         ));
     }
-    [before_tasks, tasks_legacy, text_of(&tools, true)]
+    let modern = text_of(&tools, true);
+    if let Some(list) = tools.as_array_mut() {
+        list.extend(super::param_tools::tools());
+    }
+    [before_tasks, tasks_legacy, modern, text_of(&tools, true)]
 });

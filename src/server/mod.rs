@@ -24,6 +24,7 @@ mod job;
 mod job_api;
 mod mcp;
 mod methods;
+mod param_tools;
 mod resume;
 mod sessions;
 mod stats;

@@ -164,6 +164,8 @@ pub(crate) struct Stats {
     pub sse_resumptions_served: AtomicU64,
     pub sse_resumptions_refused: AtomicU64,
     pub sse_answers_on_resumption: AtomicU64,
+    pub param_header_checks: AtomicU64,
+    pub param_header_mismatches: AtomicU64,
     in_flight: AtomicU64,
     in_flight_max: AtomicU64,
     serving: AtomicU64,
@@ -312,6 +314,8 @@ impl Stats {
             sse_resumptions_served: g(&self.sse_resumptions_served),
             sse_resumptions_refused: g(&self.sse_resumptions_refused),
             sse_answers_on_resumption: g(&self.sse_answers_on_resumption),
+            param_header_checks: g(&self.param_header_checks),
+            param_header_mismatches: g(&self.param_header_mismatches),
             faults: FaultCounts {
                 drop: f(FaultKind::Drop),
                 null_id: f(FaultKind::NullId),
@@ -499,6 +503,14 @@ pub struct StatsSnapshot {
     /// Answers written on a resumed stream.
     #[serde(default)]
     pub sse_answers_on_resumption: u64,
+    /// 2026-07-28 `tools/call`s of `region_echo` (`header_tools`) whose `Mcp-Param-*`
+    /// headers were checked against the arguments.
+    #[serde(default)]
+    pub param_header_checks: u64,
+    /// Of `param_header_checks`, those refused: a header missing or not matching its
+    /// argument (400, -32020).
+    #[serde(default)]
+    pub param_header_mismatches: u64,
     /// Faults injected, by kind.
     pub faults: FaultCounts,
     /// What a correct client counts for the answers written.

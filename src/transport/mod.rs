@@ -41,7 +41,7 @@ pub use stdio::{StdioOptions, StdioTransport};
 
 use crate::jsonrpc::Id;
 use crate::metrics::Counters;
-use ::http::HeaderValue;
+use ::http::{HeaderName, HeaderValue};
 use bytes::Bytes;
 use std::future::Future;
 use std::task::{Context, Poll};
@@ -59,6 +59,8 @@ pub struct McpHeaders {
     pub method: Option<HeaderValue>,
     /// `Mcp-Name`: the tool name, resource uri or prompt name, encoded for a header.
     pub name: Option<HeaderValue>,
+    /// `Mcp-Param-{Name}`: the tool arguments its schema marks with `x-mcp-header`.
+    pub params: Option<std::sync::Arc<[(HeaderName, HeaderValue)]>>,
 }
 
 /// One message or batch to write.

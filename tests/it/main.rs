@@ -8,6 +8,8 @@ mod support;
 mod analysis_compare;
 mod analysis_gates;
 mod analysis_knee;
+mod client_negotiation;
+mod client_param_headers;
 mod codec;
 mod correlator_identity;
 mod correlator_rows;

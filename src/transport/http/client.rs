@@ -289,6 +289,9 @@ impl RequestHead {
                 push_header(w, name.as_str(), v.as_bytes());
             }
         }
+        for (name, value) in headers.params.iter().flat_map(|p| p.iter()) {
+            push_header(w, name.as_str(), value.as_bytes());
+        }
         push_header(
             w,
             "content-length",

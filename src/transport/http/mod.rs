@@ -527,7 +527,10 @@ mod tests {
         t.set_session(Some(value("s-1")));
         let encoded = |t: &HttpTransport, method: Option<HeaderValue>| {
             let mut w = Vec::new();
-            let headers = McpHeaders { method, name: None };
+            let headers = McpHeaders {
+                method,
+                ..McpHeaders::default()
+            };
             t.head.encode(Method::Post, &headers, None, b"{}", &mut w);
             let mut parsed = [httparse::EMPTY_HEADER; 16];
             let mut req = httparse::Request::new(&mut parsed);
