@@ -6,7 +6,7 @@ mod ledger;
 pub use ledger::{Applied, Ledger};
 
 use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message, ResponseId};
-use crate::metrics::{Counters, LatencyHistogram, Stats};
+use crate::metrics::{Counters, Stats};
 use crate::transport::Cancelled;
 use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
@@ -362,7 +362,6 @@ impl Correlator {
         }
         self.pending += 1;
         let c = &mut self.stats.counters;
-        c.requests += 1;
         c.in_flight_max = c.in_flight_max.max(self.pending as u64);
         self.stats.op_mut(tag.op).counters.requests += 1;
         Ok(())
@@ -425,10 +424,13 @@ impl Correlator {
                 }
             },
         };
-        count_class(&mut self.stats.counters, class);
-        if let Some(op) = op {
-            count_class(&mut self.stats.op_mut(op).counters, class);
-        }
+        // A message about a request counts under its operation (the step's figure is the
+        // sum, [`Stats::fold_ops`]); the rest belongs to no operation.
+        let counters = match op {
+            Some(op) => &mut self.stats.op_mut(op).counters,
+            None => &mut self.stats.counters,
+        };
+        count_class(counters, class);
         class
     }
 
@@ -465,15 +467,13 @@ impl Correlator {
         } else {
             None
         };
-        let s = &mut self.stats;
-        let answered = Answered {
-            latency,
-            service,
-            code,
-        };
-        answered.count(&mut s.counters, &mut s.latency, &mut s.service_latency);
-        let o = s.op_mut(op);
-        answered.count(&mut o.counters, &mut o.latency, &mut o.service_latency);
+        let o = self.stats.op_mut(op);
+        o.latency.record(latency);
+        o.service_latency.record(service);
+        o.counters.responses += 1;
+        if let Some(code) = code {
+            *o.counters.errors_by_code.entry(code).or_default() += 1;
+        }
         if let Some(owner) = owner {
             self.settled.push(Settled {
                 owner,
@@ -501,7 +501,6 @@ impl Correlator {
         };
         self.pending -= 1;
         self.remember_ended(id);
-        count_end(&mut self.stats.counters, end);
         count_end(&mut self.stats.op_mut(op).counters, end);
         if let Some(owner) = owner {
             self.settled.push(Settled {
@@ -624,8 +623,10 @@ impl Correlator {
         self.pending
     }
 
-    pub fn stats(&self) -> &Stats {
-        &self.stats
+    /// The measurements so far, the step's totals included (a copy: the correlator counts
+    /// each request under its operation only).
+    pub fn stats(&self) -> Stats {
+        self.stats.clone().fold_ops()
     }
 
     /// Hands over the owned requests that ended since the last call.
@@ -637,7 +638,7 @@ impl Correlator {
     pub fn take_stats(&mut self) -> Stats {
         let mut fresh = Stats::default();
         fresh.counters.in_flight_max = self.pending as u64;
-        std::mem::replace(&mut self.stats, fresh)
+        std::mem::replace(&mut self.stats, fresh).fold_ops()
     }
 
     /// Integer ids are remembered by the ring, stragglers and string ids by their own window.
@@ -653,30 +654,6 @@ impl Correlator {
                 }
             }
             Id::Str(s) => self.named.remember_ended(s, self.ended_window),
-        }
-    }
-}
-
-/// A pairing's figures, counted at step level and under its operation alike.
-struct Answered {
-    latency: Duration,
-    service: Duration,
-    code: Option<i64>,
-}
-
-impl Answered {
-    #[inline]
-    fn count(
-        &self,
-        c: &mut Counters,
-        latency: &mut LatencyHistogram,
-        service: &mut LatencyHistogram,
-    ) {
-        latency.record(self.latency);
-        service.record(self.service);
-        c.responses += 1;
-        if let Some(code) = self.code {
-            *c.errors_by_code.entry(code).or_default() += 1;
         }
     }
 }

@@ -280,6 +280,18 @@ impl Stats {
         &mut self.ops[i]
     }
 
+    /// Adds every operation's counts and latencies into the step's totals: the correlator
+    /// counts a request under its operation alone, once, and the totals are made here, once
+    /// a second, not once per request.
+    pub fn fold_ops(mut self) -> Self {
+        for op in &self.ops {
+            self.counters += &op.counters;
+            self.latency += &op.latency;
+            self.service_latency += &op.service_latency;
+        }
+        self
+    }
+
     /// The stats of scenario `i`, made on first use.
     pub fn scenario_mut(&mut self, i: usize) -> &mut ScenarioStats {
         if i >= self.scenarios.len() {

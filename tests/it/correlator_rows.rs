@@ -292,7 +292,7 @@ fn stats_merge_by_adding_counts_and_histograms() {
     );
     b.retry_after(9);
     let mut total = a.take_stats();
-    total += b.stats();
+    total += &b.stats();
     assert_eq!(total.counters.requests, 3);
     assert_eq!(total.counters.errors_by_code.get(&5), Some(&2));
     assert_eq!(total.counters.retry_after_max_s, 9);
