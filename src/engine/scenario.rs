@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 const SLOT_BITS: u32 = 20;
 const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
 /// Live iterations one worker can hold at once.
-pub(super) const MAX_LIVE: usize = SLOT_MASK as usize;
+const MAX_LIVE: usize = SLOT_MASK as usize;
 
 /// One running iteration.
 struct Iteration {
@@ -94,6 +94,11 @@ impl Runner {
     /// Iterations running.
     pub(super) fn live(&self) -> usize {
         self.live
+    }
+
+    /// Whether no more iterations can start: their owners would not fit their slots.
+    pub(super) fn full(&self) -> bool {
+        self.live >= MAX_LIVE
     }
 
     /// The earliest timer (possibly of an iteration already ended).

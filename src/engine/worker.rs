@@ -1,13 +1,12 @@
 //! One worker: the hot loop. It owns one transport, one correlator, one ledger and its share
 //! of the load; it writes only its own state and reports to the coordinator once a second.
 
-use super::scenario::{MAX_LIVE, Runner};
+use super::scenario::Runner;
 use super::timer::SendTimer;
 use super::{Order, Report, StepOrder, Workload};
 use crate::correlator::{Correlator, Ledger, Sent, Tag};
 use crate::jsonrpc::{BatchWriter, Id, encode_notification};
 use crate::load::mix::Renderer;
-use crate::load::scenario::Scenarios;
 use crate::load::schedule::Arrivals;
 use crate::metrics::{Counters, LatencyHistogram, Model};
 use crate::transport::{AnyTransport, Event, Outgoing, Transport};
@@ -361,6 +360,9 @@ impl Worker {
         }
     }
 
+    /// Starts what is due: one unit per free virtual user (closed loop), one per arrival
+    /// (open loop; past `max_in_flight` units in flight the arrival is dropped). A unit is a
+    /// scenario iteration when the run has scenarios, else a request or a batch.
     fn send_due(
         &mut self,
         st: &mut StepState,
@@ -369,14 +371,13 @@ impl Worker {
         now: Instant,
     ) {
         let w = Arc::clone(&self.work);
-        if let (Some(r), Some(sc)) = (runner.as_mut(), &w.scenarios) {
-            return self.start_due(st, s, r, sc, now);
-        }
         match w.model {
             Model::Closed => {
-                while st.ready.front().is_some_and(|t| *t <= now) {
+                while st.ready.front().is_some_and(|t| *t <= now)
+                    && runner.as_ref().is_none_or(|r| !r.full())
+                {
                     st.ready.pop_front();
-                    if let Some(batch) = self.send_one(s, now, now) {
+                    if let Some(batch) = self.start_one(s, runner, now, now) {
                         st.open_batches.push_back(batch);
                     }
                 }
@@ -391,54 +392,38 @@ impl Worker {
                     .max(w.batch_size());
                 while arrivals.next_due() <= now {
                     let due = arrivals.advance();
-                    if s.corr.in_flight() + w.batch_size() > cap {
+                    let busy = match runner.as_ref() {
+                        Some(r) => r.live() >= cap || r.full(),
+                        None => s.corr.in_flight() + w.batch_size() > cap,
+                    };
+                    if busy {
                         st.dropped_arrivals += 1;
                         continue;
                     }
                     st.lag.record(now.saturating_duration_since(due));
-                    self.send_one(s, due, now);
+                    self.start_one(s, runner, due, now);
                 }
             }
         }
     }
 
-    /// Starts the iterations that are due: one per free virtual user (closed loop), one per
-    /// arrival (open loop; past `max_in_flight` iterations, the arrival is dropped).
-    fn start_due(
+    /// Starts one unit due at `due`: an iteration (run by a closed loop's virtual user), or a
+    /// request or batch (returns a batch's ids).
+    fn start_one(
         &mut self,
-        st: &mut StepState,
         s: &mut Sending<'_>,
-        r: &mut Runner,
-        sc: &Scenarios,
+        runner: &mut Option<Runner>,
+        due: Instant,
         now: Instant,
-    ) {
-        match self.work.model {
-            Model::Closed => {
-                // A worker addresses at most MAX_LIVE iterations; more users wait their turn.
-                while st.ready.front().is_some_and(|t| *t <= now) && r.live() < MAX_LIVE {
-                    st.ready.pop_front();
-                    r.start(sc, s, &mut self.transport, now, now, true);
-                }
+    ) -> Option<Vec<Id>> {
+        let w = Arc::clone(&self.work);
+        match (runner.as_mut(), &w.scenarios) {
+            (Some(r), Some(sc)) => {
+                let user = w.model == Model::Closed;
+                r.start(sc, s, &mut self.transport, due, now, user);
+                None
             }
-            Model::Open => {
-                let Some(arrivals) = st.arrivals.as_mut() else {
-                    return;
-                };
-                let cap = self
-                    .work
-                    .max_in_flight
-                    .div_ceil(self.workers as usize)
-                    .min(MAX_LIVE);
-                while arrivals.next_due() <= now {
-                    let due = arrivals.advance();
-                    if r.live() >= cap {
-                        st.dropped_arrivals += 1;
-                        continue;
-                    }
-                    st.lag.record(now.saturating_duration_since(due));
-                    r.start(sc, s, &mut self.transport, due, now, false);
-                }
-            }
+            _ => self.send_one(s, due, now),
         }
     }
 
