@@ -58,7 +58,6 @@ pub enum Outcome {
 pub struct Settled {
     pub owner: Owner,
     pub id: Id,
-    pub op: u16,
     pub outcome: Outcome,
 }
 
@@ -478,7 +477,6 @@ impl Correlator {
             self.settled.push(Settled {
                 owner,
                 id: id.clone(),
-                op,
                 outcome: Outcome::Answered {
                     class,
                     result: r.result.map(ToOwned::to_owned),
@@ -506,7 +504,6 @@ impl Correlator {
             self.settled.push(Settled {
                 owner,
                 id: id.clone(),
-                op,
                 outcome: Outcome::Ended(end),
             });
         }
