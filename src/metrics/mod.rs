@@ -269,15 +269,21 @@ pub struct Stats {
     pub scenarios: Vec<ScenarioStats>,
 }
 
+/// Entry `i` of `v`, the vector grown with defaults to hold it: per-operation and
+/// per-scenario figures are made on first use, so a step's stats hold only what ran.
+#[inline]
+fn grown<T: Default>(v: &mut Vec<T>, i: usize) -> &mut T {
+    if i >= v.len() {
+        v.resize_with(i + 1, T::default);
+    }
+    &mut v[i]
+}
+
 impl Stats {
     /// The stats of operation `op`, made on first use.
     #[inline]
     pub fn op_mut(&mut self, op: u16) -> &mut OpStats {
-        let i = op as usize;
-        if i >= self.ops.len() {
-            self.ops.resize_with(i + 1, OpStats::default);
-        }
-        &mut self.ops[i]
+        grown(&mut self.ops, op as usize)
     }
 
     /// Adds every operation's counts and latencies into the step's totals: the correlator
@@ -294,10 +300,7 @@ impl Stats {
 
     /// The stats of scenario `i`, made on first use.
     pub fn scenario_mut(&mut self, i: usize) -> &mut ScenarioStats {
-        if i >= self.scenarios.len() {
-            self.scenarios.resize_with(i + 1, ScenarioStats::default);
-        }
-        &mut self.scenarios[i]
+        grown(&mut self.scenarios, i)
     }
 }
 

@@ -91,10 +91,7 @@ pub struct ScenarioStats {
 
 impl ScenarioStats {
     pub fn part_mut(&mut self, i: usize) -> &mut RunCounts {
-        if i >= self.parts.len() {
-            self.parts.resize_with(i + 1, RunCounts::default);
-        }
-        &mut self.parts[i]
+        super::grown(&mut self.parts, i)
     }
 }
 
