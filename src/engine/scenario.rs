@@ -66,7 +66,7 @@ pub(super) struct Runner {
     slots: Vec<Slot>,
     free: Vec<u32>,
     live: usize,
-    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    timers: BinaryHeap<Reverse<(Instant, Owner)>>,
     stats: Vec<ScenarioStats>,
     settled: Vec<Settled>,
     /// Closed loop: virtual users whose iteration ended since last asked.
@@ -168,15 +168,15 @@ impl Runner {
         t: &mut AnyTransport,
         now: Instant,
     ) {
-        s.corr.take_settled(&mut self.settled);
-        let settled = std::mem::take(&mut self.settled);
-        for end in &settled {
+        // The buffer is kept between calls, so taking up answers allocates nothing.
+        let mut settled = std::mem::take(&mut self.settled);
+        s.corr.take_settled(&mut settled);
+        for end in settled.drain(..) {
             if let Some(slot) = self.slot_of(end.owner) {
-                self.answered(sc, s, t, slot, end, now);
+                self.answered(sc, s, t, slot, &end, now);
             }
         }
         self.settled = settled;
-        self.settled.clear();
     }
 
     /// Runs the timers that are due: polls to repeat, think times over.
@@ -192,7 +192,7 @@ impl Runner {
                 break;
             }
             self.timers.pop();
-            let Some(slot) = Owner::new(owner).and_then(|o| self.slot_of(o)) else {
+            let Some(slot) = self.slot_of(owner) else {
                 continue;
             };
             let it = self.iteration(slot);
@@ -315,8 +315,7 @@ impl Runner {
                     self.step_done(sc, slot, now);
                     return self.run_step(sc, s, t, slot, now, now);
                 }
-                let owner = self.owner(slot).get();
-                self.timers.push(Reverse((now + pause, owner)));
+                self.timers.push(Reverse((now + pause, self.owner(slot))));
                 Turn::Waiting
             }
         }
@@ -476,8 +475,7 @@ impl Runner {
                                 humantime::format_duration(p.max_time.unwrap_or_default())
                             ))
                         } else {
-                            let owner = self.owner(slot).get();
-                            self.timers.push(Reverse((now + wait, owner)));
+                            self.timers.push(Reverse((now + wait, self.owner(slot))));
                             Turn::Waiting
                         }
                     }
@@ -516,11 +514,7 @@ impl Runner {
             }
             Turn::Failed(why) => {
                 let stats = &mut self.stats[it.scenario];
-                if let Some(part) = stats.parts.get_mut(it.step) {
-                    part.failed(&why);
-                } else {
-                    stats.part_mut(it.step).failed(&why);
-                }
+                stats.part_mut(it.step).failed(&why);
                 stats.iterations.failed(&why);
                 if sc.list[it.scenario].polls {
                     stats.iterations.polled(it.polls);
