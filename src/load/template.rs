@@ -16,19 +16,17 @@ pub struct JsonTemplate {
 #[derive(Clone, Debug)]
 enum Part {
     Lit(Box<[u8]>),
-    /// A hole inside a JSON string: its value is written escaped, without quotes.
-    InString(Hole),
-    /// A hole that was a whole string value, rendered as a JSON value of its own (a number,
-    /// or a variable's value).
-    Whole(Hole),
+    /// A hole, inside a JSON string or in place of a whole string value.
+    Hole(Hole, Place),
 }
 
 /// Where a hole's value lands.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Place {
     /// Inside a JSON string: escaped, without quotes.
     InString,
-    /// In place of a whole JSON value.
+    /// In place of a whole string value: a JSON value of its own (a number, or a variable's
+    /// value).
     Whole,
     /// In plain text (a uri): as it is.
     Text,
@@ -72,8 +70,8 @@ impl JsonTemplate {
             }
             parts.push(match &pieces[i] {
                 Piece::Lit(l) => Part::Lit(l.as_bytes().into()),
-                Piece::Hole(h) if whole => Part::Whole(h.clone()),
-                Piece::Hole(h) => Part::InString(h.clone()),
+                Piece::Hole(h) if whole => Part::Hole(h.clone(), Place::Whole),
+                Piece::Hole(h) => Part::Hole(h.clone(), Place::InString),
             });
         }
         parts.retain(|p| !matches!(p, Part::Lit(b) if b.is_empty()));
@@ -91,7 +89,7 @@ impl JsonTemplate {
     /// The holes that read CSV columns.
     pub fn csv_columns(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
-            Part::InString(Hole::Csv(c)) | Part::Whole(Hole::Csv(c)) => Some(c.as_str()),
+            Part::Hole(Hole::Csv(c), _) => Some(c.as_str()),
             _ => None,
         })
     }
@@ -101,8 +99,7 @@ impl JsonTemplate {
         for p in &self.parts {
             match p {
                 Part::Lit(b) => out.extend_from_slice(b),
-                Part::InString(h) => render_hole(out, h, ctx, Place::InString),
-                Part::Whole(h) => render_hole(out, h, ctx, Place::Whole),
+                Part::Hole(h, place) => render_hole(out, h, ctx, *place),
             }
         }
     }
