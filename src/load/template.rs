@@ -172,12 +172,16 @@ fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, place: Place) {
             write_text(out, value.map_or("", String::as_str), place);
         }
         Hole::Var(name) => match ctx.vars.and_then(|v| v.get(name)) {
-            // Writing JSON into a Vec cannot fail.
-            Some(v) if place == Place::Whole => {
+            Some(Value::String(s)) => write_text(out, s, place),
+            // A list or an object inside a JSON string: its JSON text, escaped.
+            Some(v @ (Value::Array(_) | Value::Object(_))) if place == Place::InString => {
+                write_text(out, &v.to_string(), place);
+            }
+            // Its JSON text, which needs no escapes elsewhere (nor, for a number, true, false
+            // or null, inside a string). Writing JSON into a Vec cannot fail.
+            Some(v) => {
                 let _ = serde_json::to_writer(&mut *out, v);
             }
-            Some(Value::String(s)) => write_text(out, s, place),
-            Some(v) => write_text(out, &v.to_string(), place),
             // Validation requires a capture before any use; render as empty all the same.
             None => write_text(out, "", place),
         },
@@ -192,9 +196,11 @@ fn write_text(out: &mut Vec<u8>, text: &str, place: Place) {
             let _ = serde_json::to_writer(&mut *out, text);
         }
         Place::InString => {
-            // Escape, without the quotes serde_json adds.
-            let quoted = serde_json::to_string(text).unwrap_or_default();
-            out.extend_from_slice(&quoted.as_bytes()[1..quoted.len() - 1]);
+            // Escaped in place: written quoted, then the quotes serde_json adds are dropped.
+            let start = out.len();
+            let _ = serde_json::to_writer(&mut *out, text);
+            out.pop();
+            out.remove(start);
         }
     }
 }
