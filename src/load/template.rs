@@ -5,7 +5,7 @@
 
 use crate::profile::template::{Hole, Piece, parse};
 use serde_json::{Map, Value};
-use std::fmt::Write as _;
+use std::io::Write as _;
 
 /// A JSON text with holes, compiled once.
 #[derive(Clone, Debug)]
@@ -152,9 +152,9 @@ fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, place: Place) {
             let (hi, lo) = (ctx.rng.next_u64(), ctx.rng.next_u64());
             let hi = (hi & !0xF000) | 0x4000; // version 4
             let lo = (lo & !(0xC << 60)) | (0x8 << 60); // RFC 4122 variant
-            let mut s = String::with_capacity(36);
+            // Writing into a Vec cannot fail.
             let _ = write!(
-                s,
+                out,
                 "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
                 hi >> 32,
                 (hi >> 16) & 0xFFFF,
@@ -162,7 +162,6 @@ fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, place: Place) {
                 lo >> 48,
                 lo & 0xFFFF_FFFF_FFFF
             );
-            out.extend_from_slice(s.as_bytes());
         }
         Hole::Csv(col) => {
             let value = ctx.csv.and_then(|r| {
