@@ -405,6 +405,20 @@ fn tokenize(text: &str) -> Result<Vec<(Token, usize)>, ExprError> {
     Ok(out)
 }
 
+/// The comparison (or `in`) a token stands for.
+fn comparison_op(t: &Token) -> Option<BinOp> {
+    Some(match t {
+        Token::Punct("==") => BinOp::Eq,
+        Token::Punct("!=") => BinOp::Ne,
+        Token::Punct("<") => BinOp::Lt,
+        Token::Punct("<=") => BinOp::Le,
+        Token::Punct(">") => BinOp::Gt,
+        Token::Punct(">=") => BinOp::Ge,
+        Token::Ident(w) if w == "in" => BinOp::In,
+        _ => return None,
+    })
+}
+
 // ---- parser: or < and < not < comparison / in < + - < * / < unary - < primary ----
 
 struct Parser {
@@ -541,23 +555,12 @@ impl Parser {
 
     fn comparison(&mut self) -> Result<Node, ExprError> {
         let a = self.additive()?;
-        let op = match self.peek() {
-            Some(Token::Punct("==")) => BinOp::Eq,
-            Some(Token::Punct("!=")) => BinOp::Ne,
-            Some(Token::Punct("<")) => BinOp::Lt,
-            Some(Token::Punct("<=")) => BinOp::Le,
-            Some(Token::Punct(">")) => BinOp::Gt,
-            Some(Token::Punct(">=")) => BinOp::Ge,
-            Some(Token::Ident(w)) if w == "in" => BinOp::In,
-            _ => return Ok(a),
+        let Some(op) = self.peek().and_then(comparison_op) else {
+            return Ok(a);
         };
         self.at += 1;
         let b = self.additive()?;
-        if matches!(
-            self.peek(),
-            Some(Token::Punct("==" | "!=" | "<" | "<=" | ">" | ">="))
-        ) || matches!(self.peek(), Some(Token::Ident(w)) if w == "in")
-        {
+        if self.peek().and_then(comparison_op).is_some() {
             return Err(self.error_at(
                 self.column(),
                 "comparisons do not chain; join them with `and`",
