@@ -97,12 +97,7 @@ impl Path {
     /// The value the path names, when there is one.
     pub fn lookup<'a>(&self, scope: &Scope<'a>) -> Option<&'a Value> {
         let (mut v, rest) = match self.root {
-            Root::Var => {
-                let (Segment::Key(name), rest) = self.segments.split_first()? else {
-                    return None;
-                };
-                (scope.vars.get(name)?, rest)
-            }
+            Root::Var => (scope.vars.get(self.var_name()?)?, &self.segments[1..]),
             Root::Result => (scope.answer?.get("result")?, &self.segments[..]),
             Root::Error => (scope.answer?.get("error")?, &self.segments[..]),
         };
