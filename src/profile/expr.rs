@@ -629,7 +629,16 @@ impl Parser {
                         }
                     }
                 }
-                Ok(Node::List(items))
+                // A list of literals is itself a literal, built here once, not on each
+                // evaluation (`state in ['done', 'failed']` runs on every poll answer).
+                let literals: Option<Vec<Value>> = items
+                    .iter()
+                    .map(|i| match i {
+                        Node::Lit(v) => Some(v.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                Ok(literals.map_or(Node::List(items), |l| Node::Lit(Value::Array(l))))
             }),
             Some(Token::Ident(w)) => match w.as_str() {
                 "true" => Ok(Node::Lit(Value::Bool(true))),
