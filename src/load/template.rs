@@ -5,7 +5,7 @@
 
 use crate::profile::template::{Hole, Piece, parse};
 use serde_json::{Map, Value};
-use std::fmt::Write as _;
+use std::io::Write as _;
 
 /// A JSON text with holes, compiled once.
 #[derive(Clone, Debug)]
@@ -16,19 +16,17 @@ pub struct JsonTemplate {
 #[derive(Clone, Debug)]
 enum Part {
     Lit(Box<[u8]>),
-    /// A hole inside a JSON string: its value is written escaped, without quotes.
-    InString(Hole),
-    /// A hole that was a whole string value, rendered as a JSON value of its own (a number,
-    /// or a variable's value).
-    Whole(Hole),
+    /// A hole, inside a JSON string or in place of a whole string value.
+    Hole(Hole, Place),
 }
 
 /// Where a hole's value lands.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Place {
     /// Inside a JSON string: escaped, without quotes.
     InString,
-    /// In place of a whole JSON value.
+    /// In place of a whole string value: a JSON value of its own (a number, or a variable's
+    /// value).
     Whole,
     /// In plain text (a uri): as it is.
     Text,
@@ -72,8 +70,8 @@ impl JsonTemplate {
             }
             parts.push(match &pieces[i] {
                 Piece::Lit(l) => Part::Lit(l.as_bytes().into()),
-                Piece::Hole(h) if whole => Part::Whole(h.clone()),
-                Piece::Hole(h) => Part::InString(h.clone()),
+                Piece::Hole(h) if whole => Part::Hole(h.clone(), Place::Whole),
+                Piece::Hole(h) => Part::Hole(h.clone(), Place::InString),
             });
         }
         parts.retain(|p| !matches!(p, Part::Lit(b) if b.is_empty()));
@@ -91,7 +89,7 @@ impl JsonTemplate {
     /// The holes that read CSV columns.
     pub fn csv_columns(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
-            Part::InString(Hole::Csv(c)) | Part::Whole(Hole::Csv(c)) => Some(c.as_str()),
+            Part::Hole(Hole::Csv(c), _) => Some(c.as_str()),
             _ => None,
         })
     }
@@ -101,8 +99,7 @@ impl JsonTemplate {
         for p in &self.parts {
             match p {
                 Part::Lit(b) => out.extend_from_slice(b),
-                Part::InString(h) => render_hole(out, h, ctx, Place::InString),
-                Part::Whole(h) => render_hole(out, h, ctx, Place::Whole),
+                Part::Hole(h, place) => render_hole(out, h, ctx, *place),
             }
         }
     }
@@ -155,9 +152,9 @@ fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, place: Place) {
             let (hi, lo) = (ctx.rng.next_u64(), ctx.rng.next_u64());
             let hi = (hi & !0xF000) | 0x4000; // version 4
             let lo = (lo & !(0xC << 60)) | (0x8 << 60); // RFC 4122 variant
-            let mut s = String::with_capacity(36);
+            // Writing into a Vec cannot fail.
             let _ = write!(
-                s,
+                out,
                 "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
                 hi >> 32,
                 (hi >> 16) & 0xFFFF,
@@ -165,7 +162,6 @@ fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, place: Place) {
                 lo >> 48,
                 lo & 0xFFFF_FFFF_FFFF
             );
-            out.extend_from_slice(s.as_bytes());
         }
         Hole::Csv(col) => {
             let value = ctx.csv.and_then(|r| {
@@ -175,12 +171,16 @@ fn render_hole(out: &mut Vec<u8>, h: &Hole, ctx: &mut Ctx<'_>, place: Place) {
             write_text(out, value.map_or("", String::as_str), place);
         }
         Hole::Var(name) => match ctx.vars.and_then(|v| v.get(name)) {
-            // Writing JSON into a Vec cannot fail.
-            Some(v) if place == Place::Whole => {
+            Some(Value::String(s)) => write_text(out, s, place),
+            // A list or an object inside a JSON string: its JSON text, escaped.
+            Some(v @ (Value::Array(_) | Value::Object(_))) if place == Place::InString => {
+                write_text(out, &v.to_string(), place);
+            }
+            // Its JSON text, which needs no escapes elsewhere (nor, for a number, true, false
+            // or null, inside a string). Writing JSON into a Vec cannot fail.
+            Some(v) => {
                 let _ = serde_json::to_writer(&mut *out, v);
             }
-            Some(Value::String(s)) => write_text(out, s, place),
-            Some(v) => write_text(out, &v.to_string(), place),
             // Validation requires a capture before any use; render as empty all the same.
             None => write_text(out, "", place),
         },
@@ -195,9 +195,11 @@ fn write_text(out: &mut Vec<u8>, text: &str, place: Place) {
             let _ = serde_json::to_writer(&mut *out, text);
         }
         Place::InString => {
-            // Escape, without the quotes serde_json adds.
-            let quoted = serde_json::to_string(text).unwrap_or_default();
-            out.extend_from_slice(&quoted.as_bytes()[1..quoted.len() - 1]);
+            // Escaped in place: written quoted, then the quotes serde_json adds are dropped.
+            let start = out.len();
+            let _ = serde_json::to_writer(&mut *out, text);
+            out.pop();
+            out.remove(start);
         }
     }
 }

@@ -97,12 +97,7 @@ impl Path {
     /// The value the path names, when there is one.
     pub fn lookup<'a>(&self, scope: &Scope<'a>) -> Option<&'a Value> {
         let (mut v, rest) = match self.root {
-            Root::Var => {
-                let (Segment::Key(name), rest) = self.segments.split_first()? else {
-                    return None;
-                };
-                (scope.vars.get(name)?, rest)
-            }
+            Root::Var => (scope.vars.get(self.var_name()?)?, &self.segments[1..]),
             Root::Result => (scope.answer?.get("result")?, &self.segments[..]),
             Root::Error => (scope.answer?.get("error")?, &self.segments[..]),
         };
@@ -405,6 +400,20 @@ fn tokenize(text: &str) -> Result<Vec<(Token, usize)>, ExprError> {
     Ok(out)
 }
 
+/// The comparison (or `in`) a token stands for.
+fn comparison_op(t: &Token) -> Option<BinOp> {
+    Some(match t {
+        Token::Punct("==") => BinOp::Eq,
+        Token::Punct("!=") => BinOp::Ne,
+        Token::Punct("<") => BinOp::Lt,
+        Token::Punct("<=") => BinOp::Le,
+        Token::Punct(">") => BinOp::Gt,
+        Token::Punct(">=") => BinOp::Ge,
+        Token::Ident(w) if w == "in" => BinOp::In,
+        _ => return None,
+    })
+}
+
 // ---- parser: or < and < not < comparison / in < + - < * / < unary - < primary ----
 
 struct Parser {
@@ -541,23 +550,12 @@ impl Parser {
 
     fn comparison(&mut self) -> Result<Node, ExprError> {
         let a = self.additive()?;
-        let op = match self.peek() {
-            Some(Token::Punct("==")) => BinOp::Eq,
-            Some(Token::Punct("!=")) => BinOp::Ne,
-            Some(Token::Punct("<")) => BinOp::Lt,
-            Some(Token::Punct("<=")) => BinOp::Le,
-            Some(Token::Punct(">")) => BinOp::Gt,
-            Some(Token::Punct(">=")) => BinOp::Ge,
-            Some(Token::Ident(w)) if w == "in" => BinOp::In,
-            _ => return Ok(a),
+        let Some(op) = self.peek().and_then(comparison_op) else {
+            return Ok(a);
         };
         self.at += 1;
         let b = self.additive()?;
-        if matches!(
-            self.peek(),
-            Some(Token::Punct("==" | "!=" | "<" | "<=" | ">" | ">="))
-        ) || matches!(self.peek(), Some(Token::Ident(w)) if w == "in")
-        {
+        if self.peek().and_then(comparison_op).is_some() {
             return Err(self.error_at(
                 self.column(),
                 "comparisons do not chain; join them with `and`",
@@ -631,7 +629,16 @@ impl Parser {
                         }
                     }
                 }
-                Ok(Node::List(items))
+                // A list of literals is itself a literal, built here once, not on each
+                // evaluation (`state in ['done', 'failed']` runs on every poll answer).
+                let literals: Option<Vec<Value>> = items
+                    .iter()
+                    .map(|i| match i {
+                        Node::Lit(v) => Some(v.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                Ok(literals.map_or(Node::List(items), |l| Node::Lit(Value::Array(l))))
             }),
             Some(Token::Ident(w)) => match w.as_str() {
                 "true" => Ok(Node::Lit(Value::Bool(true))),

@@ -484,7 +484,8 @@ impl Source {
             ));
         }
         if let Some(args) = &o.args {
-            values::check_templates(&toml::Value::Table(args.clone()))
+            args.values()
+                .try_for_each(values::check_templates)
                 .map_err(|m| self.error(Some(op.span()), format!("field `mix.args`: {m}")))?;
         }
         Ok(())

@@ -567,7 +567,9 @@ impl Checker<'_> {
         }
         for (field, table) in [("args", &m.args), ("params", &m.params)] {
             if let Some(table) = table {
-                values::check_templates(&toml::Value::Table(table.clone()))
+                table
+                    .values()
+                    .try_for_each(values::check_templates)
                     .map_err(|e| self.error(t.span(), step, format!("field `{field}`: {e}")))?;
             }
         }
@@ -592,10 +594,10 @@ impl Checker<'_> {
     ) -> Result<(), ProfileError> {
         let mut texts = Vec::new();
         for table in [&call.args, &call.params].into_iter().flatten() {
-            strings(&toml::Value::Table(table.clone()), &mut texts);
+            table.values().for_each(|v| strings(v, &mut texts));
         }
-        texts.extend(call.uri.as_ref().map(|u| u.0.clone()));
-        for text in &texts {
+        texts.extend(call.uri.as_ref().map(|u| u.0.as_str()));
+        for text in texts {
             for piece in template::parse(text).unwrap_or_default() {
                 match piece {
                     Piece::Hole(Hole::Csv(col)) if !self.has_csv => {
@@ -742,9 +744,9 @@ impl Checker<'_> {
 }
 
 /// Every string in a TOML value.
-fn strings(v: &toml::Value, out: &mut Vec<String>) {
+fn strings<'a>(v: &'a toml::Value, out: &mut Vec<&'a str>) {
     match v {
-        toml::Value::String(s) => out.push(s.clone()),
+        toml::Value::String(s) => out.push(s),
         toml::Value::Array(a) => a.iter().for_each(|i| strings(i, out)),
         toml::Value::Table(t) => t.values().for_each(|i| strings(i, out)),
         _ => {}
