@@ -657,7 +657,7 @@ async fn list_tools(
 }
 
 /// The strings of a JSON array (none when it is absent or not an array).
-fn strings(v: Option<&Value>) -> Vec<String> {
+pub(super) fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .into_iter()
         .flatten()

@@ -187,14 +187,7 @@ pub struct ToolInfo {
 impl ToolInfo {
     /// A listed tool; under 2026-07-28 its `x-mcp-header` annotations are read.
     pub fn new(name: String, input_schema: Value, revision: Revision) -> ToolInfo {
-        let required = input_schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect();
+        let required = connect::strings(input_schema.get("required"));
         let (param_headers, invalid) = if revision.is_modern() {
             match crate::protocol::headers::param_headers(&input_schema) {
                 Ok(h) => (h, None),

@@ -110,6 +110,25 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     }
 }
 
+/// The id of `bytes` when they are one response (no `method`) with a usable id: what
+/// [`decode`] would classify as `Single(Response)` with that id, read in one pass (no raw
+/// value first). For a transport that only needs to know whether a request was answered.
+pub fn response_id(bytes: &[u8]) -> Option<Id> {
+    // Rejected as `decode` rejects them: a batch, bytes that are not UTF-8.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return None;
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    match serde_json::from_str::<Fields>(text).ok()? {
+        Fields {
+            method: None,
+            id: Some(IdField::Id(id)),
+            ..
+        } => Some(id),
+        _ => None,
+    }
+}
+
 /// Classifies one JSON value (a single message or one member of a batch).
 pub fn decode_message(raw: &RawValue) -> Result<Message<'_>, DecodeError> {
     let text = raw.get();
@@ -314,3 +333,50 @@ impl<'de> Deserialize<'de> for Key {
 /// A `method` member: borrowed from the input unless it holds escapes.
 #[derive(Deserialize)]
 struct MethodName<'a>(#[serde(borrow)] Cow<'a, str>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `decode` says `response_id` must: the id of a single response, or nothing.
+    fn by_decode(bytes: &[u8]) -> Option<Id> {
+        match decode(bytes) {
+            Ok(Decoded::Single(Message::Response(r))) => r.id.as_id().cloned(),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn response_id_agrees_with_decode() {
+        let cases: &[&[u8]] = &[
+            br#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#,
+            br#"  {"id":"s-1","error":{"code":-32000,"message":"m"}} "#,
+            br#"{"jsonrpc":"2.0","id":7}"#,
+            br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+            br#"{"method":"notifications/progress","params":{}}"#,
+            br#"{"id":null,"error":{"code":-32700}}"#,
+            br#"{"id":1.0,"result":{}}"#,
+            br#"{"id":true,"result":{}}"#,
+            br#"{"id":7,"id":8,"result":{}}"#,
+            br#"[{"id":7,"result":{}}]"#,
+            br#"{"id":7,"result":{}} x"#,
+            br#"{"id":7,"result":{"#,
+            b"{\"id\":7,\"result\":{\"t\":\"\xff\"}}",
+            br#"7"#,
+            b"",
+        ];
+        for bytes in cases {
+            assert_eq!(
+                response_id(bytes),
+                by_decode(bytes),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        assert_eq!(
+            response_id(br#"{"id":7,"result":{}}"#),
+            Some(Id::Num(7)),
+            "the agreement is not only on None"
+        );
+    }
+}

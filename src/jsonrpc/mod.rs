@@ -4,7 +4,9 @@
 mod decode;
 mod encode;
 
-pub use decode::{DecodeError, Decoded, Message, Response, ResponseId, decode, decode_message};
+pub use decode::{
+    DecodeError, Decoded, Message, Response, ResponseId, decode, decode_message, response_id,
+};
 pub use encode::{
     BatchWriter, RequestTemplate, encode_notification, encode_request, encode_request_with,
 };

@@ -69,7 +69,7 @@ pub struct MixOp {
     name_per_request: bool,
     /// The `Mcp-Param-*` headers read from each rendered request: those whose argument holds
     /// a template hole (`None` for every other operation).
-    params_per_request: Option<Box<[ParamHeader]>>,
+    params_per_request: Option<Box<[Mirror]>>,
     csv: Option<Arc<CsvData>>,
 }
 
@@ -274,11 +274,7 @@ impl MixOp {
                 encode_request_with(out, id, &self.method, |o| t.render(o, &mut ctx));
                 let mut h = self.headers.clone();
                 if let Some(params) = &self.params_per_request {
-                    let arguments = serde_json::from_slice::<Value>(&out[start..])
-                        .ok()
-                        .and_then(|mut v| v.pointer_mut("/params/arguments").map(Value::take))
-                        .unwrap_or(Value::Null);
-                    h.params = mirrored(&arguments, params);
+                    h.params = mirrored(&rendered_arguments(&out[start..]), params);
                 }
                 h
             }
@@ -448,15 +444,16 @@ fn compile(
         headers.name = name.as_deref().map(header_value);
         let arguments = params.get("arguments").unwrap_or(&Value::Null);
         // An argument written with a template hole is only known once rendered.
-        let templated = |h: &&ParamHeader| {
+        let templated = |h: &ParamHeader| {
             source == Source::Profile
                 && h.argument(arguments)
                     .is_some_and(|v| v.to_string().contains("{{"))
         };
-        if req.param_headers.iter().any(|h| templated(&h)) {
-            params_per_request = Some(req.param_headers.into());
+        let mirrors = mirrors(req.param_headers);
+        if req.param_headers.iter().any(templated) {
+            params_per_request = Some(mirrors);
         } else {
-            headers.params = mirrored(arguments, req.param_headers);
+            headers.params = mirrored(arguments, &mirrors);
         }
     }
     let label = match &name {
@@ -518,19 +515,49 @@ fn compile(
     })
 }
 
+/// A `Mcp-Param-*` header's name, and the argument it mirrors.
+type Mirror = (HeaderName, ParamHeader);
+
+/// The headers of a tool's `x-mcp-header` annotations, named once (not per request).
+fn mirrors(params: &[ParamHeader]) -> Box<[Mirror]> {
+    params
+        .iter()
+        // The annotation was checked to be a token: the name is valid.
+        .filter_map(|p| {
+            Some((
+                HeaderName::from_bytes(p.header_name().as_bytes()).ok()?,
+                p.clone(),
+            ))
+        })
+        .collect()
+}
+
 /// The `Mcp-Param-*` headers of `arguments` (an argument absent, null or not a primitive
 /// sends none); `None` when there are none.
-fn mirrored(arguments: &Value, params: &[ParamHeader]) -> Option<Arc<[(HeaderName, HeaderValue)]>> {
-    let headers: Vec<(HeaderName, HeaderValue)> = params
+fn mirrored(arguments: &Value, mirrors: &[Mirror]) -> Option<Arc<[(HeaderName, HeaderValue)]>> {
+    let headers: Vec<(HeaderName, HeaderValue)> = mirrors
         .iter()
-        .filter_map(|p| {
+        .filter_map(|(name, p)| {
             let text = param_text(p.argument(arguments)?)?;
-            // The annotation was checked to be a token: the name is valid.
-            let name = HeaderName::from_bytes(p.header_name().as_bytes()).ok()?;
-            Some((name, header_value(&text)))
+            Some((name.clone(), header_value(&text)))
         })
         .collect();
     (!headers.is_empty()).then(|| headers.into())
+}
+
+/// The `params.arguments` of a rendered request (null when it has none): only they are
+/// built into a tree, the rest of the request is skipped over.
+fn rendered_arguments(request: &[u8]) -> Value {
+    #[derive(serde::Deserialize)]
+    struct Request {
+        params: Params,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(default)]
+        arguments: Value,
+    }
+    serde_json::from_slice::<Request>(request).map_or(Value::Null, |r| r.params.arguments)
 }
 
 /// TOML arguments as JSON.

@@ -99,7 +99,7 @@ fn is_tchar(b: u8) -> bool {
 /// keys only (the root: empty).
 fn annotations(
     node: &Value,
-    path: Option<&mut Vec<String>>,
+    mut path: Option<&mut Vec<String>>,
     found: &mut Vec<ParamHeader>,
 ) -> Result<(), String> {
     let Value::Object(map) = node else {
@@ -110,16 +110,11 @@ fn annotations(
         }
         return Ok(());
     };
-    let mut path = path;
     if let Some(name) = map.get(PARAM_ANNOTATION) {
-        let at = match path.as_deref() {
-            Some(p) if !p.is_empty() => p.join("."),
-            _ => {
-                return Err(
-                    "x-mcp-header outside a property reached through `properties` only".into(),
-                );
-            }
+        let Some(property) = path.as_deref().filter(|p| !p.is_empty()) else {
+            return Err("x-mcp-header outside a property reached through `properties` only".into());
         };
+        let at = property.join(".");
         let name = name
             .as_str()
             .ok_or_else(|| format!("x-mcp-header of {at} is not a string"))?;
@@ -143,7 +138,7 @@ fn annotations(
         }
         found.push(ParamHeader {
             name: name.to_owned(),
-            path: path.as_deref().cloned().unwrap_or_default(),
+            path: property.clone(),
         });
     }
     for (key, value) in map {

@@ -204,6 +204,16 @@ pub(super) enum Method {
     Get,
 }
 
+impl Method {
+    fn verb(self) -> &'static [u8] {
+        match self {
+            Method::Post => b"POST",
+            Method::Delete => b"DELETE",
+            Method::Get => b"GET",
+        }
+    }
+}
+
 /// What every request of one transport starts with: the request line, `Host`, the base
 /// headers, the protocol version and the session, encoded once (and again when the version or
 /// the session changes), so a request costs no header map and no formatting.
@@ -260,17 +270,9 @@ impl RequestHead {
         body: &[u8],
         w: &mut Vec<u8>,
     ) {
-        match method {
-            Method::Post => w.extend_from_slice(&self.prefix),
-            Method::Delete => {
-                w.extend_from_slice(b"DELETE");
-                w.extend_from_slice(&self.prefix[b"POST".len()..]);
-            }
-            Method::Get => {
-                w.extend_from_slice(b"GET");
-                w.extend_from_slice(&self.prefix[b"POST".len()..]);
-            }
-        }
+        // The prefix is a POST's: its first word is the method's.
+        w.extend_from_slice(method.verb());
+        w.extend_from_slice(&self.prefix[b"POST".len()..]);
         if let Some(v) = last_event_id {
             push_header(w, "last-event-id", v.as_bytes());
         }

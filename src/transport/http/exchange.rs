@@ -17,7 +17,7 @@ use super::Reply;
 use super::body::{BodyReader, Piece};
 use super::client::{Method, RequestHead};
 use super::connection::{Connection, Head};
-use crate::jsonrpc::Id;
+use crate::jsonrpc::{Id, response_id};
 use crate::transport::budget::AnswerBudget;
 use crate::transport::{BodyKind, Event, ExchangeId, Outgoing, TransportError, Unreadable};
 use futures_util::StreamExt;
@@ -573,8 +573,11 @@ impl Events {
                     }
                     self.answered_array = true;
                 }
+                // Whether a resumption is owed is decided here, before the correlator (in
+                // the worker) reads the message: this one pass is the price of it.
                 if self.sse && !self.answered && !self.batch {
-                    self.answered = self.ids.first().is_some_and(|id| answers(&bytes, id));
+                    self.answered = (self.ids.first())
+                        .is_some_and(|id| response_id(&bytes).as_ref() == Some(id));
                 }
                 self.queue.push_back(Event::Message {
                     exchange,
@@ -651,12 +654,6 @@ impl Events {
             }
         });
     }
-}
-
-/// Whether `bytes` is a response to `id` (a result or an error).
-fn answers(bytes: &[u8], id: &Id) -> bool {
-    use crate::jsonrpc::{Decoded, Message, decode};
-    matches!(decode(bytes), Ok(Decoded::Single(Message::Response(r))) if r.id.as_id() == Some(id))
 }
 
 fn starts_array(b: &[u8]) -> bool {
