@@ -4,7 +4,7 @@
 //! poll's time to its terminal state). The rows of scenarios.csv.
 
 use super::LatencyHistogram;
-use super::summary::{Model, Percentiles, StepSummary};
+use super::summary::{Model, Percentiles, StepSummary, per_second, share};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -64,6 +64,16 @@ impl RunCounts {
 
     pub fn polled(&mut self, polls: u64) {
         let _ = self.polls.record(polls);
+    }
+
+    /// Runs completed per second over a step of `duration_s`.
+    pub fn completed_per_s(&self, duration_s: f64) -> f64 {
+        per_second(self.completed, duration_s)
+    }
+
+    /// `failed / started`; 0 when none started.
+    pub fn error_rate(&self) -> f64 {
+        share(self.failed, self.started)
     }
 }
 
@@ -186,16 +196,8 @@ impl ScenarioSummary {
             completed: c.completed,
             failed: c.failed,
             interrupted: c.interrupted,
-            completed_per_s: if step.duration_s > 0.0 {
-                c.completed as f64 / step.duration_s
-            } else {
-                0.0
-            },
-            error_rate: if c.started == 0 {
-                0.0
-            } else {
-                c.failed as f64 / c.started as f64
-            },
+            completed_per_s: c.completed_per_s(step.duration_s),
+            error_rate: c.error_rate(),
             p50_ms: lat.p50,
             p90_ms: lat.p90,
             p99_ms: lat.p99,

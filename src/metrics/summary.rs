@@ -311,16 +311,8 @@ impl StepSummary {
         self.iterations_completed = Some(all.completed);
         self.iterations_failed = Some(all.failed);
         self.iterations_interrupted = Some(all.interrupted);
-        self.iterations_per_s = Some(if self.duration_s > 0.0 {
-            all.completed as f64 / self.duration_s
-        } else {
-            0.0
-        });
-        self.iteration_error_rate = Some(if all.started == 0 {
-            0.0
-        } else {
-            all.failed as f64 / all.started as f64
-        });
+        self.iterations_per_s = Some(all.completed_per_s(self.duration_s));
+        self.iteration_error_rate = Some(all.error_rate());
         self.iteration_p50_ms = lat.p50;
         self.iteration_p90_ms = lat.p90;
         self.iteration_p99_ms = lat.p99;
@@ -498,22 +490,29 @@ struct Rates {
 
 impl Rates {
     fn of(c: &Counters, duration_s: f64) -> Self {
-        let per_s = |n: u64| {
-            if duration_s > 0.0 {
-                n as f64 / duration_s
-            } else {
-                0.0
-            }
-        };
         Rates {
-            throughput: per_s(c.responses),
-            goodput: per_s(c.ok),
-            error_rate: if c.requests == 0 {
-                0.0
-            } else {
-                (c.requests - c.ok.min(c.requests)) as f64 / c.requests as f64
-            },
+            throughput: per_second(c.responses, duration_s),
+            goodput: per_second(c.ok, duration_s),
+            error_rate: share(c.requests - c.ok.min(c.requests), c.requests),
         }
+    }
+}
+
+/// `n` per second over `duration_s`; 0 over a step of no length.
+pub(super) fn per_second(n: u64, duration_s: f64) -> f64 {
+    if duration_s > 0.0 {
+        n as f64 / duration_s
+    } else {
+        0.0
+    }
+}
+
+/// `part / whole`; 0 when `whole` is 0.
+pub(super) fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
     }
 }
 
