@@ -30,7 +30,7 @@ mod scenario;
 mod summary;
 
 pub use scenario::{
-    EXPECT_PREFIX, RunCounts, ScenarioNames, ScenarioStats, ScenarioSummary, WHOLE,
+    EXPECT_PREFIX, FailureReasons, RunCounts, ScenarioNames, ScenarioStats, ScenarioSummary, WHOLE,
 };
 
 pub use summary::{

@@ -8,6 +8,7 @@ use super::summary::{Model, Percentiles, StepSummary, per_second, share};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 use std::ops::AddAssign;
 use std::time::Duration;
 
@@ -153,8 +154,53 @@ pub struct ScenarioSummary {
     pub polls_mean: Option<f64>,
     /// Failures whose reason is a failed `expect` assertion.
     pub assertion_failures: u64,
-    /// Every failure reason with its count: `reason (n); reason (n)`, sorted by reason.
-    pub failure_reasons: String,
+    /// Every failure reason with its count; written `reason (n); reason (n)`.
+    pub failure_reasons: FailureReasons,
+}
+
+/// Failures by named reason with their counts. In scenarios.csv and summary.json the text
+/// `reason (n); reason (n)`, sorted by reason, empty when nothing failed; read back from it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub struct FailureReasons(pub BTreeMap<String, u64>);
+
+impl fmt::Display for FailureReasons {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (reason, n)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}{reason} ({n})")?;
+        }
+        Ok(())
+    }
+}
+
+impl From<FailureReasons> for String {
+    fn from(r: FailureReasons) -> String {
+        r.to_string()
+    }
+}
+
+impl From<String> for FailureReasons {
+    fn from(text: String) -> Self {
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        // A reason may hold "; " itself: a piece ends a reason only where "(n)" closes it.
+        let mut reason = String::new();
+        for piece in text.split("; ") {
+            if !reason.is_empty() {
+                reason.push_str("; ");
+            }
+            reason.push_str(piece);
+            let count = reason
+                .strip_suffix(')')
+                .and_then(|t| t.rsplit_once(" ("))
+                .and_then(|(text, n)| Some((text.to_owned(), n.parse::<u64>().ok()?)));
+            if let Some((text, n)) = count {
+                *counts.entry(text).or_default() += n;
+                reason.clear();
+            }
+        }
+        FailureReasons(counts)
+    }
 }
 
 /// The prefix of every failure reason that is a failed `expect` assertion.
@@ -214,12 +260,31 @@ impl ScenarioSummary {
                 .filter(|(r, _)| r.starts_with(EXPECT_PREFIX))
                 .map(|(_, n)| n)
                 .sum(),
-            failure_reasons: c
-                .failures
-                .iter()
-                .map(|(r, n)| format!("{r} ({n})"))
-                .collect::<Vec<_>>()
-                .join("; "),
+            failure_reasons: FailureReasons(c.failures.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_reasons_read_back_as_written() {
+        let reasons = FailureReasons(BTreeMap::from([
+            ("capture id: path not found".to_owned(), 2),
+            ("expect a; b (x)".to_owned(), 1),
+        ]));
+        let text = reasons.to_string();
+        assert_eq!(text, "capture id: path not found (2); expect a; b (x) (1)");
+        assert_eq!(FailureReasons::from(text), reasons);
+        assert_eq!(
+            FailureReasons::from(String::new()),
+            FailureReasons::default()
+        );
+        assert_eq!(
+            serde_json::to_value(&reasons).unwrap(),
+            serde_json::json!(reasons.to_string())
+        );
     }
 }

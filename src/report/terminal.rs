@@ -440,28 +440,13 @@ pub(super) fn iteration_rows<'a>(run: &'a RunSummary, name: &str) -> Vec<&'a Sce
 const TOP_REASONS: usize = 3;
 
 /// The reasons iterations of `rows` failed, most frequent first (ties by reason), with their
-/// counts, read back from scenarios.csv's `failure_reasons` (`reason (n); reason (n)`).
+/// counts.
 pub(super) fn top_failures(rows: &[&ScenarioSummary]) -> Vec<(String, u64)> {
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    for r in rows {
-        // A reason may hold "; " itself: a piece ends a reason only where "(n)" closes it.
-        let mut reason = String::new();
-        for piece in r.failure_reasons.split("; ") {
-            if !reason.is_empty() {
-                reason.push_str("; ");
-            }
-            reason.push_str(piece);
-            let count = reason
-                .strip_suffix(')')
-                .and_then(|t| t.rsplit_once(" ("))
-                .and_then(|(text, n)| Some((text.to_owned(), n.parse::<u64>().ok()?)));
-            if let Some((text, n)) = count {
-                *counts.entry(text).or_default() += n;
-                reason.clear();
-            }
-        }
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for (reason, n) in rows.iter().flat_map(|r| &r.failure_reasons.0) {
+        *counts.entry(reason).or_default() += n;
     }
-    let mut out: Vec<(String, u64)> = counts.into_iter().collect();
+    let mut out: Vec<(String, u64)> = counts.into_iter().map(|(r, n)| (r.to_owned(), n)).collect();
     out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     out
 }

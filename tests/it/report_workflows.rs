@@ -113,7 +113,7 @@ fn ops_and_scenarios_csv_are_written_per_step_and_add_up_to_steps_csv() {
     assert_eq!(whole.error_rate, 0.25);
     assert_eq!(whole.assertion_failures, secs);
     assert_eq!(
-        whole.failure_reasons,
+        whole.failure_reasons.to_string(),
         format!("expect status == \"done\" ({secs})")
     );
     assert_eq!((whole.polls_mean, whole.polls_max), (Some(3.0), Some(3)));
@@ -123,7 +123,10 @@ fn ops_and_scenarios_csv_are_written_per_step_and_add_up_to_steps_csv() {
     assert_eq!((last[2].failed, last[2].completed), (secs, 3 * secs));
     // The scenario rows of the first step: nothing failed, no reason.
     let first = scenarios.iter().find(|r| r.step == 1).unwrap();
-    assert_eq!((first.failed, first.failure_reasons.as_str()), (0, ""));
+    assert_eq!(
+        (first.failed, first.failure_reasons.to_string().as_str()),
+        (0, "")
+    );
 
     // summary.json holds the same rows under each step, as the CSVs name them.
     let json: Value =
