@@ -602,7 +602,7 @@ fn column<R: Serialize>(row: &R, name: &str) -> Option<f64> {
 }
 
 /// The names in order of first appearance, each once.
-fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+pub fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let mut out: Vec<&str> = Vec::new();
     for n in names {
         if !out.contains(&n) {

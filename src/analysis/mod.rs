@@ -13,7 +13,7 @@ mod usl;
 mod verdict;
 
 pub use compare::{Better, CompareOptions, Comparison, FigureDelta, StepDelta, compare};
-pub use gates::{GateError, GateResult, Op, RunFigures, Selector, Threshold, Thresholds};
+pub use gates::{GateError, GateResult, Op, RunFigures, Selector, Threshold, Thresholds, distinct};
 pub use knee::{FailurePoint, Knee};
 pub use sweep::{JudgedStep, SweepJudge};
 pub use usl::{UslFit, fit_usl};

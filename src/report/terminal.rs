@@ -4,7 +4,7 @@
 //! string; ANSI colours only when the caller says the output is a terminal.
 
 use super::{RunStatus, RunSummary};
-use crate::analysis::{Knee, Tripped, pct};
+use crate::analysis::{Knee, Tripped, distinct, pct};
 use crate::metrics::{Model, NO_OP, OpSummary, ScenarioSummary, StepSummary, Verdict, WHOLE};
 use anstyle::{AnsiColor, Style};
 use std::collections::BTreeMap;
@@ -377,13 +377,8 @@ pub(super) fn by_operation(run: &RunSummary) -> bool {
 
 /// The operations' names in order of first appearance, the `-` row left out.
 pub(super) fn operations(run: &RunSummary) -> Vec<&str> {
-    let mut names: Vec<&str> = Vec::new();
-    for o in run.steps.iter().flat_map(|s| &s.ops) {
-        if o.op != NO_OP && !names.contains(&o.op.as_str()) {
-            names.push(&o.op);
-        }
-    }
-    names
+    let ops = run.steps.iter().flat_map(|s| &s.ops);
+    distinct(ops.map(|o| o.op.as_str()).filter(|&op| op != NO_OP))
 }
 
 /// Whether an ops.csv row counts anything at all (the `-` row is shown only then).
@@ -418,13 +413,12 @@ pub(super) fn shown_op_rows(run: &RunSummary) -> Vec<&OpSummary> {
 
 /// The scenarios' names in order of first appearance.
 pub(super) fn scenarios(run: &RunSummary) -> Vec<&str> {
-    let mut names: Vec<&str> = Vec::new();
-    for r in run.steps.iter().flat_map(|s| &s.scenarios) {
-        if !names.contains(&r.scenario.as_str()) {
-            names.push(&r.scenario);
-        }
-    }
-    names
+    distinct(
+        run.steps
+            .iter()
+            .flat_map(|s| &s.scenarios)
+            .map(|r| r.scenario.as_str()),
+    )
 }
 
 /// The whole-iteration (`*`) rows of scenario `name`, step by step.
