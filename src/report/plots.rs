@@ -594,6 +594,12 @@ struct Line {
     points: Vec<(f64, f64)>,
 }
 
+/// The `i`th colour of the lines per operation and per scenario.
+fn series_color(i: usize) -> RGBColor {
+    let c = Palette99::pick(i).to_rgba();
+    RGBColor(c.0, c.1, c.2)
+}
+
 /// The loads of the steps plotted against load, by step.
 fn loads_by_step(run: &RunSummary) -> BTreeMap<u32, f64> {
     load_steps(run).iter().map(|s| (s.step, s.load())).collect()
@@ -666,8 +672,7 @@ fn ops_latency(area: &Area<'_>, run: &RunSummary) -> Drawn {
     let mut lines = Vec::new();
     for (i, name) in operations(run).into_iter().enumerate() {
         let rows = op_rows(run, name);
-        let color = Palette99::pick(i).to_rgba();
-        let color = RGBColor(color.0, color.1, color.2);
+        let color = series_color(i);
         lines.push(Line {
             label: format!("{name} p99"),
             color,
@@ -697,10 +702,9 @@ fn error_rates(area: &Area<'_>, run: &RunSummary) -> Drawn {
     let loads = loads_by_step(run);
     let mut lines = Vec::new();
     for (i, name) in operations(run).into_iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
         lines.push(Line {
             label: name.to_owned(),
-            color: RGBColor(color.0, color.1, color.2),
+            color: series_color(i),
             dashed: false,
             points: at_load(
                 &loads,
@@ -712,10 +716,9 @@ fn error_rates(area: &Area<'_>, run: &RunSummary) -> Drawn {
     }
     let first = lines.len();
     for (i, name) in scenarios(run).into_iter().enumerate() {
-        let color = Palette99::pick(first + i).to_rgba();
         lines.push(Line {
             label: format!("scenario {name}"),
-            color: RGBColor(color.0, color.1, color.2),
+            color: series_color(first + i),
             dashed: true,
             points: at_load(
                 &loads,
@@ -746,10 +749,9 @@ fn scenarios_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
         .enumerate()
         .map(|(i, name)| {
             let rows = iteration_rows(run, name);
-            let c = Palette99::pick(i).to_rgba();
             (
                 name,
-                RGBColor(c.0, c.1, c.2),
+                series_color(i),
                 at_load(&loads, &rows, |r| r.step, |r| Some(r.completed_per_s)),
                 at_load(&loads, &rows, |r| r.step, |r| r.p99_ms),
             )
