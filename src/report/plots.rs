@@ -626,6 +626,12 @@ fn op_rows<'a>(run: &'a RunSummary, name: &str) -> Vec<&'a OpSummary> {
         .collect()
 }
 
+/// The top of a y axis over the lines' points: their highest value (at least `min_top`),
+/// headroom left for the legend.
+fn axis_top<'a>(lines: impl Iterator<Item = &'a [(f64, f64)]>, min_top: f64) -> f64 {
+    lines.flatten().map(|p| p.1).fold(min_top, f64::max) * HEADROOM
+}
+
 /// Lines against load on one axis from 0 to the data's top (at least `min_top`), headroom
 /// left for the legend.
 fn lines_vs_load(
@@ -637,11 +643,7 @@ fn lines_vs_load(
     lines: &[Line],
 ) -> Drawn {
     let steps = load_steps(run);
-    let top = lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.1))
-        .fold(min_top, f64::max)
-        * HEADROOM;
+    let top = axis_top(lines.iter().map(|l| l.points.as_slice()), min_top);
     let mut chart = frame(area, caption).build_cartesian_2d(load_axis(run, &steps), 0.0..top)?;
     mesh(&mut chart, load_label(run.knee.model), y_desc, |m| {
         m.light_line_style(WHITE).x_label_formatter(&load_tick);
@@ -757,20 +759,13 @@ fn scenarios_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
             )
         })
         .collect();
-    let top = |points: Vec<&Vec<(f64, f64)>>| {
-        points
-            .iter()
-            .flat_map(|p| p.iter().map(|p| p.1))
-            .fold(1.0, f64::max)
-            * HEADROOM
-    };
     let mut chart = dual_chart(
         area,
         "Scenario iterations against load",
         load_axis(run, &steps),
         (
-            top(series.iter().map(|s| &s.2).collect()),
-            top(series.iter().map(|s| &s.3).collect()),
+            axis_top(series.iter().map(|s| s.2.as_slice()), 1.0),
+            axis_top(series.iter().map(|s| s.3.as_slice()), 1.0),
         ),
         (
             load_label(run.knee.model),
