@@ -4,9 +4,9 @@
 //! the per-second time series, and, with several operations or any scenario, latency and
 //! error rate per operation and iterations per scenario against load.
 
-use super::terminal::{by_operation, iteration_rows, operations, scenarios};
+use super::terminal::{by_operation, iteration_rows, op_rows, operations, scenarios};
 use super::{ReportError, RunSummary, TimeseriesRow};
-use crate::metrics::{Model, OpSummary, StepSummary, Verdict};
+use crate::metrics::{Model, StepSummary, Verdict};
 use hdrhistogram::Histogram;
 use plotters::chart::{DualCoordChartContext, MeshStyle};
 use plotters::coord::Shift;
@@ -614,15 +614,6 @@ fn at_load<R>(
 ) -> Vec<(f64, f64)> {
     rows.iter()
         .filter_map(|r| Some((*loads.get(&step(r))?, get(r)?)))
-        .collect()
-}
-
-/// The ops rows of operation `name`, step by step.
-fn op_rows<'a>(run: &'a RunSummary, name: &str) -> Vec<&'a OpSummary> {
-    run.steps
-        .iter()
-        .flat_map(|s| &s.ops)
-        .filter(|o| o.op == name)
         .collect()
 }
 

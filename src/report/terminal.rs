@@ -402,13 +402,25 @@ fn counts_anything(o: &OpSummary) -> bool {
 /// The ops rows the reports show, grouped by operation (in order of first appearance) and
 /// then by step; the `-` rows last, only those that count anything.
 pub(super) fn shown_op_rows(run: &RunSummary) -> Vec<&OpSummary> {
-    let rows = || run.steps.iter().flat_map(|s| &s.ops);
     let mut out: Vec<&OpSummary> = operations(run)
         .into_iter()
-        .flat_map(|name| rows().filter(move |o| o.op == name))
+        .flat_map(|name| op_rows(run, name))
         .collect();
-    out.extend(rows().filter(|o| o.op == NO_OP && counts_anything(o)));
+    out.extend(
+        op_rows(run, NO_OP)
+            .into_iter()
+            .filter(|o| counts_anything(o)),
+    );
     out
+}
+
+/// The ops rows of operation `name`, step by step.
+pub(super) fn op_rows<'a>(run: &'a RunSummary, name: &str) -> Vec<&'a OpSummary> {
+    run.steps
+        .iter()
+        .flat_map(|s| &s.ops)
+        .filter(|o| o.op == name)
+        .collect()
 }
 
 /// The scenarios' names in order of first appearance.
