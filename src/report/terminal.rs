@@ -371,8 +371,7 @@ pub(super) fn error_codes(run: &RunSummary) -> Vec<String> {
 /// Whether the report breaks the run down by operation and scenario: with more than one
 /// operation, or any scenario. A run of one operation reads as its steps table alone.
 pub(super) fn by_operation(run: &RunSummary) -> bool {
-    let ops = operations(run);
-    ops.len() > 1 || run.steps.iter().any(|s| !s.scenarios.is_empty())
+    operations(run).len() > 1 || !scenarios(run).is_empty()
 }
 
 /// The operations' names in order of first appearance, the `-` row left out.
@@ -649,7 +648,7 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
     if by_operation(run) {
         let _ = writeln!(out, "\n{}", paint("By operation:", BOLD, color));
         ops_table(run, &mut out, color);
-        if run.steps.iter().any(|s| !s.scenarios.is_empty()) {
+        if !scenarios(run).is_empty() {
             let _ = writeln!(
                 out,
                 "\n{}",
