@@ -78,10 +78,8 @@ struct Task {
     legacy: bool,
     cancelled: Option<Instant>,
     fault: Option<TaskFault>,
-    /// Its terminal state is counted.
+    /// Its terminal state is counted; until then it is in `working_now`.
     settled: bool,
-    /// It is in `working_now`.
-    working: bool,
     /// A view reported it terminal.
     reported_terminal: bool,
     /// Its fault was counted (regress, mismatch: when first shown).
@@ -257,7 +255,6 @@ impl TaskStore {
             cancelled: None,
             fault,
             settled: false,
-            working: fault != Some(TaskFault::Forget),
             reported_terminal: false,
             fault_shown: false,
         };
@@ -574,15 +571,13 @@ impl Inner {
             Status::Failed => self.counts.failed += 1,
             _ => self.counts.cancelled += 1,
         }
-        if std::mem::replace(&mut task.working, false) {
-            self.working_now -= 1;
-        }
+        self.working_now -= 1;
     }
 
     /// Forgets task `number` (its terminal state, if reached, is counted already).
     fn remove(&mut self, number: u64) {
         if let Some(task) = self.tasks.remove(&number) {
-            if task.working {
+            if !task.settled {
                 self.working_now -= 1;
             }
             if self.ids.get(&task.id) == Some(&number) {
