@@ -9,6 +9,7 @@
 use super::config::ServeConfig;
 use super::faults::{Periods, TaskFault};
 use super::job_api::STORE_FULL;
+use super::methods::invalid_params;
 use super::stats::{TaskCounts, TaskFaultCounts};
 use crate::jsonrpc::{ErrorObject, codes};
 use serde_json::{Map, Value, json};
@@ -141,15 +142,6 @@ pub(crate) struct TaskStore {
     inner: Mutex<Inner>,
     /// Wakes `tasks/result` waiters when a task is cancelled.
     changed: Notify,
-}
-
-/// A task-related request that cannot be served: `-32602`, as both revisions say.
-fn invalid(message: String) -> ErrorObject {
-    ErrorObject {
-        code: codes::INVALID_PARAMS,
-        message,
-        data: None,
-    }
 }
 
 impl TaskStore {
@@ -324,7 +316,7 @@ impl TaskStore {
                 if st.is_terminal() {
                     let note = (waited && notify).then(|| self.status_notification(task, st, now));
                     let payload = match (st, &task.outcome) {
-                        (Status::Cancelled, _) => Err(invalid(format!(
+                        (Status::Cancelled, _) => Err(invalid_params(format!(
                             "Task {id} was cancelled: it has no result"
                         ))),
                         (_, TaskOutcome::Error(e)) => Err(e.clone()),
@@ -364,7 +356,7 @@ impl TaskStore {
             return if modern {
                 Ok(json!({}))
             } else {
-                Err(invalid(format!(
+                Err(invalid_params(format!(
                     "Task {id} is already {}: it cannot be cancelled",
                     st.name()
                 )))
@@ -400,7 +392,7 @@ impl TaskStore {
             None => 0,
             Some(c) => c
                 .parse::<u64>()
-                .map_err(|_| invalid(format!("Invalid cursor: {c}")))?,
+                .map_err(|_| invalid_params(format!("Invalid cursor: {c}")))?,
         };
         let numbers: Vec<u64> = inner
             .tasks
@@ -549,7 +541,7 @@ impl Inner {
             Some(n) => Ok(*n),
             None => {
                 self.counts.unknown_task += 1;
-                Err(invalid(format!(
+                Err(invalid_params(format!(
                     "Failed to retrieve task: Task not found ({id}: never created here, \
                      expired or forgotten)"
                 )))
