@@ -303,13 +303,17 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             }
         },
     };
-    // No allocation unless the request carries `Mcp-Param-*` headers; a value that is not
-    // visible ASCII is kept as "" (it then matches no argument).
-    let params: Vec<(&str, &str)> = h
-        .iter()
-        .filter(|(n, _)| n.as_str().starts_with(headers::PARAM_PREFIX))
-        .map(|(n, v)| (n.as_str(), v.to_str().unwrap_or("")))
-        .collect();
+    // Read only with `header_tools` on (nothing else checks them), and no allocation unless
+    // the request carries `Mcp-Param-*` headers; a value that is not visible ASCII is kept
+    // as "" (it then matches no argument).
+    let params: Vec<(&str, &str)> = if shared.cfg.header_tools {
+        h.iter()
+            .filter(|(n, _)| n.as_str().starts_with(headers::PARAM_PREFIX))
+            .map(|(n, v)| (n.as_str(), v.to_str().unwrap_or("")))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let origin = Origin::Http {
         headers: Headers {
             version: header(h, headers::PROTOCOL_VERSION),
