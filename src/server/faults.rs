@@ -1,8 +1,8 @@
 //! Fault injection decided by the request's fault sequence number alone: exact periods
 //! (`drop=10` faults requests 10, 20, 30, …) and seeded probabilities, both deterministic.
-//! When several kinds match one request, the first in [`FaultKind::ALL`] order wins. The
-//! protocol anomalies of tasks and progress ([`TaskFault`], [`ProgressFault`]) take exact
-//! periods of their own ([`Periods`]).
+//! When several kinds match one request, the first in [`FaultKind::ALL`] order wins. Exact
+//! periods are one type for every family ([`Periods`]): the answer faults ([`FaultEvery`])
+//! and the protocol anomalies of tasks and progress ([`TaskFault`], [`ProgressFault`]).
 
 use super::config::ConfigError;
 use rand::rngs::SmallRng;
@@ -109,49 +109,13 @@ fn period(v: &str) -> Option<u64> {
 
 /// Exact faults: `drop=10,garbage=7` spoils every 10th and every 7th request (the 70th gets
 /// `drop`, the earlier kind). A period of 1 spoils every request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct FaultEvery([u64; 8]);
+pub type FaultEvery = Periods<FaultKind>;
 
-impl FaultEvery {
-    /// The period of `kind` (0: never).
-    pub fn period(&self, kind: FaultKind) -> u64 {
-        self.0[kind.index()]
-    }
-
-    pub fn is_off(&self) -> bool {
-        self.0.iter().all(|p| *p == 0)
-    }
-
-    fn pick(&self, seq: u64) -> Option<FaultKind> {
-        FaultKind::ALL
-            .into_iter()
-            .find(|k| matches!(self.period(*k), p if p > 0 && seq.is_multiple_of(p)))
-    }
-}
-
-impl FromStr for FaultEvery {
-    type Err = ConfigError;
-    fn from_str(text: &str) -> Result<Self, ConfigError> {
-        parse_pairs("fault", text, &FaultKind::ALL.map(FaultKind::name), period).map(FaultEvery)
-    }
-}
-
-impl TryFrom<String> for FaultEvery {
-    type Error = ConfigError;
-    fn try_from(s: String) -> Result<Self, ConfigError> {
-        s.parse()
-    }
-}
-
-impl fmt::Display for FaultEvery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = FaultKind::ALL
-            .into_iter()
-            .filter(|k| self.period(*k) > 0)
-            .map(|k| format!("{}={}", k.name(), self.period(k)))
-            .collect();
-        f.write_str(&parts.join(","))
+impl Anomaly for FaultKind {
+    const WHAT: &'static str = "fault";
+    const ALL: &'static [FaultKind] = &FaultKind::ALL;
+    fn name(self) -> &'static str {
+        FaultKind::name(self)
     }
 }
 
@@ -208,7 +172,7 @@ impl TryFrom<String> for FaultOdds {
     }
 }
 
-/// One family of protocol anomalies the target can play exactly (task faults, progress
+/// One family of anomalies the target can play exactly (answer faults, task faults, progress
 /// faults): each kind has a name and is injected every Nth time its subject comes up.
 pub trait Anomaly: Copy + Eq + fmt::Debug + Send + Sync + 'static {
     /// The knob's name in error messages (`task-fault`).
@@ -254,6 +218,11 @@ impl<A: Anomaly> Periods<A> {
     /// The first kind of `among` that hits the `n`th occurrence.
     pub fn pick(&self, among: &[A], n: u64) -> Option<A> {
         among.iter().copied().find(|k| self.hits(*k, n))
+    }
+
+    /// True when no kind is ever injected.
+    pub fn is_off(&self) -> bool {
+        self.every.iter().all(|p| *p == 0)
     }
 }
 
@@ -404,7 +373,7 @@ impl FaultPlan {
 
     /// The fault for the request with fault sequence number `seq` (1-based), if any.
     pub(super) fn for_seq(&self, seq: u64) -> Option<FaultKind> {
-        self.every.pick(seq).or_else(|| {
+        self.every.pick(FaultKind::ALL.as_slice(), seq).or_else(|| {
             if self.odds.is_off() {
                 None
             } else {

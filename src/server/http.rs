@@ -285,7 +285,8 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         );
         return r;
     };
-    let session = match header(h, headers::SESSION_ID) {
+    let session_id = header(h, headers::SESSION_ID);
+    let session = match session_id {
         None => None,
         Some(id) => match shared.sessions.lookup(id) {
             Some(v) => Some(v),
@@ -302,13 +303,17 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             }
         },
     };
-    // No allocation unless the request carries `Mcp-Param-*` headers; a value that is not
-    // visible ASCII is kept as "" (it then matches no argument).
-    let params: Vec<(&str, &str)> = h
-        .iter()
-        .filter(|(n, _)| n.as_str().starts_with(headers::PARAM_PREFIX))
-        .map(|(n, v)| (n.as_str(), v.to_str().unwrap_or("")))
-        .collect();
+    // Read only with `header_tools` on (nothing else checks them), and no allocation unless
+    // the request carries `Mcp-Param-*` headers; a value that is not visible ASCII is kept
+    // as "" (it then matches no argument).
+    let params: Vec<(&str, &str)> = if shared.cfg.header_tools {
+        h.iter()
+            .filter(|(n, _)| n.as_str().starts_with(headers::PARAM_PREFIX))
+            .map(|(n, v)| (n.as_str(), v.to_str().unwrap_or("")))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let origin = Origin::Http {
         headers: Headers {
             version: header(h, headers::PROTOCOL_VERSION),
@@ -322,10 +327,11 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         Handled::Nothing | Handled::Cancel(_) => accepted(),
         Handled::Refused(refused) => json(refused.status, refused.message),
         Handled::Single(job) => {
-            let resumable = session
-                .or_else(|| header(h, headers::PROTOCOL_VERSION).and_then(Revision::parse))
-                == Some(Revision::V2025_11_25);
-            let session_id = header(h, headers::SESSION_ID).filter(|_| resumable);
+            // Only with `sse_close_early` on may a (2025-11-25) stream be closed early.
+            let resumable = shared.resumptions.on()
+                && session
+                    .or_else(|| header(h, headers::PROTOCOL_VERSION).and_then(Revision::parse))
+                    == Some(Revision::V2025_11_25);
             single(shared, job, h, admission, resumable.then_some(session_id)).await
         }
         Handled::Batch(batch) => answer_batch(shared, batch, h, admission).await,
@@ -337,6 +343,8 @@ fn answers_as_sse(shared: &Shared, h: &HeaderMap) -> bool {
     shared.cfg.answer == AnswerMode::Sse && accepts(h, "text/event-stream")
 }
 
+/// Answers one request; `resumable` is `Some(its session id)` when its answer stream may be
+/// closed early for a resumption (`sse_close_early`).
 async fn single(
     shared: &Arc<Shared>,
     job: Job,

@@ -5,8 +5,9 @@
 //! every key. After the last round the call completes, or becomes a task. Nothing is held
 //! per call: the state travels with the client, keyed by a secret of this target.
 
+use super::methods::invalid_params;
 use super::stats::{InputCounters, Stats};
-use crate::jsonrpc::{ErrorObject, codes};
+use crate::jsonrpc::ErrorObject;
 use serde_json::{Map, Value, json};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -109,14 +110,6 @@ pub(crate) enum Step {
     Task,
 }
 
-fn invalid(message: String) -> ErrorObject {
-    ErrorObject {
-        code: codes::INVALID_PARAMS,
-        message,
-        data: None,
-    }
-}
-
 impl AskInput {
     /// Reads the arguments (`rounds` 1..=10, default 1; `kinds`, default `["elicitation"]`;
     /// `then`: `complete` or `task`; `ms`) and the retry's `inputResponses` and
@@ -126,7 +119,8 @@ impl AskInput {
         responses: Option<&str>,
         state: Option<String>,
     ) -> Result<AskInput, ErrorObject> {
-        let bad = |why: &str| invalid(format!("Invalid arguments for tool ask_input: {why}"));
+        let bad =
+            |why: &str| invalid_params(format!("Invalid arguments for tool ask_input: {why}"));
         let args: Value = match arguments {
             None => json!({}),
             Some(a) => serde_json::from_str(a).map_err(|_| bad("not JSON"))?,
@@ -173,7 +167,7 @@ impl AskInput {
             None => None,
             Some(r) => match serde_json::from_str::<Value>(r) {
                 Ok(v @ Value::Object(_)) => Some(v),
-                _ => return Err(invalid("inputResponses must be an object".into())),
+                _ => return Err(invalid_params("inputResponses must be an object")),
             },
         };
         Ok(AskInput {
@@ -197,18 +191,17 @@ impl AskInput {
         let Some(responses) = &self.responses else {
             if self.state.is_some() {
                 Stats::add(&counters.state_invalid, 1);
-                return Err(invalid(
-                    "requestState without inputResponses: answer the round's inputRequests".into(),
+                return Err(invalid_params(
+                    "requestState without inputResponses: answer the round's inputRequests",
                 ));
             }
             return Ok(self.ask(0, salt, counters));
         };
         let Some(round) = self.state.as_deref().and_then(|s| self.round_of(s, salt)) else {
             Stats::add(&counters.state_invalid, 1);
-            return Err(invalid(
+            return Err(invalid_params(
                 "requestState is missing, altered, or from another call: echo the \
-                 requestState of the input_required result"
-                    .into(),
+                 requestState of the input_required result",
             ));
         };
         let mut missing = false;
@@ -218,7 +211,7 @@ impl AskInput {
                 Some(r) if kind.valid(r) => {}
                 Some(r) => {
                     Stats::add(&counters.responses_invalid, 1);
-                    return Err(invalid(format!(
+                    return Err(invalid_params(format!(
                         "inputResponses[{}] is no valid {} response: {r}",
                         key(*kind, round),
                         kind.name()

@@ -17,24 +17,27 @@ use std::sync::atomic::Ordering::Relaxed;
 /// stream closed, a stdio cancel, a batch abandoned), it counts as cancelled.
 pub(crate) struct Job {
     id: Box<RawValue>,
-    /// The counters of its operation.
-    op: Arc<OpCounters>,
     ordinal: u64,
     work: Result<Prepared, Early>,
     fault: Option<FaultKind>,
     seq: u64,
     /// The method is `initialize` (valid or not).
     initialize: bool,
-    unanswered: Unanswered,
+    /// Its operation's counters.
+    op: Op,
 }
 
-/// Counts its request (of the operation given) as cancelled when dropped while still armed.
-struct Unanswered(Option<(Arc<Stats>, Arc<OpCounters>)>);
+/// The counters of a request's operation; while armed (the request unanswered), dropping
+/// them counts the request as cancelled.
+struct Op {
+    counters: Arc<OpCounters>,
+    armed: Option<Arc<Stats>>,
+}
 
-impl Drop for Unanswered {
+impl Drop for Op {
     fn drop(&mut self) {
-        if let Some((stats, op)) = self.0.take() {
-            stats.cancelled(&op);
+        if let Some(stats) = self.armed.take() {
+            stats.cancelled(&self.counters);
         }
     }
 }
@@ -108,8 +111,10 @@ impl Shared {
         };
         Job {
             id: id.to_owned(),
-            unanswered: Unanswered(Some((Arc::clone(&self.stats), Arc::clone(&op)))),
-            op,
+            op: Op {
+                counters: op,
+                armed: Some(Arc::clone(&self.stats)),
+            },
             ordinal,
             work,
             fault,
@@ -129,14 +134,21 @@ impl Shared {
                     Call::Initialize(v) => Some(v),
                     _ => None,
                 };
-                let progress = sink.map(|sink| Progress::new(sink, &job.op));
+                let progress = sink.map(|sink| Progress::new(sink, &job.op.counters));
                 let work = methods::execute(prep, self, progress);
                 let out = self.capacity.serve(&self.stats, job.ordinal, work).await;
                 (out, 200, init)
             }
         };
-        job.unanswered.0 = None;
-        let shaped = wire::shape(&self.stats, &job.op, &job.id, &outcome, job.fault, job.seq);
+        job.op.armed = None;
+        let shaped = wire::shape(
+            &self.stats,
+            &job.op.counters,
+            &job.id,
+            &outcome,
+            job.fault,
+            job.seq,
+        );
         Done {
             shaped,
             status,

@@ -143,19 +143,46 @@ pub(crate) struct ClientCaps {
     pub roots: bool,
 }
 
+/// The members of a `ClientCapabilities` object that [`ClientCaps`] reads, kept raw: read
+/// on every 2026-07-28 request, so borrowed like [`Params`], never built into a `Value`.
+#[derive(Default, Deserialize)]
+struct DeclaredCaps<'a> {
+    #[serde(default, borrow)]
+    extensions: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    elicitation: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    sampling: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    roots: Option<&'a RawValue>,
+}
+
+/// The member of `extensions` named [`TASKS_EXTENSION`].
+#[derive(Default, Deserialize)]
+struct DeclaredExtensions<'a> {
+    #[serde(rename = "io.modelcontextprotocol/tasks", default, borrow)]
+    tasks: Option<&'a RawValue>,
+}
+
+/// A capability is declared when its member is an object.
+fn declared(member: Option<&RawValue>) -> bool {
+    member.is_some_and(|raw| raw.get().starts_with('{'))
+}
+
 impl ClientCaps {
     fn read(raw: Option<&RawValue>) -> ClientCaps {
-        let v: Value = raw
+        let caps: DeclaredCaps = raw
             .and_then(|r| serde_json::from_str(r.get()).ok())
-            .unwrap_or(Value::Null);
-        let declared = |k: &str| v.get(k).is_some_and(Value::is_object);
+            .unwrap_or_default();
+        let extensions: DeclaredExtensions = caps
+            .extensions
+            .and_then(|r| serde_json::from_str(r.get()).ok())
+            .unwrap_or_default();
         ClientCaps {
-            tasks: v["extensions"]
-                .get(TASKS_EXTENSION)
-                .is_some_and(Value::is_object),
-            elicitation: declared("elicitation"),
-            sampling: declared("sampling"),
-            roots: declared("roots"),
+            tasks: declared(extensions.tasks),
+            elicitation: declared(caps.elicitation),
+            sampling: declared(caps.sampling),
+            roots: declared(caps.roots),
         }
     }
 
@@ -593,6 +620,30 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn client_caps_are_the_members_that_are_objects() {
+        let caps = |s: &str| {
+            let r = raw(s);
+            let c = ClientCaps::read(Some(&r));
+            (c.tasks, c.elicitation, c.sampling, c.roots)
+        };
+        let tasks_ext =
+            format!(r#"{{"extensions": {{"{TASKS_EXTENSION}": {{}}}}, "roots": {{}}}}"#);
+        assert_eq!(caps(&tasks_ext), (true, false, false, true));
+        assert_eq!(
+            caps(r#"{"elicitation": {"form": {}}, "sampling": true, "roots": null}"#),
+            (false, true, false, false)
+        );
+        assert_eq!(
+            caps(r#"{"extensions": [1], "sampling": {}}"#),
+            (false, false, true, false)
+        );
+        let other_ext = r#"{"extensions": {"io.modelcontextprotocol/tasks": 1, "x": {}}}"#;
+        assert_eq!(caps(other_ext), (false, false, false, false));
+        assert_eq!(caps("[]"), (false, false, false, false));
+        assert!(!ClientCaps::read(None).tasks);
     }
 
     #[test]

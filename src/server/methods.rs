@@ -884,3 +884,33 @@ static TOOLS_LIST: LazyLock<[String; 4]> = LazyLock::new(|| {
     }
     [before_tasks, tasks_legacy, modern, text_of(&tools, true)]
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::stats::KNOWN_OPERATIONS;
+
+    /// A tool the target lists but counts under a lock would serialise every call of it on
+    /// one mutex shared by all connections.
+    #[test]
+    fn every_callable_listed_tool_is_counted_without_a_lock() {
+        for (v, header_tools) in [
+            (Revision::V2025_06_18, false),
+            (Revision::V2025_11_25, false),
+            (Revision::V2026_07_28, true),
+        ] {
+            let list: Value = serde_json::from_str(tools_list(v, header_tools)).unwrap();
+            let names: Vec<&str> = list["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .filter(|n| !n.starts_with("bad_header_"))
+                .collect();
+            assert!(names.contains(&"echo"), "{names:?}");
+            for name in names {
+                assert!(KNOWN_OPERATIONS.contains(&name), "{name} at {v:?}");
+            }
+        }
+    }
+}

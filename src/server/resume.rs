@@ -60,8 +60,11 @@ impl Resumptions {
         session: Option<&str>,
         stats: &Stats,
     ) -> Option<(String, oneshot::Sender<Bytes>)> {
+        if !self.on() {
+            return None;
+        }
         let n = self.seen.fetch_add(1, Relaxed) + 1;
-        if self.every == 0 || !n.is_multiple_of(self.every) {
+        if !n.is_multiple_of(self.every) {
             return None;
         }
         let mut parked = self.parked.lock().unwrap_or_else(|e| e.into_inner());

@@ -33,7 +33,7 @@ const STATUSES: [u16; 9] = [400, 403, 404, 405, 406, 413, 415, 429, 503];
 
 /// The operations counted without a lock: every method, tool, prompt and listed resource
 /// the target serves. Others get a slot on first sight, up to [`OTHER_OPERATIONS_MAX`].
-const KNOWN_OPERATIONS: [&str; 31] = [
+pub(super) const KNOWN_OPERATIONS: [&str; 32] = [
     "initialize",
     "ping",
     "server/discover",
@@ -51,6 +51,7 @@ const KNOWN_OPERATIONS: [&str; 31] = [
     "slow_task",
     "task_only",
     "ask_input",
+    super::param_tools::REGION_ECHO,
     "tasks/get",
     "tasks/result",
     "tasks/cancel",

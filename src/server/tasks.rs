@@ -9,6 +9,7 @@
 use super::config::ServeConfig;
 use super::faults::{Periods, TaskFault};
 use super::job_api::STORE_FULL;
+use super::methods::invalid_params;
 use super::stats::{TaskCounts, TaskFaultCounts};
 use crate::jsonrpc::{ErrorObject, codes};
 use serde_json::{Map, Value, json};
@@ -78,10 +79,8 @@ struct Task {
     legacy: bool,
     cancelled: Option<Instant>,
     fault: Option<TaskFault>,
-    /// Its terminal state is counted.
+    /// Its terminal state is counted; until then it is in `working_now`.
     settled: bool,
-    /// It is in `working_now`.
-    working: bool,
     /// A view reported it terminal.
     reported_terminal: bool,
     /// Its fault was counted (regress, mismatch: when first shown).
@@ -143,15 +142,6 @@ pub(crate) struct TaskStore {
     inner: Mutex<Inner>,
     /// Wakes `tasks/result` waiters when a task is cancelled.
     changed: Notify,
-}
-
-/// A task-related request that cannot be served: `-32602`, as both revisions say.
-fn invalid(message: String) -> ErrorObject {
-    ErrorObject {
-        code: codes::INVALID_PARAMS,
-        message,
-        data: None,
-    }
 }
 
 impl TaskStore {
@@ -257,7 +247,6 @@ impl TaskStore {
             cancelled: None,
             fault,
             settled: false,
-            working: fault != Some(TaskFault::Forget),
             reported_terminal: false,
             fault_shown: false,
         };
@@ -327,7 +316,7 @@ impl TaskStore {
                 if st.is_terminal() {
                     let note = (waited && notify).then(|| self.status_notification(task, st, now));
                     let payload = match (st, &task.outcome) {
-                        (Status::Cancelled, _) => Err(invalid(format!(
+                        (Status::Cancelled, _) => Err(invalid_params(format!(
                             "Task {id} was cancelled: it has no result"
                         ))),
                         (_, TaskOutcome::Error(e)) => Err(e.clone()),
@@ -367,7 +356,7 @@ impl TaskStore {
             return if modern {
                 Ok(json!({}))
             } else {
-                Err(invalid(format!(
+                Err(invalid_params(format!(
                     "Task {id} is already {}: it cannot be cancelled",
                     st.name()
                 )))
@@ -403,7 +392,7 @@ impl TaskStore {
             None => 0,
             Some(c) => c
                 .parse::<u64>()
-                .map_err(|_| invalid(format!("Invalid cursor: {c}")))?,
+                .map_err(|_| invalid_params(format!("Invalid cursor: {c}")))?,
         };
         let numbers: Vec<u64> = inner
             .tasks
@@ -552,7 +541,7 @@ impl Inner {
             Some(n) => Ok(*n),
             None => {
                 self.counts.unknown_task += 1;
-                Err(invalid(format!(
+                Err(invalid_params(format!(
                     "Failed to retrieve task: Task not found ({id}: never created here, \
                      expired or forgotten)"
                 )))
@@ -574,15 +563,13 @@ impl Inner {
             Status::Failed => self.counts.failed += 1,
             _ => self.counts.cancelled += 1,
         }
-        if std::mem::replace(&mut task.working, false) {
-            self.working_now -= 1;
-        }
+        self.working_now -= 1;
     }
 
     /// Forgets task `number` (its terminal state, if reached, is counted already).
     fn remove(&mut self, number: u64) {
         if let Some(task) = self.tasks.remove(&number) {
-            if task.working {
+            if !task.settled {
                 self.working_now -= 1;
             }
             if self.ids.get(&task.id) == Some(&number) {
