@@ -5,7 +5,7 @@
 use super::knee::Knee;
 use super::verdict::{StopCriteria, Tripped, judge};
 use crate::metrics::{
-    OpSummary, ScenarioNames, ScenarioSummary, Stats, StepFacts, StepSummary, Verdict,
+    FlowSummary, OpSummary, ScenarioNames, ScenarioSummary, Stats, StepFacts, StepSummary, Verdict,
 };
 use std::collections::BTreeMap;
 
@@ -24,6 +24,8 @@ pub struct JudgedStep {
     pub ops: Vec<OpSummary>,
     /// Per scenario and scenario step (scenarios.csv); empty without scenarios.
     pub scenarios: Vec<ScenarioSummary>,
+    /// Tasks and input rounds, whole (summary.json); none without them.
+    pub flows: Option<FlowSummary>,
 }
 
 impl JudgedStep {
@@ -84,6 +86,7 @@ impl SweepJudge {
             knee: Knee::of(&self.steps, &self.criteria),
             ops,
             scenarios,
+            flows: stats.flows.as_deref().map(FlowSummary::of),
         }
     }
 }

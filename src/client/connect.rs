@@ -5,7 +5,7 @@
 use super::ops::{Operation, client_info};
 use super::{
     Attempt, ConnectOptions, Endpoint, Era, McpError, ProtocolChoice, Revision, ServerInfo,
-    ToolInfo, expand_env,
+    TaskSupport, ToolInfo, expand_env,
 };
 use crate::jsonrpc::Id;
 use crate::protocol::codes;
@@ -643,7 +643,9 @@ async fn list_tools(
                 continue;
             };
             let input_schema = tool.get("inputSchema").cloned().unwrap_or(json!({}));
-            tools.push(ToolInfo::new(name.to_owned(), input_schema, revision));
+            let mut info = ToolInfo::new(name.to_owned(), input_schema, revision);
+            info.task_support = TaskSupport::of(tool);
+            tools.push(info);
         }
         cursor = result
             .get("nextCursor")

@@ -182,6 +182,32 @@ pub struct ToolInfo {
     /// 2026-07-28: why the tool's `x-mcp-header` annotations are invalid; such a tool is
     /// never called.
     pub invalid: Option<String>,
+    /// 2025-11-25: `execution.taskSupport` (`forbidden` when absent).
+    pub task_support: TaskSupport,
+}
+
+/// Whether a tool may run as a task (2025-11-25 `execution.taskSupport`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    #[default]
+    Forbidden,
+    Optional,
+    Required,
+}
+
+impl TaskSupport {
+    /// Reads a tool listing's `execution.taskSupport`.
+    pub fn of(tool: &Value) -> TaskSupport {
+        match tool
+            .pointer("/execution/taskSupport")
+            .and_then(Value::as_str)
+        {
+            Some("optional") => TaskSupport::Optional,
+            Some("required") => TaskSupport::Required,
+            _ => TaskSupport::Forbidden,
+        }
+    }
 }
 
 impl ToolInfo {
@@ -202,6 +228,7 @@ impl ToolInfo {
             required,
             param_headers,
             invalid,
+            task_support: TaskSupport::Forbidden,
         }
     }
 }
@@ -252,6 +279,20 @@ impl ServerInfo {
 
     pub fn tool(&self, name: &str) -> Option<&ToolInfo> {
         self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// Whether the server runs `tools/call` as tasks: 2025-11-25's `tasks.requests.tools.call`
+    /// capability, or 2026-07-28's tasks extension.
+    pub fn offers_tasks(&self) -> bool {
+        let c = &self.capabilities;
+        if self.revision.is_modern() {
+            c.pointer("/extensions")
+                .and_then(|e| e.get(crate::protocol::TASKS_EXTENSION))
+                .is_some_and(Value::is_object)
+        } else {
+            c.pointer("/tasks/requests/tools/call")
+                .is_some_and(Value::is_object)
+        }
     }
 }
 

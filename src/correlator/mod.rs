@@ -6,7 +6,7 @@ mod ledger;
 pub use ledger::{Applied, Ledger};
 
 use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message, ResponseId};
-use crate::metrics::{Counters, Stats};
+use crate::metrics::{Counters, FlowStats, Stats};
 use crate::transport::Cancelled;
 use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
@@ -39,6 +39,9 @@ pub type Owner = std::num::NonZeroU32;
 pub struct Tag {
     pub op: u16,
     pub owner: Option<Owner>,
+    /// One request of a call of several (a task's, an input round's): no latency of its
+    /// own is recorded; its owner records the whole call's ([`Correlator::record_call`]).
+    pub part_of_call: bool,
 }
 
 /// How a request an iteration waits on ended: answered (with the answer's `result` or
@@ -136,6 +139,7 @@ struct Record {
     state: State,
     op: u16,
     owner: Option<Owner>,
+    part_of_call: bool,
 }
 
 const EMPTY: Record = Record {
@@ -145,6 +149,7 @@ const EMPTY: Record = Record {
     state: State::Empty,
     op: 0,
     owner: None,
+    part_of_call: false,
 };
 
 /// Integer ids, direct-mapped by `id & mask`: the run issues them in sequence, so a slot is
@@ -339,6 +344,7 @@ impl Correlator {
             state: State::Pending,
             op: tag.op,
             owner: tag.owner,
+            part_of_call: tag.part_of_call,
         };
         match &id {
             Id::Num(n) => {
@@ -449,7 +455,7 @@ impl Correlator {
             State::Empty => return (Class::UnknownId, None),
         }
         rec.state = State::Paired;
-        let (due, written, owner) = (rec.due, rec.written, rec.owner);
+        let (due, written, owner, part) = (rec.due, rec.written, rec.owner, rec.part_of_call);
         self.pending -= 1;
         self.remember_ended(id);
         let latency = Duration::from_nanos(now_ns.saturating_sub(due));
@@ -467,8 +473,10 @@ impl Correlator {
             None
         };
         let o = self.stats.op_mut(op);
-        o.latency.record(latency);
-        o.service_latency.record(service);
+        if !part {
+            o.latency.record(latency);
+            o.service_latency.record(service);
+        }
         o.counters.responses += 1;
         if let Some(code) = code {
             *o.counters.errors_by_code.entry(code).or_default() += 1;
@@ -629,6 +637,20 @@ impl Correlator {
     /// Hands over the owned requests that ended since the last call.
     pub fn take_settled(&mut self, into: &mut Vec<Settled>) {
         into.append(&mut self.settled);
+    }
+
+    /// Records the latency of a whole call of several requests under its operation: from
+    /// `due` and from `written` (its first request's) to `now`.
+    pub fn record_call(&mut self, op: u16, due: Instant, written: Instant, now: Instant) {
+        let o = self.stats.op_mut(op);
+        o.latency.record(now.saturating_duration_since(due));
+        o.service_latency
+            .record(now.saturating_duration_since(written));
+    }
+
+    /// The measurements of calls of several requests (tasks, input rounds) so far.
+    pub fn flow_stats(&mut self) -> &mut FlowStats {
+        self.stats.flows_mut()
     }
 
     /// Hands over the measurements so far and starts afresh (pending requests stay pending).

@@ -3,8 +3,10 @@
 //! (`analysis`), decides whether the sweep goes on, and hands everything to a [`StepSink`].
 //! The engine never writes files, formats or prints.
 
+mod flow;
 mod scenario;
 mod sink;
+mod slots;
 mod timer;
 mod worker;
 
@@ -160,6 +162,7 @@ pub async fn sweep(
         reports,
         tasks: JoinSet::new(),
     };
+    let task_ids = Arc::new(flow::TaskIds::default());
     for (i, transport) in transports.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         crew.orders.push(tx);
@@ -171,6 +174,7 @@ pub async fn sweep(
             reports: report_tx.clone(),
             cancel: cancel.clone(),
             down: None,
+            task_ids: Arc::clone(&task_ids),
         };
         crew.tasks.spawn(async move { (i, w.run(rx).await) });
     }
@@ -264,6 +268,8 @@ struct SecondSlot {
     in_flight: u64,
     /// Sum of each worker's in-flight peak in this second.
     peak_sum: u64,
+    /// Sum of each worker's peak of live tasks in this second.
+    task_peak_sum: u64,
 }
 
 /// Gathers one step's reports from every worker: starts every worker's measured time at once
@@ -281,6 +287,7 @@ async fn collect_step(
     let mut seconds: BTreeMap<u32, SecondSlot> = BTreeMap::new();
     let mut step_start: Option<Instant> = None;
     let mut peak = 0u64;
+    let mut task_peak = 0u64;
     let mut lag = LatencyHistogram::default();
     let mut facts = StepFacts {
         step: order.step,
@@ -338,6 +345,10 @@ async fn collect_step(
                 slot.stats += &*stats;
                 slot.in_flight += in_flight;
                 slot.peak_sum += stats.counters.in_flight_max;
+                slot.task_peak_sum += stats
+                    .flows
+                    .as_ref()
+                    .map_or(0, |f| f.counters.tasks_live_max);
                 last_second_of[worker as usize] = Some(second);
             }
             Report::StepDone {
@@ -378,6 +389,7 @@ async fn collect_step(
             // Workers keep their own peaks: their sum bounds the step's true peak from above.
             slot.stats.counters.in_flight_max = slot.peak_sum;
             peak = peak.max(slot.peak_sum);
+            task_peak = task_peak.max(slot.task_peak_sum);
             let last = seconds.is_empty() && finished.iter().all(|f| *f);
             let offset = Duration::from_secs(sec as u64);
             let length = match (last, measured) {
@@ -401,6 +413,9 @@ async fn collect_step(
     };
     facts.duration_s = measured.as_secs_f64();
     total.counters.in_flight_max = peak;
+    if let Some(f) = total.flows.as_mut() {
+        f.counters.tasks_live_max = task_peak;
+    }
     if work.model == Model::Open && !lag.is_empty() {
         facts.schedule_lag_p99_ms = Some(lag.histogram().value_at_quantile(0.99) as f64 / 1000.0);
     }

@@ -4,6 +4,7 @@
 //! rest of the hot loop; an iteration is addressed by its slot and a generation, so an answer
 //! that comes back for an iteration already ended is ignored.
 
+use super::slots::Slots;
 use super::worker::{Sending, next_id};
 use crate::correlator::{Class, End, Outcome, Owner, Sent, Settled, Tag};
 use crate::jsonrpc::Id;
@@ -17,12 +18,6 @@ use serde_json::{Map, Value};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
-
-/// Bits of an owner that hold the slot; the rest hold the slot's generation.
-const SLOT_BITS: u32 = 20;
-const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
-/// Live iterations one worker can hold at once.
-const MAX_LIVE: usize = SLOT_MASK as usize;
 
 /// One running iteration.
 struct Iteration {
@@ -47,12 +42,6 @@ struct Iteration {
     polls: u64,
 }
 
-#[derive(Default)]
-struct Slot {
-    generation: u32,
-    iteration: Option<Iteration>,
-}
-
 /// How one iteration's turn ended.
 enum Turn {
     /// Waiting for answers or a timer.
@@ -63,9 +52,7 @@ enum Turn {
 
 /// The iterations of one worker.
 pub(super) struct Runner {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    live: usize,
+    slots: Slots<Iteration>,
     timers: BinaryHeap<Reverse<(Instant, Owner)>>,
     stats: Vec<ScenarioStats>,
     settled: Vec<Settled>,
@@ -78,9 +65,7 @@ pub(super) struct Runner {
 impl Runner {
     pub(super) fn new(scenarios: &Scenarios) -> Self {
         Runner {
-            slots: Vec::new(),
-            free: Vec::new(),
-            live: 0,
+            slots: Slots::default(),
             timers: BinaryHeap::new(),
             stats: (0..scenarios.list.len())
                 .map(|_| ScenarioStats::default())
@@ -93,12 +78,12 @@ impl Runner {
 
     /// Iterations running.
     pub(super) fn live(&self) -> usize {
-        self.live
+        self.slots.live()
     }
 
     /// Whether no more iterations can start: their owners would not fit their slots.
     pub(super) fn full(&self) -> bool {
-        self.live >= MAX_LIVE
+        self.slots.full()
     }
 
     /// The earliest timer (possibly of an iteration already ended).
@@ -132,18 +117,10 @@ impl Runner {
         user: bool,
     ) {
         let scenario = sc.pick(&mut s.renderer.rng);
-        let slot = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push(Slot::default());
-                (self.slots.len() - 1) as u32
-            }
-        };
         let row = self.started * s.workers as u64 + s.worker as u64;
         self.started += 1;
-        self.live += 1;
         self.stats[scenario].iterations.started += 1;
-        self.slots[slot as usize].iteration = Some(Iteration {
+        let slot = self.slots.insert(Iteration {
             scenario,
             step: 0,
             vars: Map::new(),
@@ -172,7 +149,7 @@ impl Runner {
         let mut settled = std::mem::take(&mut self.settled);
         s.corr.take_settled(&mut settled);
         for end in settled.drain(..) {
-            if let Some(slot) = self.slot_of(end.owner) {
+            if let Some(slot) = self.slots.slot_of(end.owner) {
                 self.answered(sc, s, t, slot, &end, now);
             }
         }
@@ -192,10 +169,10 @@ impl Runner {
                 break;
             }
             self.timers.pop();
-            let Some(slot) = self.slot_of(owner) else {
+            let Some(slot) = self.slots.slot_of(owner) else {
                 continue;
             };
-            let it = self.iteration(slot);
+            let it = self.slots.get(slot);
             let step = &sc.list[it.scenario].steps[it.step];
             let turn = match &step.kind {
                 StepKind::Poll(p) => self.send(s, t, slot, &p.call, 0, now, now),
@@ -209,45 +186,12 @@ impl Runner {
     /// Ctrl-C); their requests still in flight end as the correlator sees them. Nothing
     /// starts after this in the phase, so their virtual users are not freed.
     pub(super) fn interrupt_all(&mut self) {
-        for slot in 0..self.slots.len() as u32 {
-            if let Some(it) = self.release(slot) {
-                let stats = &mut self.stats[it.scenario];
-                stats.iterations.interrupted += 1;
-                stats.part_mut(it.step).interrupted += 1;
-            }
+        for it in self.slots.release_all() {
+            let stats = &mut self.stats[it.scenario];
+            stats.iterations.interrupted += 1;
+            stats.part_mut(it.step).interrupted += 1;
         }
         self.timers.clear();
-    }
-
-    fn slot_of(&self, owner: Owner) -> Option<u32> {
-        let raw = owner.get() - 1;
-        let (slot, generation) = (raw & SLOT_MASK, raw >> SLOT_BITS);
-        let s = self.slots.get(slot as usize)?;
-        (s.generation == generation && s.iteration.is_some()).then_some(slot)
-    }
-
-    fn owner(&self, slot: u32) -> Owner {
-        let generation = self.slots[slot as usize].generation & (u32::MAX >> SLOT_BITS);
-        Owner::new(((generation << SLOT_BITS) | slot) + 1).expect("slot + 1 is not zero")
-    }
-
-    fn iteration(&mut self, slot: u32) -> &mut Iteration {
-        self.slots[slot as usize]
-            .iteration
-            .as_mut()
-            .expect("a live slot")
-    }
-
-    /// Frees a slot: anything still addressed to its iteration is ignored from now on.
-    fn release(&mut self, slot: u32) -> Option<Iteration> {
-        let s = &mut self.slots[slot as usize];
-        let it = s.iteration.take()?;
-        // Generations wrap within the owner's bits; an answer 4,096 iterations stale on the
-        // same slot is the only one that could be mistaken.
-        s.generation = (s.generation + 1) & (u32::MAX >> SLOT_BITS);
-        self.free.push(slot);
-        self.live -= 1;
-        Some(it)
     }
 
     /// Runs steps from the current one until one has to wait, fails or the scenario ends.
@@ -260,7 +204,7 @@ impl Runner {
         due: Instant,
         now: Instant,
     ) -> Turn {
-        let it = self.iteration(slot);
+        let it = self.slots.get(slot);
         let scenario: &Scenario = &sc.list[it.scenario];
         let Some(step) = scenario.steps.get(it.step) else {
             return Turn::Done;
@@ -282,7 +226,7 @@ impl Runner {
                 Turn::Waiting
             }
             StepKind::Expect(checks) => {
-                let it = self.iteration(slot);
+                let it = self.slots.get(slot);
                 let scope = Scope {
                     vars: &it.vars,
                     answer: None,
@@ -315,7 +259,8 @@ impl Runner {
                     self.step_done(sc, slot, now);
                     return self.run_step(sc, s, t, slot, now, now);
                 }
-                self.timers.push(Reverse((now + pause, self.owner(slot))));
+                self.timers
+                    .push(Reverse((now + pause, self.slots.owner(slot))));
                 Turn::Waiting
             }
         }
@@ -323,7 +268,7 @@ impl Runner {
 
     /// A step that ended well: its time is recorded and the iteration moves on.
     fn step_done(&mut self, sc: &Scenarios, slot: u32, now: Instant) {
-        let it = self.iteration(slot);
+        let it = self.slots.get(slot);
         let (scenario, part, took, polls) = (
             it.scenario,
             it.step,
@@ -363,8 +308,8 @@ impl Runner {
         due: Instant,
         now: Instant,
     ) -> Turn {
-        let owner = self.owner(slot);
-        let it = self.iteration(slot);
+        let owner = self.slots.owner(slot);
+        let it = self.slots.get(slot);
         let (id, seq) = next_id(s.seq, s.worker, s.workers);
         s.buf.clear();
         let bound = Bound {
@@ -380,6 +325,7 @@ impl Runner {
         let tag = Tag {
             op: call.op.op,
             owner: Some(owner),
+            part_of_call: false,
         };
         if s.corr.register_tagged(id.clone(), sent, tag).is_err() {
             return Turn::Failed(format!("id {id} collided"));
@@ -403,7 +349,7 @@ impl Runner {
         end: &Settled,
         now: Instant,
     ) {
-        let it = self.iteration(slot);
+        let it = self.slots.get(slot);
         let Some(pos) = it.waiting.iter().position(|(id, _)| *id == end.id) else {
             return;
         };
@@ -475,7 +421,8 @@ impl Runner {
                                 humantime::format_duration(p.max_time.unwrap_or_default())
                             ))
                         } else {
-                            self.timers.push(Reverse((now + wait, self.owner(slot))));
+                            self.timers
+                                .push(Reverse((now + wait, self.slots.owner(slot))));
                             Turn::Waiting
                         }
                     }
@@ -497,7 +444,7 @@ impl Runner {
         if matches!(turn, Turn::Waiting) {
             return;
         }
-        let Some(it) = self.release(slot) else {
+        let Some(it) = self.slots.release(slot) else {
             return;
         };
         if it.user {

@@ -1,6 +1,7 @@
 //! One worker: the hot loop. It owns one transport, one correlator, one ledger and its share
 //! of the load; it writes only its own state and reports to the coordinator once a second.
 
+use super::flow::{Flows, TaskIds};
 use super::scenario::Runner;
 use super::timer::SendTimer;
 use super::{Order, Report, StepOrder, Workload};
@@ -8,7 +9,7 @@ use crate::correlator::{Correlator, Ledger, Sent, Tag};
 use crate::jsonrpc::{BatchWriter, Id, encode_notification};
 use crate::load::mix::Renderer;
 use crate::load::schedule::Arrivals;
-use crate::metrics::{Counters, LatencyHistogram, Model};
+use crate::metrics::{Counters, LatencyHistogram, Model, ScenarioStats};
 use crate::transport::{AnyTransport, Event, Outgoing, Transport};
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -33,6 +34,8 @@ pub(super) struct Worker {
     /// Why the transport went down for good, once it has: nothing is sent on it any more, and
     /// every step from then on ends at once.
     pub down: Option<String>,
+    /// The task ids the run's calls were given, shared by the workers.
+    pub task_ids: Arc<TaskIds>,
 }
 
 /// Where a step is.
@@ -81,7 +84,13 @@ impl Worker {
         let mut seq = 0u64;
         let mut buf = Vec::with_capacity(512);
         let mut batch = BatchWriter::default();
-        let mut runner = self.work.scenarios.as_ref().map(Runner::new);
+        let mut units = match (&self.work.scenarios, self.work.mix.flows()) {
+            (Some(sc), _) => Units::Iterations(Runner::new(sc)),
+            (None, Some(rules)) => {
+                Units::Calls(Flows::new(Arc::clone(rules), Arc::clone(&self.task_ids)))
+            }
+            (None, None) => Units::Requests,
+        };
         while let Some(order) = orders.recv().await {
             let Order::Step(order) = order else { continue };
             let mut ctx = Sending {
@@ -94,7 +103,7 @@ impl Worker {
                 workers: self.workers,
                 timeout: self.work.timeout,
             };
-            self.step(order, &mut ctx, &mut ledger, &mut runner, &mut orders)
+            self.step(order, &mut ctx, &mut ledger, &mut units, &mut orders)
                 .await;
         }
         self.transport
@@ -105,7 +114,7 @@ impl Worker {
         order: StepOrder,
         s: &mut Sending<'_>,
         ledger: &mut Ledger,
-        runner: &mut Option<Runner>,
+        units: &mut Units,
         orders: &mut mpsc::UnboundedReceiver<Order>,
     ) {
         let work = Arc::clone(&self.work);
@@ -138,6 +147,9 @@ impl Worker {
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut timer = SendTimer::new();
+        // Set when Ctrl-C came: the units still running are interrupted once the select is
+        // over (interrupting a call may send its task's cancel).
+        let mut interrupt = false;
         loop {
             let sending = matches!(st.phase, Phase::Warmup | Phase::Measure) && self.down.is_none();
             let next_start = match work.model {
@@ -145,8 +157,9 @@ impl Worker {
                 Model::Closed => st.ready.front().copied(),
             }
             .filter(|_| sending);
-            // Iterations' polls and think times wake the loop too.
-            let next_send = match runner.as_ref().and_then(Runner::next_timer) {
+            // Iterations' polls and think times, and calls' polls and timeouts, wake the loop
+            // too.
+            let next_send = match units.next_timer() {
                 Some(t) => Some(next_start.map_or(t, |n| n.min(t))),
                 None => next_start,
             };
@@ -156,9 +169,7 @@ impl Worker {
                 _ = &mut cancelled, if st.interrupted_at.is_none() => {
                     let now = Instant::now();
                     st.interrupted_at = Some(now);
-                    if let Some(r) = runner.as_mut() {
-                        r.interrupt_all();
-                    }
+                    interrupt = true;
                     if st.phase != Phase::Drain {
                         st.drain_began = now;
                     }
@@ -188,26 +199,25 @@ impl Worker {
                 _ = housekeeping.tick() => {}
             }
             let now = Instant::now();
-            s.corr.expire(now, |id| self.transport.cancel(id));
-            if let (Some(r), Some(sc)) = (runner.as_mut(), &work.scenarios) {
-                r.settle(sc, s, &mut self.transport, now);
-                r.fire_timers(sc, s, &mut self.transport, now);
+            if std::mem::take(&mut interrupt) {
+                units.interrupt_all(s, &mut self.transport);
             }
+            s.corr.expire(now, |id| self.transport.cancel(id));
+            units.take_up(&work, s, &mut self.transport, now);
             if work.model == Model::Closed {
-                // A client whose request (or iteration) ended (answered, refused, timed out,
-                // failed) may send again after its think time.
-                let freed = match runner.as_mut() {
-                    Some(r) => r.take_freed_users(),
-                    None => before.saturating_sub(st.outstanding(s.corr)),
-                };
+                // A client whose request (iteration, call) ended (answered, refused, timed
+                // out, failed) may send again after its think time.
+                let freed = units
+                    .take_freed_users()
+                    .unwrap_or_else(|| before.saturating_sub(st.outstanding(s.corr)));
                 st.ready
                     .extend(std::iter::repeat_n(now + work.think_time, freed));
             }
-            if self.advance(&mut st, s, runner, now) {
+            if self.advance(&mut st, s, units, now) {
                 break;
             }
             if matches!(st.phase, Phase::Warmup | Phase::Measure) {
-                self.send_due(&mut st, s, runner, now);
+                self.send_due(&mut st, s, units, now);
             }
         }
     }
@@ -239,7 +249,7 @@ impl Worker {
         &mut self,
         st: &mut StepState,
         s: &mut Sending<'_>,
-        runner: &mut Option<Runner>,
+        units: &mut Units,
         now: Instant,
     ) -> bool {
         let work = Arc::clone(&self.work);
@@ -251,13 +261,10 @@ impl Worker {
             Phase::Drain => now >= st.drain_began + work.graceful_stop,
             _ => false,
         };
-        if let Some(r) = runner.as_mut()
-            && graceful_over
-            && r.live() > 0
-        {
-            r.interrupt_all();
+        if graceful_over && units.live() > 0 {
+            units.interrupt_all(s, &mut self.transport);
         }
-        let iterations = runner.as_ref().map_or(0, Runner::live);
+        let iterations = units.live();
         match st.phase {
             Phase::Warmup if now >= st.measure_start || down => {
                 st.phase = Phase::WarmupDrain;
@@ -266,9 +273,7 @@ impl Worker {
             Phase::WarmupDrain if self.drained(st, s, iterations, now) => {
                 // Forget the warm-up: its requests have all ended, so the identity holds.
                 s.corr.take_stats();
-                if let Some(r) = runner.as_mut() {
-                    r.take_stats();
-                }
+                units.take_stats();
                 self.transport.take_counters(&mut Counters::default());
                 st.transport_error = None;
                 st.phase = Phase::WaitGo;
@@ -283,26 +288,20 @@ impl Worker {
             _ => {}
         }
         if st.phase == Phase::Measure && now >= st.next_second {
-            self.report_second(st, s, runner);
+            self.report_second(st, s, units);
         }
         if st.phase == Phase::Drain && self.drained(st, s, iterations, now) {
-            self.end_step(st, s, runner);
+            self.end_step(st, s, units);
             return true;
         }
         false
     }
 
-    fn report_second(
-        &mut self,
-        st: &mut StepState,
-        s: &mut Sending<'_>,
-        runner: &mut Option<Runner>,
-    ) {
+    fn report_second(&mut self, st: &mut StepState, s: &mut Sending<'_>, units: &mut Units) {
         let mut stats = s.corr.take_stats();
         self.transport.take_counters(&mut stats.counters);
-        if let Some(r) = runner.as_mut() {
-            stats.scenarios = r.take_stats();
-        }
+        stats.scenarios = units.take_stats();
+        units.open_interval(s);
         let _ = self.reports.send(Report::Second {
             worker: self.index,
             step: st.order.step,
@@ -317,16 +316,14 @@ impl Worker {
 
     /// Sends the step's last second (with the drain) and its end. A step interrupted before
     /// its measured time began reports nothing measured: its warm-up is not a result.
-    fn end_step(&mut self, st: &mut StepState, s: &mut Sending<'_>, runner: &mut Option<Runner>) {
+    fn end_step(&mut self, st: &mut StepState, s: &mut Sending<'_>, units: &mut Units) {
         let measured = st.interrupted_at.is_none_or(|t| t >= st.measure_start);
         if measured {
-            self.report_second(st, s, runner);
+            self.report_second(st, s, units);
         } else {
             s.corr.take_stats();
             self.transport.take_counters(&mut Counters::default());
-            if let Some(r) = runner.as_mut() {
-                r.take_stats();
-            }
+            units.take_stats();
         }
         let _ = self.reports.send(Report::StepDone {
             worker: self.index,
@@ -367,17 +364,15 @@ impl Worker {
         &mut self,
         st: &mut StepState,
         s: &mut Sending<'_>,
-        runner: &mut Option<Runner>,
+        units: &mut Units,
         now: Instant,
     ) {
         let w = Arc::clone(&self.work);
         match w.model {
             Model::Closed => {
-                while st.ready.front().is_some_and(|t| *t <= now)
-                    && runner.as_ref().is_none_or(|r| !r.full())
-                {
+                while st.ready.front().is_some_and(|t| *t <= now) && !units.full() {
                     st.ready.pop_front();
-                    if let Some(batch) = self.start_one(s, runner, now, now) {
+                    if let Some(batch) = self.start_one(s, units, now, now) {
                         st.open_batches.push_back(batch);
                     }
                 }
@@ -392,16 +387,16 @@ impl Worker {
                     .max(w.batch_size());
                 while arrivals.next_due() <= now {
                     let due = arrivals.advance();
-                    let busy = match runner.as_ref() {
-                        Some(r) => r.live() >= cap || r.full(),
-                        None => s.corr.in_flight() + w.batch_size() > cap,
+                    let busy = match units {
+                        Units::Requests => s.corr.in_flight() + w.batch_size() > cap,
+                        _ => units.live() >= cap || units.full(),
                     };
                     if busy {
                         st.dropped_arrivals += 1;
                         continue;
                     }
                     st.lag.record(now.saturating_duration_since(due));
-                    self.start_one(s, runner, due, now);
+                    self.start_one(s, units, due, now);
                 }
             }
         }
@@ -412,15 +407,20 @@ impl Worker {
     fn start_one(
         &mut self,
         s: &mut Sending<'_>,
-        runner: &mut Option<Runner>,
+        units: &mut Units,
         due: Instant,
         now: Instant,
     ) -> Option<Vec<Id>> {
         let w = Arc::clone(&self.work);
-        match (runner.as_mut(), &w.scenarios) {
-            (Some(r), Some(sc)) => {
-                let user = w.model == Model::Closed;
+        let user = w.model == Model::Closed;
+        match (units, &w.scenarios) {
+            (Units::Iterations(r), Some(sc)) => {
                 r.start(sc, s, &mut self.transport, due, now, user);
+                None
+            }
+            (Units::Calls(f), _) => {
+                let op = w.mix.pick(&mut s.renderer.rng);
+                f.start(op, s, &mut self.transport, due, now, user);
                 None
             }
             _ => self.send_one(s, due, now),
@@ -444,6 +444,7 @@ impl Worker {
                 let tag = Tag {
                     op: op.op,
                     owner: None,
+                    part_of_call: false,
                 };
                 if s.corr.register_tagged(id.clone(), sent, tag).is_ok() {
                     let body = Bytes::copy_from_slice(s.buf);
@@ -463,6 +464,7 @@ impl Worker {
                     let tag = Tag {
                         op: op.op,
                         owner: None,
+                        part_of_call: false,
                     };
                     if s.corr.register_tagged(id.clone(), sent, tag).is_ok() {
                         ids.push(id);
@@ -478,6 +480,99 @@ impl Worker {
                 self.transport.send(Outgoing::batch(body, ids));
                 waiting
             }
+        }
+    }
+}
+
+/// What one unit of load is in this run.
+pub(super) enum Units {
+    /// A request or a batch.
+    Requests,
+    /// A scenario iteration.
+    Iterations(Runner),
+    /// A call of the mix that may take several requests (a task, input rounds).
+    Calls(Flows),
+}
+
+impl Units {
+    /// When the earliest poll, think time or call timeout is due.
+    fn next_timer(&self) -> Option<Instant> {
+        match self {
+            Units::Requests => None,
+            Units::Iterations(r) => r.next_timer(),
+            Units::Calls(f) => f.next_timer(),
+        }
+    }
+
+    /// Iterations or calls running (a step does not drain before they end).
+    fn live(&self) -> usize {
+        match self {
+            Units::Requests => 0,
+            Units::Iterations(r) => r.live(),
+            Units::Calls(f) => f.live(),
+        }
+    }
+
+    fn full(&self) -> bool {
+        match self {
+            Units::Requests => false,
+            Units::Iterations(r) => r.full(),
+            Units::Calls(f) => f.full(),
+        }
+    }
+
+    /// Ends every iteration or call running.
+    fn interrupt_all(&mut self, s: &mut Sending<'_>, t: &mut AnyTransport) {
+        match self {
+            Units::Requests => {}
+            Units::Iterations(r) => r.interrupt_all(),
+            Units::Calls(f) => f.interrupt_all(s, t),
+        }
+    }
+
+    /// Takes up the answers the correlator has for them, and the timers that are due.
+    fn take_up(
+        &mut self,
+        work: &Workload,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        now: Instant,
+    ) {
+        match (self, &work.scenarios) {
+            (Units::Iterations(r), Some(sc)) => {
+                r.settle(sc, s, t, now);
+                r.fire_timers(sc, s, t, now);
+            }
+            (Units::Calls(f), _) => {
+                f.settle(s, t);
+                f.fire_timers(s, t, now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Closed loop: virtual users freed since the last call; `None` when units are requests
+    /// (the correlator's count of requests in flight tells).
+    fn take_freed_users(&mut self) -> Option<usize> {
+        match self {
+            Units::Requests => None,
+            Units::Iterations(r) => Some(r.take_freed_users()),
+            Units::Calls(f) => Some(f.take_freed_users()),
+        }
+    }
+
+    /// Hands over the scenarios' counts so far (empty for other units).
+    fn take_stats(&mut self) -> Vec<ScenarioStats> {
+        match self {
+            Units::Iterations(r) => r.take_stats(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A new interval's stats begin.
+    fn open_interval(&self, s: &mut Sending<'_>) {
+        if let Units::Calls(f) = self {
+            f.carry_peak(s);
         }
     }
 }

@@ -3,11 +3,14 @@
 //! and rendered into a request body with a fresh id. A tool whose `x-mcp-header`
 //! annotations are invalid is never called: `tool = "*"` skips it, naming the reason.
 
+use super::flow::{CannedInput, DEFAULT_TASK_TIMEOUT, FlowRules, OpFlow, SideOps, call_meta};
 use super::schema_args;
 use super::template::{CsvRow, Ctx, JsonTemplate, Rng, TextTemplate};
-use crate::client::{ParamHeader, Revision, ServerInfo, header_value, modern_meta};
+use crate::client::{
+    ParamHeader, Revision, ServerInfo, TaskSupport, ToolInfo, header_value, modern_meta,
+};
 use crate::jsonrpc::{Id, encode_request_with};
-use crate::profile::{Method, Op};
+use crate::profile::{InputAnswers, Method, Op, TaskMode};
 use crate::protocol::headers::param_text;
 use crate::transport::McpHeaders;
 use http::{HeaderName, HeaderValue};
@@ -67,6 +70,8 @@ pub struct MixOp {
     headers: McpHeaders,
     /// Whether `Mcp-Name` must be set per request (2026-07-28 `resources/read`).
     name_per_request: bool,
+    /// A call that may take more than one request: a task, input rounds.
+    pub flow: Option<OpFlow>,
     /// The `Mcp-Param-*` headers read from each rendered request: those whose argument holds
     /// a template hole (`None` for every other operation).
     params_per_request: Option<Box<[Mirror]>>,
@@ -89,6 +94,8 @@ pub struct Mix {
     /// a name count as one operation.
     names: Vec<String>,
     skipped: Vec<Skipped>,
+    /// The rules of tasks and input rounds, when an operation has either.
+    flows: Option<Arc<FlowRules>>,
 }
 
 /// What a scenario iteration binds for every request it sends: its CSV row (by number; a
@@ -118,8 +125,16 @@ impl Renderer {
 
 impl Mix {
     /// Compiles the profile's operations for the server's revision; `base` is the profile's
-    /// folder (for CSV paths).
-    pub fn new(ops: &[Op], server: &ServerInfo, base: &Path) -> Result<Self, String> {
+    /// folder (for CSV paths), `input` the profile's canned input answers.
+    pub fn new(
+        ops: &[Op],
+        server: &ServerInfo,
+        base: &Path,
+        input: Option<&InputAnswers>,
+    ) -> Result<Self, String> {
+        let modern = server.revision.is_modern();
+        let canned = input.map(CannedInput::new);
+        let canned = canned.as_ref();
         let mut out = Vec::new();
         let mut weights = Vec::new();
         let mut names = OpNames::default();
@@ -144,6 +159,10 @@ impl Mix {
                     let args = schema_args::arguments_for(&t.input_schema);
                     let mut req = Request::of(op, Some(&t.name), Some(&args));
                     req.param_headers = &t.param_headers;
+                    let flow = op_flow(op, Some(t), server, canned.is_some());
+                    let (meta, task) = flow_params(op, flow, modern, canned);
+                    req.meta = meta.as_ref();
+                    req.task = task.as_ref();
                     out.push(compile(
                         req,
                         server.revision,
@@ -153,13 +172,21 @@ impl Mix {
                         &t.name,
                         &mut names,
                     )?);
+                    if let Some(o) = out.last_mut() {
+                        o.flow = flow;
+                    }
                     weights.push(share);
                 }
             } else {
                 let args = op.args.as_ref().map(toml_to_json);
                 let mut req = Request::of(op, op.tool.as_deref(), args.as_ref());
+                let listed = op.tool.as_deref().and_then(|name| server.tool(name));
+                let flow = op_flow(op, listed, server, canned.is_some());
+                let (meta, task) = flow_params(op, flow, modern, canned);
+                req.meta = meta.as_ref();
+                req.task = task.as_ref();
                 if op.method == Method::ToolsCall
-                    && let Some(t) = op.tool.as_deref().and_then(|name| server.tool(name))
+                    && let Some(t) = listed
                 {
                     if let Some(why) = &t.invalid {
                         return Err(format!(
@@ -178,6 +205,9 @@ impl Mix {
                     op.name(),
                     &mut names,
                 )?);
+                if let Some(o) = out.last_mut() {
+                    o.flow = flow;
+                }
                 weights.push(op.weight as f64);
             }
         }
@@ -190,12 +220,32 @@ impl Mix {
                 acc
             })
             .collect();
+        let flows = if out.iter().any(|o| o.flow.is_some()) {
+            let side = if out.iter().any(|o| o.flow.is_some_and(|f| f.task)) {
+                SideOps::number(&mut names)?
+            } else {
+                SideOps::default()
+            };
+            Some(Arc::new(FlowRules::new(
+                server.revision,
+                canned.cloned(),
+                side,
+            )))
+        } else {
+            None
+        };
         Ok(Mix {
             ops: out,
             cumulative,
             names: names.into_vec(),
             skipped,
+            flows,
         })
+    }
+
+    /// The rules of tasks and input rounds, when an operation has either.
+    pub fn flows(&self) -> Option<&Arc<FlowRules>> {
+        self.flows.as_ref()
     }
 
     /// The server's tools `tool = "*"` left out, with the reason.
@@ -350,6 +400,10 @@ pub struct Request<'a> {
     pub params: Option<&'a Value>,
     /// `tools/call` (2026-07-28): the arguments the tool mirrors into `Mcp-Param-*`.
     pub param_headers: &'a [ParamHeader],
+    /// 2026-07-28: the `_meta` to send (default: the era's, declaring no capabilities).
+    pub meta: Option<&'a Map<String, Value>>,
+    /// 2025-11-25: the `params.task` of a call made a task.
+    pub task: Option<&'a Value>,
 }
 
 impl<'a> Request<'a> {
@@ -362,6 +416,8 @@ impl<'a> Request<'a> {
             args,
             params: None,
             param_headers: &[],
+            meta: None,
+            task: None,
         }
     }
 }
@@ -436,7 +492,10 @@ fn compile(
         }
         _ => None,
     };
-    let meta = modern.then(|| Value::Object(modern_meta()));
+    if let Some(task) = req.task {
+        params.insert("task".into(), task.clone());
+    }
+    let meta = modern.then(|| Value::Object(req.meta.cloned().unwrap_or_else(modern_meta)));
     let mut headers = McpHeaders::default();
     let mut params_per_request = None;
     if modern {
@@ -508,11 +567,55 @@ fn compile(
         method: method.into(),
         op: names.number(op_name)?,
         body,
+        flow: None,
         name_per_request: modern && resource,
         params_per_request,
         headers,
         csv,
     })
+}
+
+/// How a `tools/call` of the mix runs when it may take more than one request: as a task
+/// (`task = true`, or `"auto"` and the server offers one for the tool), or, under
+/// 2026-07-28 with `[input]` answers, as a call that may come back `input_required`.
+fn op_flow(op: &Op, tool: Option<&ToolInfo>, server: &ServerInfo, input: bool) -> Option<OpFlow> {
+    if op.method != Method::ToolsCall {
+        return None;
+    }
+    let task = match op.task {
+        TaskMode::Off => false,
+        TaskMode::On => true,
+        TaskMode::Auto if server.revision.is_modern() => server.offers_tasks(),
+        TaskMode::Auto => tool.is_some_and(|t| t.task_support != TaskSupport::Forbidden),
+    };
+    (task || (input && server.revision.is_modern())).then_some(OpFlow {
+        task,
+        poll_interval: op.poll_interval,
+        timeout: op.task_timeout.unwrap_or(DEFAULT_TASK_TIMEOUT),
+        confirm: op.task_confirm,
+    })
+}
+
+/// What a flow's call carries: 2026-07-28's `_meta` declaring the client capabilities it
+/// answers (and the tasks extension for a task); 2025-11-25's `params.task` (with the
+/// profile's `task_ttl`).
+fn flow_params(
+    op: &Op,
+    flow: Option<OpFlow>,
+    modern: bool,
+    input: Option<&CannedInput>,
+) -> (Option<Map<String, Value>>, Option<Value>) {
+    let Some(f) = flow else {
+        return (None, None);
+    };
+    if modern {
+        return (Some(call_meta(input, f.task)), None);
+    }
+    let task = f.task.then(|| match op.task_ttl {
+        Some(ttl) => serde_json::json!({ "ttl": ttl.as_millis() as u64 }),
+        None => serde_json::json!({}),
+    });
+    (None, task)
 }
 
 /// A `Mcp-Param-*` header's name, and the argument it mirrors.

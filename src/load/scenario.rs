@@ -179,6 +179,8 @@ pub fn compile(
                     args: args.as_ref(),
                     params: params.as_ref(),
                     param_headers: listed.map_or(&[], |t| &t.param_headers),
+                    meta: None,
+                    task: None,
                 };
                 let op = MixOp::compile(req, revision, csv.clone(), &name, &mut names)
                     .map_err(|e| format!("scenario `{}`, step `{step}`: {e}", sc.name))?;

@@ -26,8 +26,11 @@ macro_rules! derived_counts {
     };
 }
 
+mod flow;
 mod scenario;
 mod summary;
+
+pub use flow::{FlowCounters, FlowStats, FlowSummary};
 
 pub use scenario::{
     EXPECT_PREFIX, FailureReasons, RunCounts, ScenarioNames, ScenarioStats, ScenarioSummary, WHOLE,
@@ -267,6 +270,8 @@ pub struct Stats {
     pub ops: Vec<OpStats>,
     /// Per scenario, by scenario number (grown on first use); the rows of scenarios.csv.
     pub scenarios: Vec<ScenarioStats>,
+    /// Tasks and input rounds, made on first use (runs without them carry none).
+    pub flows: Option<Box<FlowStats>>,
 }
 
 /// Entry `i` of `v`, the vector grown with defaults to hold it: per-operation and
@@ -298,6 +303,11 @@ impl Stats {
         self
     }
 
+    /// The stats of tasks and input rounds, made on first use.
+    pub fn flows_mut(&mut self) -> &mut FlowStats {
+        self.flows.get_or_insert_with(Box::default)
+    }
+
     /// The stats of scenario `i`, made on first use.
     pub fn scenario_mut(&mut self, i: usize) -> &mut ScenarioStats {
         grown(&mut self.scenarios, i)
@@ -313,6 +323,7 @@ impl Default for Stats {
             batch_size: Histogram::new(3).expect("static bounds are valid"),
             ops: Vec::new(),
             scenarios: Vec::new(),
+            flows: None,
         }
     }
 }
@@ -328,6 +339,9 @@ impl AddAssign<&Stats> for Stats {
         }
         for (i, sc) in o.scenarios.iter().enumerate() {
             *self.scenario_mut(i) += sc;
+        }
+        if let Some(f) = &o.flows {
+            *self.flows_mut() += f;
         }
     }
 }

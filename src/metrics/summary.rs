@@ -1,7 +1,7 @@
 //! The serialisable figures of one step: one row of steps.csv, one entry of summary.json.
 //! Field order is the column order of docs/metrics.md; extra columns come after `verdict`.
 
-use super::{Counters, LatencyHistogram, RunCounts, Stats};
+use super::{Counters, FlowSummary, LatencyHistogram, RunCounts, Stats};
 use serde::{Deserialize, Serialize};
 
 /// Closed loop (N virtual clients) or open loop (R arrivals per second).
@@ -142,6 +142,48 @@ pub struct StepSummary {
     /// Requests whose resumed answer never brought the response: a subset of `missing`.
     #[serde(default)]
     pub sse_resumptions_failed: u64,
+    /// With task mode or input rounds (docs/metrics.md "Tasks and input rounds"; empty
+    /// without): calls, their ends, tasks by terminal state, polls, anomalies, rounds.
+    #[serde(default)]
+    pub calls: Option<u64>,
+    #[serde(default)]
+    pub calls_answered: Option<u64>,
+    #[serde(default)]
+    pub calls_failed: Option<u64>,
+    #[serde(default)]
+    pub tasks_created: Option<u64>,
+    #[serde(default)]
+    pub tasks_completed: Option<u64>,
+    #[serde(default)]
+    pub tasks_failed: Option<u64>,
+    #[serde(default)]
+    pub tasks_cancelled: Option<u64>,
+    #[serde(default)]
+    pub tasks_expired: Option<u64>,
+    #[serde(default)]
+    pub tasks_unfinished: Option<u64>,
+    #[serde(default)]
+    pub task_polls: Option<u64>,
+    #[serde(default)]
+    pub tasks_live_max: Option<u64>,
+    /// `task_status_regressed + task_forgotten + task_result_mismatch + task_id_reused +
+    /// task_poll_errors + tasks_unfinished`.
+    #[serde(default)]
+    pub task_anomalies: Option<u64>,
+    #[serde(default)]
+    pub time_to_task_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub time_to_terminal_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub time_to_terminal_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub polls_per_task_p50: Option<u64>,
+    #[serde(default)]
+    pub input_rounds: Option<u64>,
+    #[serde(default)]
+    pub input_unanswered: Option<u64>,
+    #[serde(default)]
+    pub input_rounds_exceeded: Option<u64>,
 }
 
 /// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
@@ -293,8 +335,57 @@ impl StepSummary {
             iteration_p99_ms: None,
             sse_resumptions: c.sse_resumptions,
             sse_resumptions_failed: c.sse_resumptions_failed,
+            calls: None,
+            calls_answered: None,
+            calls_failed: None,
+            tasks_created: None,
+            tasks_completed: None,
+            tasks_failed: None,
+            tasks_cancelled: None,
+            tasks_expired: None,
+            tasks_unfinished: None,
+            task_polls: None,
+            tasks_live_max: None,
+            task_anomalies: None,
+            time_to_task_p50_ms: None,
+            time_to_terminal_p50_ms: None,
+            time_to_terminal_p99_ms: None,
+            polls_per_task_p50: None,
+            input_rounds: None,
+            input_unanswered: None,
+            input_rounds_exceeded: None,
         }
         .with_iterations(s)
+        .with_flows(s)
+    }
+
+    /// Fills the task and input columns when the step ran calls of several requests.
+    fn with_flows(mut self, s: &Stats) -> Self {
+        let Some(f) = &s.flows else {
+            return self;
+        };
+        let sum = FlowSummary::of(f);
+        let c = &sum.counters;
+        self.calls = Some(c.calls);
+        self.calls_answered = Some(c.calls_answered);
+        self.calls_failed = Some(c.calls_failed);
+        self.tasks_created = Some(c.tasks_created);
+        self.tasks_completed = Some(c.tasks_completed);
+        self.tasks_failed = Some(c.tasks_failed);
+        self.tasks_cancelled = Some(c.tasks_cancelled);
+        self.tasks_expired = Some(c.tasks_expired);
+        self.tasks_unfinished = Some(c.tasks_unfinished);
+        self.task_polls = Some(c.task_polls);
+        self.tasks_live_max = Some(c.tasks_live_max);
+        self.task_anomalies = Some(c.task_anomalies());
+        self.time_to_task_p50_ms = sum.time_to_task_p50_ms;
+        self.time_to_terminal_p50_ms = sum.time_to_terminal_p50_ms;
+        self.time_to_terminal_p99_ms = sum.time_to_terminal_p99_ms;
+        self.polls_per_task_p50 = sum.polls_per_task_p50;
+        self.input_rounds = Some(c.input_rounds);
+        self.input_unanswered = Some(c.input_unanswered);
+        self.input_rounds_exceeded = Some(c.input_rounds_exceeded);
+        self
     }
 
     /// Fills the iteration columns when the step ran scenarios.

@@ -59,6 +59,8 @@ pub struct Profile {
     pub scenarios: Vec<Scenario>,
     /// Send batches instead of single requests.
     pub batch: Option<Spanned<Batch>>,
+    /// Canned answers to input-required rounds.
+    pub input: Option<Spanned<InputAnswers>>,
     #[serde(default)]
     pub criteria: Criteria,
     /// Gates checked at the end of the run, e.g. `"p99_ms<250"`; any failing exits 1.
@@ -194,6 +196,75 @@ pub struct Op {
     pub prompt: Option<String>,
     /// Rows for `{{csv:COLUMN}}`, one per request in turn (path relative to the profile).
     pub csv: Option<PathBuf>,
+    /// `tools/call` as a task (docs/profiles.md "Tasks"): `true`, or `"auto"` (a task when
+    /// the server says the tool supports one).
+    #[serde(default, deserialize_with = "values::task_mode")]
+    pub task: TaskMode,
+    /// Tasks: poll `tasks/get` at this interval when it is shorter than the server's
+    /// `pollInterval` (default: the server's).
+    #[serde(default, deserialize_with = "values::optional_duration")]
+    pub poll_interval: Option<Duration>,
+    /// Tasks (2025-11-25): the `ttl` asked for in `params.task`.
+    #[serde(default, deserialize_with = "values::optional_duration")]
+    pub task_ttl: Option<Duration>,
+    /// Tasks: the longest a whole call may take (creation, polls, result); a task still
+    /// working then is cancelled. Default: 60s.
+    #[serde(default, deserialize_with = "values::optional_duration")]
+    pub task_timeout: Option<Duration>,
+    /// Tasks: once a poll saw the task terminal, poll once more to check that it stays so
+    /// (`task_status_regressed`).
+    #[serde(default)]
+    pub task_confirm: bool,
+}
+
+/// Whether a `tools/call` runs as a task.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TaskMode {
+    #[default]
+    Off,
+    On,
+    /// When the server says the tool may run as one (2025-11-25 `execution.taskSupport`
+    /// optional or required; 2026-07-28: the server offers the tasks extension).
+    Auto,
+}
+
+/// Canned answers to a server's input requests (`[input]`, docs/profiles.md "Input
+/// rounds"): with this table, every `tools/call` of the mix answers `input_required`
+/// results from it and sends the call again.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputAnswers {
+    /// The answer to an `elicitation/create`: an accept with `content`, or a decline.
+    pub elicitation: Option<Elicitation>,
+    /// The text of the answer to a `sampling/createMessage`.
+    pub sampling: Option<String>,
+    /// The root URIs answering a `roots/list`.
+    pub roots: Option<Vec<String>>,
+    /// Rounds one call may take; more are counted as `input_rounds_exceeded` (default 10).
+    #[serde(default = "default_max_rounds")]
+    pub max_rounds: u32,
+}
+
+/// An elicitation's canned answer.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Elicitation {
+    /// `accept`, `decline` or `cancel`.
+    pub action: ElicitAction,
+    /// With `accept`: the form's values.
+    pub content: Option<toml::Table>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElicitAction {
+    Accept,
+    Decline,
+    Cancel,
+}
+
+fn default_max_rounds() -> u32 {
+    10
 }
 
 impl Op {
@@ -442,6 +513,37 @@ impl Source {
                     .into(),
             ));
         }
+        let flow_span = p.input.as_ref().map(Spanned::span).or_else(|| {
+            p.mix
+                .iter()
+                .find(|o| o.get_ref().task != TaskMode::Off)
+                .map(Spanned::span)
+        });
+        if let Some(span) = flow_span {
+            let clash = if p.batch.is_some() {
+                Some("[batch] (a batch member cannot wait for its task or its next round)")
+            } else if !p.scenario_tables.is_empty() {
+                Some("[[scenario]] tables (a scenario polls a task with a `poll` step)")
+            } else {
+                None
+            };
+            if let Some(why) = clash {
+                return Err(self.error(
+                    Some(span),
+                    format!(
+                        "task mode and [input] rounds are for the mix; they cannot go with {why}"
+                    ),
+                ));
+            }
+        }
+        if let Some(i) = &p.input
+            && i.get_ref().max_rounds == 0
+        {
+            return Err(self.error(
+                Some(i.span()),
+                "field `input.max_rounds`: must be 1 or more".into(),
+            ));
+        }
         if let Some(b) = &p.batch
             && b.get_ref().size == 0
         {
@@ -487,6 +589,41 @@ impl Source {
             args.values()
                 .try_for_each(values::check_templates)
                 .map_err(|m| self.error(Some(op.span()), format!("field `mix.args`: {m}")))?;
+        }
+        let task_keys = [
+            ("poll_interval", o.poll_interval.is_some()),
+            ("task_ttl", o.task_ttl.is_some()),
+            ("task_timeout", o.task_timeout.is_some()),
+            ("task_confirm", o.task_confirm),
+        ];
+        if o.task != TaskMode::Off && o.method != Method::ToolsCall {
+            return Err(self.error(
+                Some(op.span()),
+                format!(
+                    "field `mix.task`: only a `tools/call` runs as a task, not `{}`",
+                    o.method.as_str()
+                ),
+            ));
+        }
+        if let Some((field, _)) = task_keys.iter().find(|(_, set)| *set)
+            && o.task == TaskMode::Off
+        {
+            return Err(self.error(
+                Some(op.span()),
+                format!(
+                    "field `mix.{field}`: only for a task; add `task = true` or `task = \"auto\"`"
+                ),
+            ));
+        }
+        let zero = [
+            ("poll_interval", o.poll_interval),
+            ("task_timeout", o.task_timeout),
+        ];
+        if let Some((field, _)) = zero.iter().find(|(_, d)| d.is_some_and(|d| d.is_zero())) {
+            return Err(self.error(
+                Some(op.span()),
+                format!("field `mix.{field}`: must be more than 0s"),
+            ));
         }
         Ok(())
     }

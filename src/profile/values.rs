@@ -21,6 +21,23 @@ pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::E
     parse_duration(&text).map_err(de::Error::custom)
 }
 
+/// serde helper: `task = true | false | "auto"`.
+pub(super) fn task_mode<'de, D: Deserializer<'de>>(d: D) -> Result<super::TaskMode, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Flag(bool),
+        Text(String),
+    }
+    let bad = || de::Error::custom("expected `true`, `false` or \"auto\"");
+    match Written::deserialize(d).map_err(|_: D::Error| bad())? {
+        Written::Flag(true) => Ok(super::TaskMode::On),
+        Written::Flag(false) => Ok(super::TaskMode::Off),
+        Written::Text(t) if t == "auto" => Ok(super::TaskMode::Auto),
+        Written::Text(_) => Err(bad()),
+    }
+}
+
 /// serde helper: an optional duration written as text.
 pub(super) fn optional_duration<'de, D: Deserializer<'de>>(
     d: D,

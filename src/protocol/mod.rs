@@ -127,6 +127,9 @@ pub fn is_handshake(method: &str) -> bool {
     matches!(method, "initialize" | "server/discover")
 }
 
+/// The extension id of tasks under 2026-07-28.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
 /// MCP's error codes (JSON-RPC's own are in [`crate::jsonrpc::codes`]).
 pub mod codes {
     /// 2026-07-28: an HTTP header disagrees with the body.

@@ -5,7 +5,7 @@ use super::ReportError;
 use crate::analysis::{
     GateResult, JudgedStep, Knee, RunFigures, StopCriteria, Thresholds, Tripped,
 };
-use crate::metrics::{OpSummary, ScenarioSummary, StepSummary};
+use crate::metrics::{FlowSummary, OpSummary, ScenarioSummary, StepSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -57,6 +57,10 @@ pub struct StepRecord {
     /// per scenario step. Empty without scenarios.
     #[serde(default)]
     pub scenarios: Vec<ScenarioSummary>,
+    /// Tasks and input rounds whole: every count (the unanswered input kinds too) and the
+    /// percentiles of their histograms. Absent without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<FlowSummary>,
 }
 
 impl StepRecord {
@@ -74,6 +78,7 @@ impl StepRecord {
             tripped: step.tripped.clone(),
             ops: step.ops.clone(),
             scenarios: step.scenarios.clone(),
+            flows: step.flows.clone(),
             figures,
         }
     }

@@ -100,7 +100,8 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         ))
         .into());
     }
-    let mix = Mix::new(&plan.mix, &server, &plan.base).map_err(PlanError::Usage)?;
+    let mix =
+        Mix::new(&plan.mix, &server, &plan.base, plan.input.as_ref()).map_err(PlanError::Usage)?;
     for s in mix.skipped() {
         eprintln!(
             "mcpload: tool {} skipped, never called: {}",

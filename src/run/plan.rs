@@ -8,8 +8,8 @@ use crate::engine::Sweep;
 use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
-    Batch, Criteria, Levels, Load, LoadModel, Method, Op, Profile, ProfileError, Source, Spacing,
-    TargetSpec,
+    Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method, Op, Profile, ProfileError,
+    Source, Spacing, TargetSpec, TaskMode,
 };
 use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
@@ -100,6 +100,8 @@ pub struct Plan {
     pub(super) mix: Vec<Op>,
     /// The profile's scenarios, checked; with them, mix entries are one-step scenarios.
     pub(super) scenarios: Vec<crate::profile::Scenario>,
+    /// Canned answers to input-required rounds (`[input]`).
+    pub(super) input: Option<InputAnswers>,
     pub(super) model: Model,
     pub(super) load: Load,
     pub(super) batch: Option<Batch>,
@@ -185,6 +187,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         } else {
             std::mem::take(&mut p.scenarios)
         },
+        input: p.input.map(toml::Spanned::into_inner),
         model,
         sweep: Sweep {
             levels,
@@ -236,6 +239,11 @@ fn tool_call(tool: &str, args: Option<toml::Table>) -> Op {
         uri: None,
         prompt: None,
         csv: None,
+        task: TaskMode::Off,
+        poll_interval: None,
+        task_ttl: None,
+        task_timeout: None,
+        task_confirm: false,
     }
 }
 
@@ -349,6 +357,7 @@ fn flags_only_profile() -> Profile {
         scenario_tables: Vec::new(),
         scenarios: Vec::new(),
         batch: None,
+        input: None,
         criteria: Criteria::default(),
         thresholds: Vec::new(),
     }

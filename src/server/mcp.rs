@@ -7,9 +7,9 @@ use super::input::Kind;
 use super::methods::{Call, Prepared, invalid_params, prompt_call, tool_call};
 use super::param_tools;
 use crate::jsonrpc::{ErrorObject, Id, codes};
-use crate::protocol::Revision;
 use crate::protocol::codes as mcp_codes;
 use crate::protocol::headers::{self, NameParam};
+use crate::protocol::{Revision, TASKS_EXTENSION};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -130,9 +130,6 @@ pub(crate) struct Params<'a> {
     pub request_state: Option<Cow<'a, str>>,
 }
 
-/// The extension id of tasks under 2026-07-28.
-pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
-
 /// What a 2026-07-28 request's `io.modelcontextprotocol/clientCapabilities` declares, as far
 /// as the target's methods depend on it.
 #[derive(Clone, Copy, Debug, Default)]
@@ -157,7 +154,7 @@ struct DeclaredCaps<'a> {
     roots: Option<&'a RawValue>,
 }
 
-/// The member of `extensions` named [`TASKS_EXTENSION`].
+/// The member of `extensions` named [`crate::protocol::TASKS_EXTENSION`].
 #[derive(Default, Deserialize)]
 struct DeclaredExtensions<'a> {
     #[serde(rename = "io.modelcontextprotocol/tasks", default, borrow)]
