@@ -380,6 +380,7 @@ impl Runner {
         let tag = Tag {
             op: call.op.op,
             owner: Some(owner),
+            progress: call.op.progress,
         };
         if s.corr.register_tagged(id.clone(), sent, tag).is_err() {
             return Turn::Failed(format!("id {id} collided"));

@@ -179,6 +179,7 @@ pub fn compile(
                     args: args.as_ref(),
                     params: params.as_ref(),
                     param_headers: listed.map_or(&[], |t| &t.param_headers),
+                    progress: false,
                 };
                 let op = MixOp::compile(req, revision, csv.clone(), &name, &mut names)
                     .map_err(|e| format!("scenario `{}`, step `{step}`: {e}", sc.name))?;

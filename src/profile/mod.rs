@@ -194,6 +194,9 @@ pub struct Op {
     pub prompt: Option<String>,
     /// Rows for `{{csv:COLUMN}}`, one per request in turn (path relative to the profile).
     pub csv: Option<PathBuf>,
+    /// Each request carries a progress token, and the progress reported for it is followed.
+    #[serde(default)]
+    pub progress: bool,
 }
 
 impl Op {

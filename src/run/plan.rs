@@ -236,6 +236,7 @@ fn tool_call(tool: &str, args: Option<toml::Table>) -> Op {
         uri: None,
         prompt: None,
         csv: None,
+        progress: false,
     }
 }
 
