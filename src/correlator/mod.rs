@@ -33,8 +33,9 @@ pub struct Sent {
 /// The iteration of a scenario that waits on a request (a worker's own numbering).
 pub type Owner = std::num::NonZeroU32;
 
-/// What a request is for: the operation it counts under (ops.csv), and the scenario
-/// iteration waiting on it, if one is.
+/// What a request is for: the operation it counts under (ops.csv), the scenario iteration
+/// waiting on it, if one is, and whether it carries its own id as progress token
+/// (`params._meta.progressToken`), so that progress for it is followed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tag {
     pub op: u16,
@@ -42,6 +43,7 @@ pub struct Tag {
     /// One request of a call of several (a task's, an input round's): no latency of its
     /// own is recorded; its owner records the whole call's ([`Correlator::record_call`]).
     pub part_of_call: bool,
+    pub progress: bool,
 }
 
 /// How a request an iteration waits on ended: answered (with the answer's `result` or
@@ -136,20 +138,29 @@ struct Record {
     due: u64,
     written: u64,
     deadline: u64,
-    state: State,
-    op: u16,
+    /// A call with a progress token: the highest `progress` reported so far.
+    progress_high: f64,
     owner: Option<Owner>,
     part_of_call: bool,
+    /// A call with a progress token: notifications for it while it was pending.
+    progress_seen: u32,
+    op: u16,
+    state: State,
+    /// It carries its id as progress token.
+    progress: bool,
 }
 
 const EMPTY: Record = Record {
     due: 0,
     written: 0,
     deadline: 0,
-    state: State::Empty,
-    op: 0,
+    progress_high: 0.0,
     owner: None,
     part_of_call: false,
+    progress_seen: 0,
+    op: 0,
+    state: State::Empty,
+    progress: false,
 };
 
 /// Integer ids, direct-mapped by `id & mask`: the run issues them in sequence, so a slot is
@@ -341,10 +352,13 @@ impl Correlator {
             due: self.ns(sent.due),
             written: self.ns(sent.written),
             deadline: self.ns(sent.deadline),
-            state: State::Pending,
-            op: tag.op,
+            progress_high: 0.0,
             owner: tag.owner,
             part_of_call: tag.part_of_call,
+            progress_seen: 0,
+            op: tag.op,
+            state: State::Pending,
+            progress: tag.progress,
         };
         match &id {
             Id::Num(n) => {
@@ -413,9 +427,9 @@ impl Correlator {
         let mut op = None;
         let class = match msg {
             Err(_) => Class::ParseError,
-            Ok(Message::ServerMessage { method, .. }) => {
+            Ok(Message::ServerMessage { method, params, .. }) => {
                 if method == "notifications/progress" {
-                    self.stats.counters.progress_notifications += 1;
+                    self.progress(params, now);
                 }
                 Class::ServerMessage
             }
@@ -456,8 +470,12 @@ impl Correlator {
         }
         rec.state = State::Paired;
         let (due, written, owner, part) = (rec.due, rec.written, rec.owner, rec.part_of_call);
+        let progress = rec.progress.then_some(rec.progress_seen);
         self.pending -= 1;
         self.remember_ended(id);
+        if let Some(seen) = progress {
+            self.progress_call_ended(seen);
+        }
         let latency = Duration::from_nanos(now_ns.saturating_sub(due));
         let service = Duration::from_nanos(now_ns.saturating_sub(written));
         let class = match (r.result.is_some(), r.error.is_some()) {
@@ -498,16 +516,22 @@ impl Correlator {
     /// Ends a pending request without a response. Returns false (and counts nothing) when
     /// `id` was not pending.
     pub fn end(&mut self, id: &Id, end: End) -> bool {
-        let (op, owner) = match self.record_mut(id) {
+        let (op, owner, progress) = match self.record_mut(id) {
             Some(rec) if rec.state == State::Pending => {
                 rec.state = State::Unpaired;
-                (rec.op, rec.owner)
+                (rec.op, rec.owner, rec.progress.then_some(rec.progress_seen))
             }
             _ => return false,
         };
         self.pending -= 1;
         self.remember_ended(id);
         count_end(&mut self.stats.op_mut(op).counters, end);
+        if let Some(seen) = progress {
+            self.progress_call_ended(seen);
+            if end == End::Missing && seen > 0 {
+                self.stats.counters.progress_then_missing += 1;
+            }
+        }
         if let Some(owner) = owner {
             self.settled.push(Settled {
                 owner,
@@ -516,6 +540,54 @@ impl Correlator {
             });
         }
         true
+    }
+
+    /// Counts one `notifications/progress` (docs/metrics.md, "Progress"): for a pending call
+    /// that asked for it, its first one's delay and whether it went down; otherwise the
+    /// anomaly it is.
+    fn progress(&mut self, params: Option<&RawValue>, now: Instant) {
+        let now_ns = self.ns(now);
+        self.stats.counters.progress_notifications += 1;
+        let note = params.and_then(|p| serde_json::from_str::<ProgressNote>(p.get()).ok());
+        let rec = note
+            .as_ref()
+            .and_then(|n| Some((n.progress, self.record_mut(&n.token)?)));
+        let heard = match rec {
+            Some((value, rec)) if rec.progress && rec.state == State::Pending => {
+                let first = rec.progress_seen == 0;
+                let up = first || value > rec.progress_high;
+                rec.progress_seen = rec.progress_seen.saturating_add(1);
+                if up {
+                    rec.progress_high = value;
+                }
+                Heard::Progress {
+                    first_after: first.then(|| now_ns.saturating_sub(rec.due)),
+                    down: !up,
+                }
+            }
+            Some((_, rec)) if rec.progress && rec.state == State::Paired => Heard::AfterResult,
+            // A call given up on (timed out, refused, cut off) may still hear of its work.
+            Some((_, rec)) if rec.progress && rec.state == State::Unpaired => Heard::GivenUp,
+            _ => Heard::UnknownToken,
+        };
+        let c = &mut self.stats.counters;
+        match heard {
+            Heard::Progress { first_after, down } => {
+                c.progress_down += u64::from(down);
+                if let Some(ns) = first_after {
+                    self.stats.first_progress.record(Duration::from_nanos(ns));
+                }
+            }
+            Heard::AfterResult => c.progress_after_result += 1,
+            Heard::GivenUp => {}
+            Heard::UnknownToken => c.progress_unknown_token += 1,
+        }
+    }
+
+    /// A call with a progress token ended, having heard `seen` progress notifications.
+    fn progress_call_ended(&mut self, seen: u32) {
+        self.stats.counters.progress_calls += 1;
+        let _ = self.stats.progress_per_call.record(u64::from(seen));
     }
 
     /// Ends as `missing` every request of a closed exchange that is still pending; returns
@@ -706,6 +778,27 @@ fn count_end(c: &mut Counters, end: End) {
         End::Transport => c.transport_errors += 1,
         End::ExpiredUnsent => c.expired_unsent += 1,
     }
+}
+
+/// What a progress notification was about.
+enum Heard {
+    /// A pending call that asked for progress: nanoseconds from its due time when this is its
+    /// first, and whether the value failed to rise.
+    Progress {
+        first_after: Option<u64>,
+        down: bool,
+    },
+    AfterResult,
+    GivenUp,
+    UnknownToken,
+}
+
+/// The members of a progress notification's params that are followed.
+#[derive(serde::Deserialize)]
+struct ProgressNote {
+    #[serde(rename = "progressToken")]
+    token: Id,
+    progress: f64,
 }
 
 fn is_non_null_response(m: &Message<'_>) -> bool {

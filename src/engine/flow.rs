@@ -87,6 +87,8 @@ struct LiveTask {
 struct Call {
     /// The operation it counts under.
     op: u16,
+    /// Its requests carry a progress token (the operation's `progress = true`).
+    progress: bool,
     flow: OpFlow,
     due: Instant,
     written: Instant,
@@ -180,6 +182,7 @@ impl Flows {
         s.corr.flow_stats().counters.calls += 1;
         let slot = self.calls.insert(Call {
             op: op.op,
+            progress: op.progress,
             flow,
             due,
             written: now,
@@ -231,6 +234,8 @@ impl Flows {
             op,
             owner: Some(self.calls.owner(slot)),
             part_of_call: true,
+            // Only the call itself carries a token, not its task's follow-ups.
+            progress: what == Waiting::Call && self.calls.get(slot).progress,
         };
         let sent = Sent {
             due,
@@ -652,6 +657,7 @@ impl Flows {
             op: self.rules.side.cancel,
             owner: None,
             part_of_call: true,
+            progress: false,
         };
         let sent = Sent {
             due: now,

@@ -326,6 +326,7 @@ impl Runner {
             op: call.op.op,
             owner: Some(owner),
             part_of_call: false,
+            progress: call.op.progress,
         };
         if s.corr.register_tagged(id.clone(), sent, tag).is_err() {
             return Turn::Failed(format!("id {id} collided"));

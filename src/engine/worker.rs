@@ -12,6 +12,7 @@ use crate::load::schedule::Arrivals;
 use crate::metrics::{Counters, LatencyHistogram, Model, ScenarioStats};
 use crate::transport::{AnyTransport, Event, Outgoing, Transport};
 use bytes::Bytes;
+use futures_util::FutureExt;
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 /// How often timeouts are checked and the clock looked at between events.
 const HOUSEKEEPING: Duration = Duration::from_millis(5);
+/// Most events already received that a drain applies as it ends.
+const RECEIVED_MAX: usize = 1024;
 /// How long an interrupted step waits for the answers already asked for.
 const INTERRUPT_DRAIN: Duration = Duration::from_secs(2);
 
@@ -175,21 +178,7 @@ impl Worker {
                     }
                     st.phase = Phase::Drain;
                 }
-                ev = self.transport.next_event() => {
-                    if let Event::Down { error } = &ev {
-                        self.down = Some(error.to_string());
-                    }
-                    let failure = match &ev {
-                        Event::Failed { error, .. } if st.transport_error.is_none() => {
-                            Some(error.to_string())
-                        }
-                        _ => None,
-                    };
-                    // A transport that is down ends its requests in flight (`missing`).
-                    if ledger.apply(s.corr, ev).ended > 0 {
-                        st.transport_error = st.transport_error.take().or(failure);
-                    }
-                }
+                ev = self.transport.next_event() => self.apply(&mut st, s, ledger, ev),
                 go = orders.recv(), if st.phase == Phase::WaitGo => match go {
                     Some(Order::Measure(at)) => self.start_measuring(&mut st, at),
                     // The coordinator is gone: end the step.
@@ -213,12 +202,40 @@ impl Worker {
                 st.ready
                     .extend(std::iter::repeat_n(now + work.think_time, freed));
             }
-            if self.advance(&mut st, s, units, now) {
+            if self.advance(&mut st, s, ledger, units, now) {
                 break;
             }
             if matches!(st.phase, Phase::Warmup | Phase::Measure) {
                 self.send_due(&mut st, s, units, now);
             }
+        }
+    }
+
+    /// Counts one event of the transport.
+    fn apply(&mut self, st: &mut StepState, s: &mut Sending<'_>, ledger: &mut Ledger, ev: Event) {
+        if let Event::Down { error } = &ev {
+            self.down = Some(error.to_string());
+        }
+        let failure = match &ev {
+            Event::Failed { error, .. } if st.transport_error.is_none() => Some(error.to_string()),
+            _ => None,
+        };
+        // A transport that is down ends its requests in flight (`missing`).
+        if ledger.apply(s.corr, ev).ended > 0 {
+            st.transport_error = st.transport_error.take().or(failure);
+        }
+    }
+
+    /// Counts the events the transport has ready (read, not yet taken; at most
+    /// [`RECEIVED_MAX`], so a server that never stops talking cannot hold the step) before a
+    /// drain ends: a stdio line that came with the last answer (progress after it) belongs
+    /// to the phase that asked.
+    fn apply_received(&mut self, st: &mut StepState, s: &mut Sending<'_>, ledger: &mut Ledger) {
+        for _ in 0..RECEIVED_MAX {
+            let Some(ev) = self.transport.next_event().now_or_never() else {
+                return;
+            };
+            self.apply(st, s, ledger, ev);
         }
     }
 
@@ -249,6 +266,7 @@ impl Worker {
         &mut self,
         st: &mut StepState,
         s: &mut Sending<'_>,
+        ledger: &mut Ledger,
         units: &mut Units,
         now: Instant,
     ) -> bool {
@@ -272,6 +290,7 @@ impl Worker {
             }
             Phase::WarmupDrain if self.drained(st, s, iterations, now) => {
                 // Forget the warm-up: its requests have all ended, so the identity holds.
+                self.apply_received(st, s, ledger);
                 s.corr.take_stats();
                 units.take_stats();
                 self.transport.take_counters(&mut Counters::default());
@@ -291,6 +310,7 @@ impl Worker {
             self.report_second(st, s, units);
         }
         if st.phase == Phase::Drain && self.drained(st, s, iterations, now) {
+            self.apply_received(st, s, ledger);
             self.end_step(st, s, units);
             return true;
         }
@@ -445,6 +465,7 @@ impl Worker {
                     op: op.op,
                     owner: None,
                     part_of_call: false,
+                    progress: op.progress,
                 };
                 if s.corr.register_tagged(id.clone(), sent, tag).is_ok() {
                     let body = Bytes::copy_from_slice(s.buf);
@@ -465,6 +486,7 @@ impl Worker {
                         op: op.op,
                         owner: None,
                         part_of_call: false,
+                        progress: op.progress,
                     };
                     if s.corr.register_tagged(id.clone(), sent, tag).is_ok() {
                         ids.push(id);

@@ -37,10 +37,12 @@ pub enum Decoded<'a> {
 pub enum Message<'a> {
     /// A response (or something that wants to be one): it has no `method`.
     Response(Response<'a>),
-    /// A request or notification sent by the server (it has a `method`).
+    /// A request or notification sent by the server (it has a `method`); its `params` kept
+    /// raw, for the few methods whose params are read (`notifications/progress`).
     ServerMessage {
         method: Cow<'a, str>,
         id: Option<Id>,
+        params: Option<&'a RawValue>,
     },
 }
 
@@ -148,7 +150,11 @@ pub fn decode_message(raw: &RawValue) -> Result<Message<'_>, DecodeError> {
             ResponseId::Id(id) => Some(id),
             _ => None,
         };
-        return Ok(Message::ServerMessage { method, id });
+        return Ok(Message::ServerMessage {
+            method,
+            id,
+            params: fields.params,
+        });
     }
     if !fields.has_id && fields.result.is_none() && fields.error.is_none() {
         return Err(DecodeError::NotJsonRpc("no method, id, result or error"));
@@ -235,6 +241,7 @@ struct Fields<'a> {
     method: Option<Cow<'a, str>>,
     result: Option<&'a RawValue>,
     error: Option<&'a RawValue>,
+    params: Option<&'a RawValue>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
@@ -254,6 +261,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
                     method: None,
                     result: None,
                     error: None,
+                    params: None,
                 };
                 let mut jsonrpc_seen = false;
                 while let Some(key) = a.next_key::<Key>()? {
@@ -285,6 +293,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
                             f.repeated_member |= f.error.is_some();
                             f.error.get_or_insert(error);
                         }
+                        Key::Params => {
+                            // Kept raw, never built: a server message's params.
+                            f.params.get_or_insert(a.next_value()?);
+                        }
                         Key::Other => {
                             a.next_value::<IgnoredAny>()?;
                         }
@@ -304,6 +316,7 @@ enum Key {
     Method,
     Result,
     Error,
+    Params,
     Other,
 }
 
@@ -322,6 +335,7 @@ impl<'de> Deserialize<'de> for Key {
                     "method" => Key::Method,
                     "result" => Key::Result,
                     "error" => Key::Error,
+                    "params" => Key::Params,
                     _ => Key::Other,
                 })
             }

@@ -148,6 +148,13 @@ pub fn render_retry(
         .and_then(Value::as_object_mut)
         .ok_or("the call has no params object")?;
     params.insert("inputResponses".into(), Value::Object(responses));
+    // A progress token is the request's own id: the retry's is its new one.
+    if let Some(token) = params
+        .get_mut("_meta")
+        .and_then(|m| m.get_mut("progressToken"))
+    {
+        *token = serde_json::to_value(id).unwrap_or(Value::Null);
+    }
     match state {
         Some(s) => params.insert("requestState".into(), s),
         None => params.remove("requestState"),

@@ -53,10 +53,10 @@ enum Body {
     /// Any params object (with holes).
     Params(JsonTemplate),
     /// `resources/read`: the uri is rendered first, so that the `Mcp-Name` header and the
-    /// body carry the same text; `meta` is the era's `_meta` object, serialised.
+    /// body carry the same text; `meta` is the `_meta` object (the era's, a progress token).
     Uri {
         uri: TextTemplate,
-        meta: Option<Box<str>>,
+        meta: Option<JsonTemplate>,
     },
 }
 
@@ -66,6 +66,8 @@ pub struct MixOp {
     method: Box<str>,
     /// Its number among the mix's operation names: what its requests count under.
     pub op: u16,
+    /// Its requests carry their id as progress token (`params._meta.progressToken`).
+    pub progress: bool,
     body: Body,
     headers: McpHeaders,
     /// Whether `Mcp-Name` must be set per request (2026-07-28 `resources/read`).
@@ -312,6 +314,7 @@ impl MixOp {
             }
         });
         let mut ctx = Ctx {
+            id,
             seq,
             worker: r.worker,
             rng: &mut r.rng,
@@ -338,7 +341,7 @@ impl MixOp {
                     let _ = serde_json::to_writer(&mut *o, text.as_ref());
                     if let Some(m) = meta {
                         o.extend_from_slice(br#","_meta":"#);
-                        o.extend_from_slice(m.as_bytes());
+                        m.render(o, &mut ctx);
                     }
                     o.push(b'}');
                 });
@@ -404,6 +407,8 @@ pub struct Request<'a> {
     pub meta: Option<&'a Map<String, Value>>,
     /// 2025-11-25: the `params.task` of a call made a task.
     pub task: Option<&'a Value>,
+    /// Each request carries a progress token.
+    pub progress: bool,
 }
 
 impl<'a> Request<'a> {
@@ -418,6 +423,7 @@ impl<'a> Request<'a> {
             param_headers: &[],
             meta: None,
             task: None,
+            progress: op.progress,
         }
     }
 }
@@ -495,7 +501,19 @@ fn compile(
     if let Some(task) = req.task {
         params.insert("task".into(), task.clone());
     }
-    let meta = modern.then(|| Value::Object(req.meta.cloned().unwrap_or_else(modern_meta)));
+    let mut meta = modern.then(|| req.meta.cloned().unwrap_or_else(modern_meta));
+    if req.progress {
+        // The request's own id (unique in the run), written in as each request is rendered.
+        meta.get_or_insert_default()
+            .insert("progressToken".into(), Value::from(PROGRESS_TOKEN_MARK));
+    }
+    let with_token = |t: JsonTemplate| {
+        if req.progress {
+            t.with_request_id_at(PROGRESS_TOKEN_MARK)
+        } else {
+            t
+        }
+    };
     let mut headers = McpHeaders::default();
     let mut params_per_request = None;
     if modern {
@@ -524,11 +542,11 @@ fn compile(
         let uri = req.uri.ok_or("resources/read needs `uri`")?;
         Body::Uri {
             uri: TextTemplate::new(uri)?,
-            meta: meta.map(|m| m.to_string().into()),
+            meta: meta.map(|m| with_token(JsonTemplate::literal(&Value::Object(m)))),
         }
     } else {
-        if let Some(Value::Object(m)) = meta {
-            // The era's `_meta` joins any the params were written with.
+        if let Some(m) = meta {
+            // The era's `_meta` and the token join any the params were written with.
             match params.get_mut("_meta") {
                 Some(Value::Object(own)) => own.extend(m),
                 _ => {
@@ -537,10 +555,10 @@ fn compile(
             }
         }
         let params = Value::Object(params);
-        Body::Params(match source {
+        Body::Params(with_token(match source {
             Source::Profile => JsonTemplate::new(&params)?,
             Source::Server => JsonTemplate::literal(&params),
-        })
+        }))
     };
     let uses_csv = match &body {
         Body::Params(t) => t.csv_columns().next().is_some(),
@@ -566,6 +584,7 @@ fn compile(
     Ok(MixOp {
         method: method.into(),
         op: names.number(op_name)?,
+        progress: req.progress,
         body,
         flow: None,
         name_per_request: modern && resource,
@@ -617,6 +636,9 @@ fn flow_params(
     });
     (None, task)
 }
+/// What `params._meta.progressToken` holds until [`JsonTemplate::with_request_id_at`] makes
+/// it the request's id: a string no profile writes.
+const PROGRESS_TOKEN_MARK: &str = "\u{1}mcpload:progressToken\u{1}";
 
 /// A `Mcp-Param-*` header's name, and the argument it mirrors.
 type Mirror = (HeaderName, ParamHeader);

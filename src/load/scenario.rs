@@ -181,6 +181,7 @@ pub fn compile(
                     param_headers: listed.map_or(&[], |t| &t.param_headers),
                     meta: None,
                     task: None,
+                    progress: false,
                 };
                 let op = MixOp::compile(req, revision, csv.clone(), &name, &mut names)
                     .map_err(|e| format!("scenario `{}`, step `{step}`: {e}", sc.name))?;

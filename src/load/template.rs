@@ -3,6 +3,7 @@
 //! compiled once into literal bytes and holes so that rendering a request is a few copies and
 //! integer formats, never a parse.
 
+use crate::jsonrpc::Id;
 use crate::profile::template::{Hole, Piece, parse};
 use serde_json::{Map, Value};
 use std::io::Write as _;
@@ -18,6 +19,8 @@ enum Part {
     Lit(Box<[u8]>),
     /// A hole, inside a JSON string or in place of a whole string value.
     Hole(Hole, Place),
+    /// The request's own id, as a JSON value (its progress token).
+    RequestId,
 }
 
 /// Where a hole's value lands.
@@ -34,6 +37,8 @@ enum Place {
 
 /// What a rendering needs besides the template.
 pub struct Ctx<'a> {
+    /// The request's id.
+    pub id: &'a Id,
     pub seq: u64,
     pub worker: u32,
     pub rng: &'a mut Rng,
@@ -86,6 +91,28 @@ impl JsonTemplate {
         }
     }
 
+    /// The template with every string value that is exactly `mark` made a hole for the
+    /// request's id (a JSON number or string): how a progress token is put in.
+    pub fn with_request_id_at(self, mark: &str) -> Self {
+        let quoted = Value::from(mark).to_string();
+        let mut parts = Vec::with_capacity(self.parts.len() + 2);
+        for p in self.parts {
+            let Part::Lit(lit) = p else {
+                parts.push(p);
+                continue;
+            };
+            let mut rest = &lit[..];
+            while let Some(i) = memchr::memmem::find(rest, quoted.as_bytes()) {
+                parts.push(Part::Lit(rest[..i].into()));
+                parts.push(Part::RequestId);
+                rest = &rest[i + quoted.len()..];
+            }
+            parts.push(Part::Lit(rest.into()));
+        }
+        parts.retain(|p| !matches!(p, Part::Lit(b) if b.is_empty()));
+        JsonTemplate { parts }
+    }
+
     /// The holes that read CSV columns.
     pub fn csv_columns(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
@@ -100,6 +127,10 @@ impl JsonTemplate {
             match p {
                 Part::Lit(b) => out.extend_from_slice(b),
                 Part::Hole(h, place) => render_hole(out, h, ctx, *place),
+                // Writing JSON into a Vec cannot fail.
+                Part::RequestId => {
+                    let _ = serde_json::to_writer(&mut *out, ctx.id);
+                }
             }
         }
     }
@@ -244,6 +275,7 @@ mod tests {
         t.render(
             &mut out,
             &mut Ctx {
+                id: &Id::Num(9),
                 seq,
                 worker: 3,
                 rng: &mut rng,
@@ -284,6 +316,21 @@ mod tests {
     }
 
     #[test]
+    fn a_request_id_hole_takes_the_place_of_its_mark_alone() {
+        let mark = "\u{1}token\u{1}";
+        let t = JsonTemplate::new(&json!({
+            "n": "{{seq}}", "_meta": {"progressToken": mark, "other": "x"}, "text": "a \u{1}"
+        }))
+        .unwrap()
+        .with_request_id_at(mark);
+        let v = render(&t, 4);
+        assert_eq!(
+            v,
+            json!({"n": 4, "_meta": {"progressToken": 9, "other": "x"}, "text": "a \u{1}"})
+        );
+    }
+
+    #[test]
     fn a_bad_hole_fails_the_compilation() {
         assert!(JsonTemplate::new(&json!({"a": "{{csv:}}"})).is_err());
         assert!(TextTemplate::new("x {{seq").is_err());
@@ -301,6 +348,7 @@ mod tests {
         .unwrap();
         let mut rng = Rng::new(1);
         let mut ctx = Ctx {
+            id: &Id::Num(0),
             seq: 0,
             worker: 0,
             rng: &mut rng,
@@ -333,6 +381,7 @@ mod tests {
             t.render(
                 &mut out,
                 &mut Ctx {
+                    id: &Id::Num(0),
                     seq,
                     worker: 0,
                     rng: &mut rng,

@@ -100,6 +100,22 @@ pub struct Counters {
     /// stream ended without it past the resumption bound): a subset of `missing`.
     #[serde(default)]
     pub sse_resumptions_failed: u64,
+    /// Requests sent with a progress token (`progress = true`) that ended, one way or another.
+    #[serde(default)]
+    pub progress_calls: u64,
+    /// Progress notifications for a call that had already been answered.
+    #[serde(default)]
+    pub progress_after_result: u64,
+    /// Progress notifications whose `progress` was not above every earlier one of their call.
+    #[serde(default)]
+    pub progress_down: u64,
+    /// Progress notifications whose token names no call of the run that asked for progress
+    /// (or that carry no readable token and `progress` value).
+    #[serde(default)]
+    pub progress_unknown_token: u64,
+    /// Calls that ended `missing` after progress came for them: a subset of `missing`.
+    #[serde(default)]
+    pub progress_then_missing: u64,
 }
 
 derived_counts!(Counters);
@@ -154,7 +170,12 @@ macro_rules! additive_counters {
             expired_unsent,
             reconnects_before_send,
             sse_resumptions,
-            sse_resumptions_failed
+            sse_resumptions_failed,
+            progress_calls,
+            progress_after_result,
+            progress_down,
+            progress_unknown_token,
+            progress_then_missing
         )
     };
 }
@@ -265,6 +286,11 @@ pub struct Stats {
     pub service_latency: LatencyHistogram,
     /// Members per batch sent.
     pub batch_size: Histogram<u64>,
+    /// Calls with a progress token: from the moment each was due to its first progress
+    /// notification (the convention of `latency`).
+    pub first_progress: LatencyHistogram,
+    /// Calls with a progress token: the progress notifications each got before it ended.
+    pub progress_per_call: Histogram<u64>,
     /// Per operation, indexed by the operation's number (grown on first use); the rows of
     /// ops.csv.
     pub ops: Vec<OpStats>,
@@ -321,6 +347,8 @@ impl Default for Stats {
             latency: LatencyHistogram::default(),
             service_latency: LatencyHistogram::default(),
             batch_size: Histogram::new(3).expect("static bounds are valid"),
+            first_progress: LatencyHistogram::default(),
+            progress_per_call: Histogram::new(3).expect("static bounds are valid"),
             ops: Vec::new(),
             scenarios: Vec::new(),
             flows: None,
@@ -334,6 +362,8 @@ impl AddAssign<&Stats> for Stats {
         self.latency += &o.latency;
         self.service_latency += &o.service_latency;
         let _ = self.batch_size.add(&o.batch_size);
+        self.first_progress += &o.first_progress;
+        let _ = self.progress_per_call.add(&o.progress_per_call);
         for (i, op) in o.ops.iter().enumerate() {
             *self.op_mut(i as u16) += op;
         }

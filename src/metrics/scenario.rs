@@ -4,7 +4,7 @@
 //! poll's time to its terminal state). The rows of scenarios.csv.
 
 use super::LatencyHistogram;
-use super::summary::{Model, Percentiles, StepSummary, per_second, share};
+use super::summary::{CountPercentiles, Model, Percentiles, StepSummary, per_second, share};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -229,7 +229,7 @@ impl ScenarioSummary {
 
     fn new(step: &StepSummary, scenario: &str, part: &str, c: &RunCounts) -> Self {
         let lat = Percentiles::of(&c.latency);
-        let polls = (!c.polls.is_empty()).then_some(&c.polls);
+        let polls = CountPercentiles::of(&c.polls);
         ScenarioSummary {
             step: step.step,
             scenario: scenario.to_owned(),
@@ -250,10 +250,10 @@ impl ScenarioSummary {
             p999_ms: lat.p999,
             max_ms: lat.max,
             mean_ms: lat.mean,
-            polls_p50: polls.map(|h| h.value_at_quantile(0.5)),
-            polls_p99: polls.map(|h| h.value_at_quantile(0.99)),
-            polls_max: polls.map(|h| h.max()),
-            polls_mean: polls.map(|h| (h.mean() * 100.0).round() / 100.0),
+            polls_p50: polls.p50,
+            polls_p99: polls.p99,
+            polls_max: polls.max,
+            polls_mean: polls.mean,
             assertion_failures: c
                 .failures
                 .iter()

@@ -2,6 +2,7 @@
 //! Field order is the column order of docs/metrics.md; extra columns come after `verdict`.
 
 use super::{Counters, FlowSummary, LatencyHistogram, RunCounts, Stats};
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// Closed loop (N virtual clients) or open loop (R arrivals per second).
@@ -184,6 +185,45 @@ pub struct StepSummary {
     pub input_unanswered: Option<u64>,
     #[serde(default)]
     pub input_rounds_exceeded: Option<u64>,
+    /// `notifications/progress` received (also counted in `server_messages`).
+    #[serde(default)]
+    pub progress_notifications: u64,
+    /// Calls with a progress token (`progress = true`) that ended in the step.
+    #[serde(default)]
+    pub progress_calls: u64,
+    /// Progress anomalies (docs/metrics.md, "Progress"): for a call already answered; not
+    /// above the call's earlier progress; for a token never issued; a call that had progress
+    /// and then ended `missing` (a subset of `missing`).
+    #[serde(default)]
+    pub progress_after_result: u64,
+    #[serde(default)]
+    pub progress_down: u64,
+    #[serde(default)]
+    pub progress_unknown_token: u64,
+    #[serde(default)]
+    pub progress_then_missing: u64,
+    /// Calls with a progress token that heard progress: the samples of time to first
+    /// progress.
+    #[serde(default)]
+    pub progressed_calls: u64,
+    /// Time to first progress, from the moment the call was due (as pairing latency).
+    #[serde(default)]
+    pub first_progress_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub first_progress_p90_ms: Option<f64>,
+    #[serde(default)]
+    pub first_progress_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub first_progress_max_ms: Option<f64>,
+    /// Progress notifications per call with a progress token, heard before it ended.
+    #[serde(default)]
+    pub progress_per_call_p50: Option<u64>,
+    #[serde(default)]
+    pub progress_per_call_p99: Option<u64>,
+    #[serde(default)]
+    pub progress_per_call_max: Option<u64>,
+    #[serde(default)]
+    pub progress_per_call_mean: Option<f64>,
 }
 
 /// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
@@ -211,6 +251,30 @@ impl Percentiles {
             p999: q(0.999),
             max: Some(us_to_ms(h.max() as f64)),
             mean: Some(us_to_ms(h.mean())),
+        }
+    }
+}
+
+/// Percentiles of a histogram of counts (polls per iteration, progress per call), `None`
+/// when it is empty; the mean to 2 decimals.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct CountPercentiles {
+    pub p50: Option<u64>,
+    pub p99: Option<u64>,
+    pub max: Option<u64>,
+    pub mean: Option<f64>,
+}
+
+impl CountPercentiles {
+    pub(super) fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return CountPercentiles::default();
+        }
+        CountPercentiles {
+            p50: Some(h.value_at_quantile(0.5)),
+            p99: Some(h.value_at_quantile(0.99)),
+            max: Some(h.max()),
+            mean: Some((h.mean() * 100.0).round() / 100.0),
         }
     }
 }
@@ -271,6 +335,8 @@ impl StepSummary {
             Model::Open => Percentiles::of(&s.service_latency),
             Model::Closed => Percentiles::default(),
         };
+        let first_progress = Percentiles::of(&s.first_progress);
+        let per_call = CountPercentiles::of(&s.progress_per_call);
         StepSummary {
             step: f.step,
             model: f.model,
@@ -354,6 +420,21 @@ impl StepSummary {
             input_rounds: None,
             input_unanswered: None,
             input_rounds_exceeded: None,
+            progress_notifications: c.progress_notifications,
+            progress_calls: c.progress_calls,
+            progress_after_result: c.progress_after_result,
+            progress_down: c.progress_down,
+            progress_unknown_token: c.progress_unknown_token,
+            progress_then_missing: c.progress_then_missing,
+            progressed_calls: s.first_progress.len(),
+            first_progress_p50_ms: first_progress.p50,
+            first_progress_p90_ms: first_progress.p90,
+            first_progress_p99_ms: first_progress.p99,
+            first_progress_max_ms: first_progress.max,
+            progress_per_call_p50: per_call.p50,
+            progress_per_call_p99: per_call.p99,
+            progress_per_call_max: per_call.max,
+            progress_per_call_mean: per_call.mean,
         }
         .with_iterations(s)
         .with_flows(s)

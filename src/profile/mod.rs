@@ -215,6 +215,9 @@ pub struct Op {
     /// (`task_status_regressed`).
     #[serde(default)]
     pub task_confirm: bool,
+    /// Each request carries a progress token, and the progress reported for it is followed.
+    #[serde(default)]
+    pub progress: bool,
 }
 
 /// Whether a `tools/call` runs as a task.

@@ -129,7 +129,7 @@ type Count = fn(&StepSummary) -> u64;
 
 /// Counters called out under the table when they are not zero, with what they usually mean.
 /// The first seven are docs/metrics.md's anomalies.
-const CALLOUTS: [(&str, Count); 13] = [
+const CALLOUTS: [(&str, Count); 17] = [
     ("duplicate_id", |s| s.duplicate_id),
     ("late", |s| s.late),
     ("unknown_id", |s| s.unknown_id),
@@ -143,6 +143,10 @@ const CALLOUTS: [(&str, Count); 13] = [
     ("batch_rejected", |s| s.batch_rejected),
     ("transport_errors", |s| s.transport_errors),
     ("expired_unsent", |s| s.expired_unsent),
+    ("progress_after_result", |s| s.progress_after_result),
+    ("progress_down", |s| s.progress_down),
+    ("progress_unknown_token", |s| s.progress_unknown_token),
+    ("progress_then_missing", |s| s.progress_then_missing),
 ];
 
 /// What a non-zero count of `counter` usually means, for the counters called out in reports.
@@ -201,6 +205,22 @@ pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
         "expired_unsent" => {
             "requests timed out while waiting for a connection, never sent: every connection \
              the run may open (one per client, or max_in_flight) was held by a slow answer"
+        }
+        "progress_after_result" => {
+            "progress notifications came after their call's answer: the server reports \
+             progress it should have sent before answering (MCP: progress stops at completion)"
+        }
+        "progress_down" => {
+            "progress that did not rise above the call's earlier progress: MCP requires the \
+             value to increase with each notification"
+        }
+        "progress_unknown_token" => {
+            "progress notifications for tokens mcpload never issued (or without a readable \
+             token and value): the server mixes up requests or sessions"
+        }
+        "progress_then_missing" => {
+            "calls that reported progress and then ended without their answer: the stream \
+             closed or the server exited mid-work"
         }
         _ => return None,
     })

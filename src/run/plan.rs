@@ -244,6 +244,7 @@ fn tool_call(tool: &str, args: Option<toml::Table>) -> Op {
         task_ttl: None,
         task_timeout: None,
         task_confirm: false,
+        progress: false,
     }
 }
 

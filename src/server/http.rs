@@ -401,8 +401,8 @@ fn sse_single(shared: &Arc<Shared>, job: Job, admission: Admission) -> Response<
         tokio::select! {
             done = shared.run(job, Some(&sink)) => {
                 let bytes = done.shaped.sse(true);
-                if !bytes.is_empty() && tx.send(Bytes::from(bytes)).await.is_ok() {
-                    sink.send_late().await;
+                if !bytes.is_empty() {
+                    sink.answer(bytes).await;
                 }
             }
             _ = tx.closed() => {}

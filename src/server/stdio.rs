@@ -126,12 +126,11 @@ where
                 }
                 let id = job.id().get().into();
                 let shared = Arc::clone(&shared);
-                let tx = tx.clone();
                 let handle = running.spawn(async move {
                     let done = shared.run(job, Some(&sink)).await;
                     let lines = done.shaped.lines();
-                    if !lines.is_empty() && tx.send(Bytes::from(lines)).await.is_ok() {
-                        sink.send_late().await;
+                    if !lines.is_empty() {
+                        sink.answer(lines).await;
                     }
                 });
                 by_id.insert(id, handle);
@@ -140,13 +139,10 @@ where
                 // Its members run concurrently; their answers leave as one line.
                 let sink = Arc::new(Sink::new(tx.clone(), false, Arc::clone(&shared.stats)));
                 let answers = batch.start(&shared, Some(Arc::clone(&sink)));
-                let tx = tx.clone();
                 running.spawn(async move {
                     if let Some(mut array) = answers.into_array().await {
                         array.push(b'\n');
-                        if tx.send(Bytes::from(array)).await.is_ok() {
-                            sink.send_late().await;
-                        }
+                        sink.answer(array).await;
                     }
                 });
             }

@@ -271,30 +271,57 @@ impl Sink {
         }
     }
 
-    /// Sends the progress notifications held for after the answer (the answer was just
-    /// written), and counts them.
+    /// Sends an answer (framed) and the progress notifications held for after it in one
+    /// write, so that no reader has the answer without them; counts them. False when the
+    /// stream was closed.
+    pub(crate) async fn answer(&self, mut answer: Vec<u8>) -> bool {
+        let late = self.take_late();
+        for (message, _) in &late {
+            self.frame(&mut answer, message);
+        }
+        let sent = self.tx.send(Bytes::from(answer)).await.is_ok();
+        if sent {
+            late.iter().for_each(|(_, op)| self.sent_late(op));
+        }
+        sent
+    }
+
+    /// Sends the progress notifications held for after the answers (all written), and
+    /// counts them.
     pub(crate) async fn send_late(&self) {
-        let late = std::mem::take(&mut *self.late.lock().unwrap_or_else(|e| e.into_inner()));
-        for (message, op) in late {
+        for (message, op) in self.take_late() {
             if self.notify(&op, message).await {
-                Stats::add(&self.stats.progress.sent, 1);
-                Stats::add(&self.stats.progress.after_result, 1);
+                self.sent_late(&op);
             }
+        }
+    }
+
+    fn take_late(&self) -> Vec<(Vec<u8>, Arc<OpCounters>)> {
+        std::mem::take(&mut *self.late.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Counts a notification sent after its answer.
+    fn sent_late(&self, op: &OpCounters) {
+        self.stats.op_view(op, View::ServerMessages, 1);
+        Stats::add(&self.stats.progress.sent, 1);
+        Stats::add(&self.stats.progress.after_result, 1);
+    }
+
+    /// Appends `message` to `out` as this sink frames it: an SSE event, or a line.
+    fn frame(&self, out: &mut Vec<u8>, message: &[u8]) {
+        if self.sse {
+            sse_event(out, message);
+        } else {
+            out.extend_from_slice(message);
+            out.push(b'\n');
         }
     }
 
     /// Sends one server notification about a request of operation `op`; a closed stream
     /// drops it silently (false).
     async fn notify(&self, op: &OpCounters, message: Vec<u8>) -> bool {
-        let framed = if self.sse {
-            let mut out = Vec::with_capacity(message.len() + 24);
-            sse_event(&mut out, &message);
-            out
-        } else {
-            let mut m = message;
-            m.push(b'\n');
-            m
-        };
+        let mut framed = Vec::with_capacity(message.len() + 24);
+        self.frame(&mut framed, &message);
         let sent = self.tx.send(Bytes::from(framed)).await.is_ok();
         if sent {
             self.stats.op_view(op, View::ServerMessages, 1);

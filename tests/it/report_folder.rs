@@ -28,7 +28,11 @@ const STEPS_EXTRA: &str = "service_p50_ms,service_p90_ms,service_p99_ms,service_
 service_max_ms,service_mean_ms,in_flight_at_end,interrupted,target_down,expired_unsent,\
 reconnects_before_send,transport_error,iterations_started,iterations_completed,\
 iterations_failed,iterations_interrupted,iterations_per_s,iteration_error_rate,\
-iteration_p50_ms,iteration_p90_ms,iteration_p99_ms,sse_resumptions,sse_resumptions_failed";
+iteration_p50_ms,iteration_p90_ms,iteration_p99_ms,sse_resumptions,sse_resumptions_failed,\
+progress_notifications,progress_calls,progress_after_result,progress_down,\
+progress_unknown_token,progress_then_missing,progressed_calls,first_progress_p50_ms,\
+first_progress_p90_ms,first_progress_p99_ms,first_progress_max_ms,progress_per_call_p50,\
+progress_per_call_p99,progress_per_call_max,progress_per_call_mean";
 
 /// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str =

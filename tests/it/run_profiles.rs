@@ -188,3 +188,15 @@ fn every_shipped_profile_parses() {
          python-sdk-server, jobs, fan-out, everything-scenario"
     );
 }
+
+#[test]
+fn a_progress_that_is_no_boolean_names_its_line_and_field() {
+    expect_error(
+        "progress",
+        &format!(
+            "{TARGET}[[mix]]\nmethod = \"tools/call\"\ntool = \"progress\"\nprogress = \"yes\"\n"
+        ),
+        &[],
+        &["progress.toml:6:", "progress", "a boolean"],
+    );
+}
