@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 const WITH_PROGRESS: Tag = Tag {
     op: 0,
     owner: None,
+    part_of_call: false,
     progress: true,
 };
 
