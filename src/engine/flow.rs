@@ -102,6 +102,9 @@ struct Call {
     waiting: Option<(Id, Waiting)>,
     /// When the next poll is due.
     poll_at: Option<Instant>,
+    /// Past its timeout with a request in flight: it ends when that request does, whose
+    /// answer is still counted.
+    closing: bool,
 }
 
 /// How a call ended.
@@ -194,6 +197,7 @@ impl Flows {
             task: None,
             waiting: None,
             poll_at: None,
+            closing: false,
         });
         let owner = self.calls.owner(slot);
         self.timers.push(Reverse((due + flow.timeout, owner)));
@@ -280,6 +284,9 @@ impl Flows {
                 continue;
             };
             let call = self.calls.get(slot);
+            if call.closing {
+                continue;
+            }
             if now >= call.deadline {
                 self.time_out(s, t, slot, now);
             } else if call.waiting.is_none() && call.poll_at.is_some_and(|p| p <= now) {
@@ -325,6 +332,15 @@ impl Flows {
             } => (class, result, error),
             Outcome::Ended(end) => return self.unanswered(s, t, slot, what, end, now),
         };
+        if self.calls.get(slot).closing {
+            // The call timed out: its last poll's error still counts.
+            let poll = matches!(what, Waiting::Poll | Waiting::Confirm);
+            let unknown = error.as_deref().and_then(error_code) == Some(UNKNOWN_TASK);
+            if poll && result.is_none() && !unknown {
+                s.corr.flow_stats().counters.task_poll_errors += 1;
+            }
+            return self.end(s, slot, Ending::Failed, now);
+        }
         match what {
             Waiting::Call => match (class, result) {
                 (Class::Ok, Some(r)) => match read_call(&r, modern) {
@@ -376,6 +392,9 @@ impl Flows {
         _end: End,
         now: Instant,
     ) {
+        if self.calls.get(slot).closing {
+            return self.end(s, slot, Ending::Failed, now);
+        }
         match what {
             // A lost poll says nothing of the task: poll again.
             Waiting::Poll | Waiting::Confirm => self.poll_later(slot, now),
@@ -591,7 +610,12 @@ impl Flows {
             s.corr.flow_stats().counters.tasks_unfinished += 1;
             self.cancel(s, t, &id);
         }
-        self.end(s, slot, Ending::Failed, now);
+        let call = self.calls.get(slot);
+        if call.waiting.is_some() {
+            call.closing = true;
+        } else {
+            self.end(s, slot, Ending::Failed, now);
+        }
     }
 
     /// Schedules the call's next poll.

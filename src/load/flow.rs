@@ -162,15 +162,14 @@ pub fn render_retry(
     serde_json::to_writer(out, &request).map_err(|e| e.to_string())
 }
 
-/// The client capabilities a call declares (2026-07-28): one per canned input kind, and the
-/// tasks extension for a task.
+/// The client capabilities a call declares (2026-07-28): with `[input]`, every input kind
+/// (so that a server may ask for one the profile has no answer for, and it is counted), and
+/// the tasks extension for a task.
 pub fn client_capabilities(input: Option<&CannedInput>, task: bool) -> Map<String, Value> {
     let mut caps = Map::new();
-    if let Some(i) = input {
+    if input.is_some() {
         for kind in InputKind::ALL {
-            if i.answer(kind).is_some() {
-                caps.insert(kind.capability().into(), json!({}));
-            }
+            caps.insert(kind.capability().into(), json!({}));
         }
     }
     if task {

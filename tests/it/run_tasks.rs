@@ -1,0 +1,347 @@
+//! Task mode and input-required rounds, end to end: `mcpload run` of mixes whose calls are
+//! tasks or answer input rounds, against the built-in target with its task faults
+//! (docs/target.md, "Tasks") and `ask_input`. Every count equals the target's ground truth.
+
+use crate::support::machine;
+use crate::support::run::*;
+use crate::support::scratch::scratch;
+use crate::support::servers::{serve, target_stats};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+
+type Row = HashMap<String, String>;
+
+/// Runs `body` (the profile after `[target]`) for one closed-loop step of `clients` against
+/// `url` at `revision`; returns its steps.csv row, its ops.csv rows by operation, and its
+/// summary.json step.
+fn run_tasks(dir: &Path, url: &str, revision: &str, body: &str, clients: &str) -> RunRows {
+    let text = format!(
+        "[target]\nurl = '{url}'\nprotocol = '{revision}'\n[load]\ngraceful_stop = \"4s\"\n{body}"
+    );
+    let p = profile(dir, "tasks", &text);
+    let out_dir = dir.join("run");
+    let out = run(&[
+        p.to_str().unwrap(),
+        "-c",
+        clients,
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "3s",
+        "--keep-going",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = steps(&out_dir);
+    assert_eq!(rows.len(), 1);
+    let step = rows[0].clone();
+    assert_identity(&step);
+    let ops = table(&out_dir, "ops.csv")
+        .into_iter()
+        .map(|r| (r["op"].clone(), r))
+        .collect();
+    let summary = summary(&out_dir)["steps"][0].clone();
+    RunRows { step, ops, summary }
+}
+
+struct RunRows {
+    step: Row,
+    ops: HashMap<String, Row>,
+    summary: Value,
+}
+
+impl RunRows {
+    fn n(&self, col: &str) -> u64 {
+        num(&self.step, col) as u64
+    }
+
+    fn op(&self, op: &str, col: &str) -> u64 {
+        num(&self.ops[op], col) as u64
+    }
+
+    /// A count of summary.json's `flows`.
+    fn flow(&self, key: &str) -> &Value {
+        &self.summary["flows"][key]
+    }
+}
+
+/// A count of the target's `/stats`, at a JSON pointer.
+fn truth(stats: &Value, pointer: &str) -> u64 {
+    stats
+        .pointer(pointer)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("no {pointer} in {stats}"))
+}
+
+const SLOW_TASK: &str = r#"
+[[mix]]
+method = "tools/call"
+tool = "slow_task"
+args = { ms = 30 }
+task = true
+task_timeout = "1s"
+"#;
+
+/// A faultless target: every task created is polled to its end and its result taken as the
+/// revision says; the counts are the target's, the operation's latency is the whole call.
+#[test]
+fn tasks_run_to_their_end_as_each_revision_says() {
+    let _share = machine::loading();
+    for revision in ["2025-11-25", "2026-07-28"] {
+        let target = serve(&["--task-poll-interval-ms", "10"]);
+        let dir = scratch(&format!("tasks-clean-{revision}"));
+        let r = run_tasks(&dir, &target.url, revision, SLOW_TASK, "4");
+        let stats = target_stats(&target.url);
+        let created = truth(&stats, "/tasks/created");
+        assert!(created > 0, "{revision}: no task");
+        assert_eq!(r.n("tasks_created"), created, "{revision}");
+        assert_eq!(r.n("tasks_completed"), truth(&stats, "/tasks/completed"));
+        assert_eq!(
+            r.n("task_polls"),
+            truth(&stats, "/tasks/polls"),
+            "{revision}"
+        );
+        assert_eq!(r.op("tasks/get", "requests"), r.n("task_polls"));
+        let results = if revision == "2025-11-25" {
+            r.op("tasks/result", "requests")
+        } else {
+            assert!(
+                !r.ops.contains_key("tasks/result"),
+                "2026-07-28 has it inline"
+            );
+            0
+        };
+        assert_eq!(results, truth(&stats, "/tasks/results"), "{revision}");
+        assert_eq!(r.n("calls"), created);
+        assert_eq!(r.n("calls_answered"), created);
+        assert_eq!(r.n("task_anomalies"), 0, "{revision}");
+        assert_eq!(r.op("slow_task", "requests"), created);
+        // The call's latency covers the task's work, which its creation answer did not.
+        assert!(num(&r.ops["slow_task"], "p50_ms") >= 30.0, "{revision}");
+        assert!(num(&r.step, "time_to_task_p50_ms") < num(&r.step, "time_to_terminal_p50_ms"));
+        assert!(r.n("polls_per_task_p50") >= 1);
+        assert!(r.n("tasks_live_max") >= 1 && r.n("tasks_live_max") <= 4);
+        assert_eq!(
+            r.n("tasks_live_max"),
+            truth(&stats, "/tasks/working_max"),
+            "{revision}: the peak of live tasks"
+        );
+    }
+}
+
+/// Each task fault of the target shows as its anomaly, exactly as often as the target
+/// played it, in both revisions.
+#[test]
+fn each_task_fault_is_counted_exactly_in_both_eras() {
+    let _share = machine::loading();
+    let confirmed = format!("{SLOW_TASK}task_confirm = true\n");
+    for revision in ["2025-11-25", "2026-07-28"] {
+        let target = serve(&[
+            "--task-poll-interval-ms",
+            "10",
+            "--task-fault",
+            "forget=5,never-ends=7,regress=9,mismatch=6,get-error=4",
+        ]);
+        let dir = scratch(&format!("tasks-faults-{revision}"));
+        let r = run_tasks(&dir, &target.url, revision, &confirmed, "4");
+        let stats = target_stats(&target.url);
+        for (col, key) in [
+            ("task_forgotten", "forget"),
+            ("tasks_unfinished", "never_ends"),
+            ("task_status_regressed", "regress"),
+            ("task_result_mismatch", "mismatch"),
+        ] {
+            let played = truth(&stats, &format!("/tasks/faults/{key}"));
+            assert!(played > 0, "{revision}: the target never played {key}");
+            assert_eq!(r.flow(col).as_u64(), Some(played), "{revision}: {col}");
+        }
+        assert_eq!(
+            r.flow("task_poll_errors").as_u64(),
+            Some(truth(&stats, "/tasks/faults/get_error")),
+            "{revision}: task_poll_errors"
+        );
+        assert_eq!(r.flow("task_id_reused").as_u64(), Some(0));
+        assert_eq!(r.n("tasks_created"), truth(&stats, "/tasks/created"));
+        // Every task still working at the timeout was cancelled, and only those.
+        assert_eq!(
+            r.op("tasks/cancel", "requests"),
+            r.n("tasks_unfinished"),
+            "{revision}"
+        );
+        // Each task ended one way.
+        assert_eq!(
+            r.n("tasks_completed")
+                + r.n("tasks_failed")
+                + r.n("tasks_cancelled")
+                + r.n("tasks_expired")
+                + r.n("tasks_unfinished")
+                + r.flow("task_forgotten").as_u64().unwrap(),
+            r.n("tasks_created"),
+            "{revision}"
+        );
+        assert_eq!(
+            r.n("calls_failed"),
+            r.n("tasks_unfinished") + r.flow("task_forgotten").as_u64().unwrap()
+        );
+    }
+}
+
+/// A target that gives one task id to two calls: each second use is counted.
+#[test]
+fn a_task_id_given_twice_is_counted() {
+    let _share = machine::loading();
+    for revision in ["2025-11-25", "2026-07-28"] {
+        let target = serve(&[
+            "--task-poll-interval-ms",
+            "10",
+            "--task-fault",
+            "reuse-id=5",
+        ]);
+        let dir = scratch(&format!("tasks-reuse-{revision}"));
+        let r = run_tasks(&dir, &target.url, revision, SLOW_TASK, "4");
+        let stats = target_stats(&target.url);
+        let played = truth(&stats, "/tasks/faults/reuse_id");
+        assert!(played > 0);
+        assert!(r.n("task_anomalies") >= played);
+        assert_eq!(
+            r.flow("task_id_reused").as_u64(),
+            Some(played),
+            "{revision}"
+        );
+        // The task whose id was given again is gone: its call, if still polling, is told so.
+        assert!(r.flow("task_forgotten").as_u64().unwrap() <= played);
+    }
+}
+
+/// Input-required rounds (2026-07-28) answered from the profile's canned input: each round
+/// the target asked for is answered and counted, and with `then = "task"` the last one
+/// leads into a task.
+#[test]
+fn input_rounds_are_answered_and_lead_into_a_task() {
+    let _share = machine::loading();
+    let target = serve(&["--task-poll-interval-ms", "10"]);
+    let dir = scratch("tasks-input");
+    let body = r#"
+[[mix]]
+method = "tools/call"
+tool = "ask_input"
+args = { rounds = 2, kinds = ["elicitation", "sampling", "roots"], then = "task", ms = 20 }
+task = true
+
+[[mix]]
+method = "tools/call"
+tool = "ask_input"
+name = "ask_once"
+args = { rounds = 1 }
+
+[input]
+elicitation = { action = "accept", content = { name = "mcpload" } }
+sampling = "a canned reply"
+roots = ["file:///tmp/mcpload"]
+"#;
+    let r = run_tasks(&dir, &target.url, "2026-07-28", body, "4");
+    let stats = target_stats(&target.url);
+    let asked = truth(&stats, "/input/rounds_asked");
+    assert!(asked > 0);
+    assert_eq!(r.n("input_rounds"), asked);
+    assert_eq!(truth(&stats, "/input/rounds_answered"), asked);
+    for key in ["responses_missing", "responses_invalid", "state_invalid"] {
+        assert_eq!(truth(&stats, &format!("/input/{key}")), 0, "{key}");
+    }
+    let to_task = truth(&stats, "/input/to_task");
+    assert!(to_task > 0);
+    assert_eq!(r.n("tasks_created"), to_task);
+    assert_eq!(r.n("tasks_completed"), to_task);
+    assert_eq!(r.n("input_unanswered"), 0);
+    // Two rounds and a task, or one round: every round is a request of the operation.
+    let multi = r.op("ask_input", "requests");
+    let once = r.op("ask_once", "requests");
+    assert_eq!(multi + once, r.n("calls") + asked);
+    assert_eq!(r.flow("rounds_per_call_max").as_u64(), Some(2));
+    assert_eq!(r.n("calls_failed"), 0);
+}
+
+/// An input kind the profile has no answer for ends the call, counted with its kind; rounds
+/// past `max_rounds` end it too. Neither hangs.
+#[test]
+fn unanswered_input_and_too_many_rounds_end_the_call() {
+    let _share = machine::loading();
+    let target = serve(&[]);
+    let dir = scratch("tasks-input-unanswered");
+    let body = r#"
+[[mix]]
+method = "tools/call"
+tool = "ask_input"
+name = "roots"
+args = { kinds = ["roots"] }
+
+[[mix]]
+method = "tools/call"
+tool = "ask_input"
+name = "long"
+args = { rounds = 5 }
+
+[input]
+elicitation = { action = "decline" }
+max_rounds = 2
+"#;
+    let r = run_tasks(&dir, &target.url, "2026-07-28", body, "2");
+    let stats = target_stats(&target.url);
+    let roots_calls = r.op("roots", "requests");
+    assert!(roots_calls > 0);
+    assert_eq!(r.n("input_unanswered"), roots_calls);
+    assert_eq!(
+        r.flow("input_unanswered_by_kind")["roots"].as_u64(),
+        Some(roots_calls)
+    );
+    // A long call: asked three rounds, two answered, the third over the limit.
+    let long_calls = r.n("input_rounds_exceeded");
+    assert!(long_calls > 0);
+    assert_eq!(r.op("long", "requests"), 3 * long_calls);
+    assert_eq!(
+        truth(&stats, "/input/rounds_asked"),
+        roots_calls + 3 * long_calls
+    );
+    assert_eq!(r.n("calls_failed"), roots_calls + long_calls);
+    assert_eq!(r.n("calls_answered"), 0);
+}
+
+/// `task = "auto"` makes a task of a tool the server says may run as one, and leaves the
+/// others plain calls.
+#[test]
+fn auto_task_mode_follows_the_tools_task_support() {
+    let _share = machine::loading();
+    let target = serve(&["--task-poll-interval-ms", "10"]);
+    let dir = scratch("tasks-auto");
+    let body = r#"
+[[mix]]
+method = "tools/call"
+tool = "slow_task"
+args = { ms = 10 }
+task = "auto"
+
+[[mix]]
+method = "tools/call"
+tool = "echo"
+args = { message = "plain" }
+task = "auto"
+"#;
+    let r = run_tasks(&dir, &target.url, "2025-11-25", body, "2");
+    let stats = target_stats(&target.url);
+    assert_eq!(r.n("tasks_created"), r.op("slow_task", "requests"));
+    assert_eq!(truth(&stats, "/tasks/created"), r.n("tasks_created"));
+    assert!(r.op("echo", "ok") > 0);
+    assert_eq!(
+        r.n("calls"),
+        r.op("slow_task", "requests") + r.op("echo", "requests")
+    );
+}
