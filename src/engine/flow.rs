@@ -80,6 +80,8 @@ struct LiveTask {
     polls: u64,
     /// The terminal status a poll reported.
     terminal: Option<Status>,
+    /// What that poll carried inline (2026-07-28).
+    inline: Option<Inline>,
     mismatch_counted: bool,
 }
 
@@ -109,8 +111,8 @@ struct Call {
 
 /// How a call ended.
 enum Ending {
-    /// With its final answer (a result or an error): its latency is recorded.
-    Answered,
+    /// With its final answer (a result, `ok`, or an error): its latency is recorded.
+    Answered { ok: bool },
     /// Without one.
     Failed,
 }
@@ -344,14 +346,16 @@ impl Flows {
         match what {
             Waiting::Call => match (class, result) {
                 (Class::Ok, Some(r)) => match read_call(&r, modern) {
-                    CallAnswer::Done { .. } => self.end(s, slot, Ending::Answered, now),
+                    CallAnswer::Done { .. } => {
+                        self.end(s, slot, Ending::Answered { ok: true }, now)
+                    }
                     CallAnswer::Input { requests, state } => {
                         self.input_round(s, t, slot, &requests, state, now)
                     }
                     CallAnswer::Task(view) => self.task_created(s, t, slot, view, now),
                 },
                 // An error, or an answer no client can read: the call's final answer.
-                _ => self.end(s, slot, Ending::Answered, now),
+                _ => self.end(s, slot, Ending::Answered { ok: false }, now),
             },
             Waiting::Poll | Waiting::Confirm => {
                 let view = result.as_deref().and_then(|r| read_task(r, modern));
@@ -377,7 +381,8 @@ impl Flows {
                     _ => Inline::Error,
                 };
                 self.check_result(s, slot, inline);
-                self.end(s, slot, Ending::Answered, now);
+                let ok = result.is_some();
+                self.end(s, slot, Ending::Answered { ok }, now);
             }
         }
     }
@@ -483,6 +488,7 @@ impl Flows {
             poll,
             polls: 0,
             terminal: None,
+            inline: None,
             mismatch_counted: false,
         });
         self.live_tasks += 1;
@@ -529,6 +535,7 @@ impl Flows {
             return self.poll_later(slot, now);
         }
         task.terminal = Some(view.status);
+        task.inline = view.inline;
         let polls = task.polls;
         let f = s.corr.flow_stats();
         match view.status {
@@ -562,7 +569,11 @@ impl Flows {
         if takes_result {
             self.send_task(s, t, slot, TaskMethod::Result, now);
         } else {
-            self.end(s, slot, Ending::Answered, now);
+            // 2026-07-28's terminal poll carried the result, or the error; a cancelled task
+            // has neither.
+            let inline = self.calls.get(slot).task.as_ref().and_then(|k| k.inline);
+            let ok = matches!(inline, Some(Inline::Result { .. }));
+            self.end(s, slot, Ending::Answered { ok }, now);
         }
     }
 
@@ -710,13 +721,14 @@ impl Flows {
         }
         let f: &mut FlowStats = s.corr.flow_stats();
         match ending {
-            Ending::Answered => {
+            Ending::Answered { ok } => {
                 f.counters.calls_answered += 1;
+                f.counters.calls_ok += u64::from(ok);
                 let _ = f.rounds_per_call.record(u64::from(call.rounds));
             }
             Ending::Failed => f.counters.calls_failed += 1,
         }
-        if matches!(ending, Ending::Answered) {
+        if matches!(ending, Ending::Answered { .. }) {
             s.corr.record_call(call.op, call.due, call.written, now);
         }
     }

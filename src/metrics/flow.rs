@@ -17,6 +17,8 @@ pub struct FlowCounters {
     /// Calls that ended with their final answer (a result or an error), all rounds and polls
     /// done; their whole latency is the operation's.
     pub calls_answered: u64,
+    /// Calls whose final answer was a result (a tool error included), not an error.
+    pub calls_ok: u64,
     /// Calls that ended without one: a request of theirs unanswered, a task cancelled at the
     /// timeout, an input kind unanswered, too many rounds.
     pub calls_failed: u64,
@@ -65,6 +67,7 @@ impl AddAssign<&FlowCounters> for FlowCounters {
         sum!(
             calls,
             calls_answered,
+            calls_ok,
             calls_failed,
             tasks_created,
             tasks_completed,
@@ -91,6 +94,27 @@ impl AddAssign<&FlowCounters> for FlowCounters {
 }
 
 impl FlowCounters {
+    /// Calls answered with a result per second: with calls of several requests, the
+    /// throughput verdicts, the knee and the USL fit judge.
+    pub fn calls_per_s(&self, duration_s: f64) -> f64 {
+        if duration_s > 0.0 {
+            self.calls_ok as f64 / duration_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Calls that ended without a result (failed, or answered with an error) over calls
+    /// ended; 0 when none ended.
+    pub fn call_error_rate(&self) -> f64 {
+        let ended = self.calls_answered + self.calls_failed;
+        if ended == 0 {
+            0.0
+        } else {
+            (ended - self.calls_ok) as f64 / ended as f64
+        }
+    }
+
     /// The task anomalies added up.
     pub fn task_anomalies(&self) -> u64 {
         self.task_status_regressed

@@ -151,6 +151,13 @@ pub struct StepSummary {
     pub calls_answered: Option<u64>,
     #[serde(default)]
     pub calls_failed: Option<u64>,
+    /// Calls answered with a result (not an error) per second, and calls that ended without
+    /// one over calls ended: what verdicts, the knee and the USL fit judge with calls of
+    /// several requests.
+    #[serde(default)]
+    pub calls_per_s: Option<f64>,
+    #[serde(default)]
+    pub call_error_rate: Option<f64>,
     #[serde(default)]
     pub tasks_created: Option<u64>,
     #[serde(default)]
@@ -404,6 +411,8 @@ impl StepSummary {
             calls: None,
             calls_answered: None,
             calls_failed: None,
+            calls_per_s: None,
+            call_error_rate: None,
             tasks_created: None,
             tasks_completed: None,
             tasks_failed: None,
@@ -450,6 +459,8 @@ impl StepSummary {
         self.calls = Some(c.calls);
         self.calls_answered = Some(c.calls_answered);
         self.calls_failed = Some(c.calls_failed);
+        self.calls_per_s = Some(c.calls_per_s(self.duration_s));
+        self.call_error_rate = Some(c.call_error_rate());
         self.tasks_created = Some(c.tasks_created);
         self.tasks_completed = Some(c.tasks_completed);
         self.tasks_failed = Some(c.tasks_failed);
@@ -492,7 +503,9 @@ impl StepSummary {
     }
 
     /// The figures verdicts, the knee and the USL fit judge: with scenarios, a copy whose
-    /// throughput, error rate and latency percentiles are the iterations'; else itself.
+    /// throughput, error rate and latency percentiles are the iterations'; with calls of
+    /// several requests (tasks, input rounds), whose throughput and error rate are the
+    /// calls'; else itself.
     pub fn judged(&self) -> StepSummary {
         let mut v = self.clone();
         if let (Some(rate), Some(err)) = (self.iterations_per_s, self.iteration_error_rate) {
@@ -502,6 +515,11 @@ impl StepSummary {
             v.p50_ms = self.iteration_p50_ms;
             v.p90_ms = self.iteration_p90_ms;
             v.p99_ms = self.iteration_p99_ms;
+        } else if let (Some(rate), Some(err)) = (self.calls_per_s, self.call_error_rate) {
+            // The step's latency is the calls' already (docs/metrics.md).
+            v.throughput_rps = rate;
+            v.goodput_rps = rate;
+            v.error_rate = err;
         }
         v
     }
