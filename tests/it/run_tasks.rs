@@ -13,11 +13,11 @@ use std::path::Path;
 type Row = HashMap<String, String>;
 
 /// Runs `body` (the profile after `[target]`) for one closed-loop step of `clients` against
-/// `url` at `revision`; returns its steps.csv row, its ops.csv rows by operation, and its
-/// summary.json step.
-fn run_tasks(dir: &Path, url: &str, revision: &str, body: &str, clients: &str) -> RunRows {
+/// `target` (a `[target]` key: `url = …`, `stdio = …`) at `revision`; returns its steps.csv
+/// row, its ops.csv rows by operation, and its summary.json step.
+fn run_tasks(dir: &Path, target: &str, revision: &str, body: &str, clients: &str) -> RunRows {
     let text = format!(
-        "[target]\nurl = '{url}'\nprotocol = '{revision}'\n[load]\ngraceful_stop = \"4s\"\n{body}"
+        "[target]\n{target}\nprotocol = '{revision}'\n[load]\ngraceful_stop = \"4s\"\n{body}"
     );
     let p = profile(dir, "tasks", &text);
     let out_dir = dir.join("run");
@@ -74,6 +74,11 @@ impl RunRows {
     }
 }
 
+/// The `[target]` line of a URL.
+fn url_of(url: &str) -> String {
+    format!("url = '{url}'")
+}
+
 /// A count of the target's `/stats`, at a JSON pointer.
 fn truth(stats: &Value, pointer: &str) -> u64 {
     stats
@@ -99,7 +104,7 @@ fn tasks_run_to_their_end_as_each_revision_says() {
     for revision in ["2025-11-25", "2026-07-28"] {
         let target = serve(&["--task-poll-interval-ms", "10"]);
         let dir = scratch(&format!("tasks-clean-{revision}"));
-        let r = run_tasks(&dir, &target.url, revision, SLOW_TASK, "4");
+        let r = run_tasks(&dir, &url_of(&target.url), revision, SLOW_TASK, "4");
         let stats = target_stats(&target.url);
         let created = truth(&stats, "/tasks/created");
         assert!(created > 0, "{revision}: no task");
@@ -152,7 +157,7 @@ fn each_task_fault_is_counted_exactly_in_both_eras() {
             "forget=5,never-ends=7,regress=9,mismatch=6,get-error=4",
         ]);
         let dir = scratch(&format!("tasks-faults-{revision}"));
-        let r = run_tasks(&dir, &target.url, revision, &confirmed, "4");
+        let r = run_tasks(&dir, &url_of(&target.url), revision, &confirmed, "4");
         let stats = target_stats(&target.url);
         for (col, key) in [
             ("task_forgotten", "forget"),
@@ -195,6 +200,46 @@ fn each_task_fault_is_counted_exactly_in_both_eras() {
     }
 }
 
+/// Over stdio too, in both revisions: each task fault counted exactly (the target writes
+/// its ground truth to a file when its stdin closes).
+#[test]
+fn each_task_fault_is_counted_exactly_over_stdio() {
+    let _share = machine::loading();
+    let confirmed = format!("{SLOW_TASK}task_confirm = true\n");
+    for revision in ["2025-11-25", "2026-07-28"] {
+        let dir = scratch(&format!("tasks-stdio-{revision}"));
+        let stats_file = dir.join("target-stats.json");
+        let command = format!(
+            "stdio = '{} serve --stdio --task-poll-interval-ms 10 --task-fault \
+             forget=5,never-ends=7,regress=9,mismatch=6,get-error=4 --stats {}'",
+            env!("CARGO_BIN_EXE_mcpload"),
+            stats_file.display()
+        );
+        let r = run_tasks(&dir, &command, revision, &confirmed, "4");
+        let stats: Value =
+            serde_json::from_str(&std::fs::read_to_string(&stats_file).unwrap()).unwrap();
+        for (col, key) in [
+            ("task_forgotten", "forget"),
+            ("tasks_unfinished", "never_ends"),
+            ("task_status_regressed", "regress"),
+            ("task_result_mismatch", "mismatch"),
+            ("task_poll_errors", "get_error"),
+        ] {
+            let played = truth(&stats, &format!("/tasks/faults/{key}"));
+            assert!(played > 0, "{revision}: the target never played {key}");
+            assert_eq!(r.flow(col).as_u64(), Some(played), "{revision}: {col}");
+        }
+        assert_eq!(r.n("tasks_created"), truth(&stats, "/tasks/created"));
+        // The target's `polls` are the tasks/get it answered with a task.
+        assert_eq!(
+            r.n("task_polls"),
+            truth(&stats, "/tasks/polls")
+                + truth(&stats, "/tasks/faults/get_error")
+                + truth(&stats, "/tasks/unknown_task")
+        );
+    }
+}
+
 /// A target that gives one task id to two calls: each second use is counted.
 #[test]
 fn a_task_id_given_twice_is_counted() {
@@ -207,7 +252,7 @@ fn a_task_id_given_twice_is_counted() {
             "reuse-id=5",
         ]);
         let dir = scratch(&format!("tasks-reuse-{revision}"));
-        let r = run_tasks(&dir, &target.url, revision, SLOW_TASK, "4");
+        let r = run_tasks(&dir, &url_of(&target.url), revision, SLOW_TASK, "4");
         let stats = target_stats(&target.url);
         let played = truth(&stats, "/tasks/faults/reuse_id");
         assert!(played > 0);
@@ -248,7 +293,7 @@ elicitation = { action = "accept", content = { name = "mcpload" } }
 sampling = "a canned reply"
 roots = ["file:///tmp/mcpload"]
 "#;
-    let r = run_tasks(&dir, &target.url, "2026-07-28", body, "4");
+    let r = run_tasks(&dir, &url_of(&target.url), "2026-07-28", body, "4");
     let stats = target_stats(&target.url);
     let asked = truth(&stats, "/input/rounds_asked");
     assert!(asked > 0);
@@ -268,6 +313,36 @@ roots = ["file:///tmp/mcpload"]
     assert_eq!(multi + once, r.n("calls") + asked);
     assert_eq!(r.flow("rounds_per_call_max").as_u64(), Some(2));
     assert_eq!(r.n("calls_failed"), 0);
+}
+
+/// A call that needs two rounds and then completes: two rounds counted, and the call's
+/// latency covers both (each round is answered only after the one before came back).
+#[test]
+fn two_rounds_then_a_result_are_one_call() {
+    let _share = machine::loading();
+    let target = serve(&["--service-ms", "fixed:20"]);
+    let dir = scratch("tasks-two-rounds");
+    let body = r#"
+[[mix]]
+method = "tools/call"
+tool = "ask_input"
+args = { rounds = 2 }
+
+[input]
+elicitation = { action = "accept", content = { name = "mcpload" } }
+"#;
+    let r = run_tasks(&dir, &url_of(&target.url), "2026-07-28", body, "2");
+    let stats = target_stats(&target.url);
+    let calls = r.n("calls_answered");
+    assert!(calls > 0);
+    assert_eq!(truth(&stats, "/input/completed"), calls);
+    assert_eq!(r.n("input_rounds"), 2 * calls);
+    assert_eq!(r.op("ask_input", "requests"), 3 * calls);
+    assert_eq!(r.flow("rounds_per_call_p50").as_u64(), Some(2));
+    assert_eq!(r.flow("rounds_per_call_max").as_u64(), Some(2));
+    // Three requests of at least 20 ms of service each, one after the other.
+    assert!(num(&r.ops["ask_input"], "p50_ms") >= 60.0);
+    assert!(num(&r.step, "calls_per_s") > 0.0);
 }
 
 /// An input kind the profile has no answer for ends the call, counted with its kind; rounds
@@ -294,7 +369,7 @@ args = { rounds = 5 }
 elicitation = { action = "decline" }
 max_rounds = 2
 "#;
-    let r = run_tasks(&dir, &target.url, "2026-07-28", body, "2");
+    let r = run_tasks(&dir, &url_of(&target.url), "2026-07-28", body, "2");
     let stats = target_stats(&target.url);
     let roots_calls = r.op("roots", "requests");
     assert!(roots_calls > 0);
@@ -335,7 +410,7 @@ tool = "echo"
 args = { message = "plain" }
 task = "auto"
 "#;
-    let r = run_tasks(&dir, &target.url, "2025-11-25", body, "2");
+    let r = run_tasks(&dir, &url_of(&target.url), "2025-11-25", body, "2");
     let stats = target_stats(&target.url);
     assert_eq!(r.n("tasks_created"), r.op("slow_task", "requests"));
     assert_eq!(truth(&stats, "/tasks/created"), r.n("tasks_created"));
