@@ -474,7 +474,7 @@ async fn initialize(
     const STEP: &str = "initialize";
     let params = json!({
         "protocolVersion": offer.as_str(),
-        "capabilities": {},
+        "capabilities": opts.client_capabilities,
         "clientInfo": client_info(),
     });
     let op = Operation::new(offer, "initialize", Some(&params))?;

@@ -121,6 +121,9 @@ pub struct ConnectOptions {
     pub exchange_timeout: Option<Duration>,
     /// Run `tools/list` (all pages) while connecting.
     pub list_tools: bool,
+    /// What `initialize` declares the client can do (legacy eras): the input kinds the
+    /// profile's `[input]` answers server requests with.
+    pub client_capabilities: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Default for ConnectOptions {
@@ -135,6 +138,7 @@ impl Default for ConnectOptions {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             exchange_timeout: None,
             list_tools: true,
+            client_capabilities: serde_json::Map::new(),
         }
     }
 }

@@ -265,6 +265,17 @@ impl<K: std::hash::Hash + Eq + Clone> Kept<K> {
     }
 }
 
+/// A request the server sent the client (2025-11-25: `elicitation/create`,
+/// `sampling/createMessage`, `roots/list`), kept for the calls to answer
+/// ([`Correlator::keep_server_requests`]).
+#[derive(Debug)]
+pub struct ServerRequest {
+    pub id: Id,
+    pub method: Box<str>,
+    /// The task it is about (`params._meta["io.modelcontextprotocol/related-task"].taskId`).
+    pub related_task: Option<Box<str>>,
+}
+
 /// One worker's correlator. Not shared: each worker owns one and merges its [`Stats`].
 #[derive(Debug)]
 pub struct Correlator {
@@ -282,6 +293,8 @@ pub struct Correlator {
     stats: Stats,
     /// Owned requests that ended since the owner last looked ([`Correlator::take_settled`]).
     settled: Vec<Settled>,
+    /// Requests from the server, when someone answers them.
+    server_requests: Option<Vec<ServerRequest>>,
 }
 
 impl Default for Correlator {
@@ -305,6 +318,7 @@ impl Correlator {
             early_deadlines: BinaryHeap::new(),
             stats: Stats::default(),
             settled: Vec::new(),
+            server_requests: None,
         }
     }
 
@@ -427,9 +441,15 @@ impl Correlator {
         let mut op = None;
         let class = match msg {
             Err(_) => Class::ParseError,
-            Ok(Message::ServerMessage { method, params, .. }) => {
+            Ok(Message::ServerMessage { method, id, params }) => {
                 if method == "notifications/progress" {
                     self.progress(params, now);
+                } else if let (Some(id), Some(kept)) = (id, &mut self.server_requests) {
+                    kept.push(ServerRequest {
+                        id,
+                        related_task: params.and_then(related_task),
+                        method: method.as_ref().into(),
+                    });
                 }
                 Class::ServerMessage
             }
@@ -711,6 +731,19 @@ impl Correlator {
         into.append(&mut self.settled);
     }
 
+    /// From now on, requests from the server are kept for [`Correlator::take_server_requests`]
+    /// (they are still counted as `server_messages`).
+    pub fn keep_server_requests(&mut self) {
+        self.server_requests.get_or_insert_with(Vec::new);
+    }
+
+    /// Hands over the requests from the server kept since the last call.
+    pub fn take_server_requests(&mut self, into: &mut Vec<ServerRequest>) {
+        if let Some(kept) = &mut self.server_requests {
+            into.append(kept);
+        }
+    }
+
     /// Records the latency of a whole call of several requests under its operation: from
     /// `due` and from `written` (its first request's) to `now`.
     pub fn record_call(&mut self, op: u16, due: Instant, written: Instant, now: Instant) {
@@ -803,4 +836,25 @@ struct ProgressNote {
 
 fn is_non_null_response(m: &Message<'_>) -> bool {
     matches!(m, Message::Response(r) if !r.id.is_null())
+}
+
+/// The task a server request is about: `_meta["io.modelcontextprotocol/related-task"].taskId`.
+fn related_task(params: &RawValue) -> Option<Box<str>> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "_meta")]
+        meta: Option<Meta>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "io.modelcontextprotocol/related-task")]
+        related: Option<Related>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Related {
+        #[serde(rename = "taskId")]
+        task_id: Box<str>,
+    }
+    let p: Params = serde_json::from_str(params.get()).ok()?;
+    Some(p.meta?.related?.task_id)
 }

@@ -2,17 +2,19 @@
 //! rounds"): a task created, polled with `tasks/get` at the server's interval, its result
 //! taken (`tasks/result`, or inline where the revision puts it), cancelled with
 //! `tasks/cancel` at the call's timeout; an `input_required` answer answered from the
-//! profile's canned input and the call sent again with a new id. A call is addressed by its
+//! profile's canned input and the call sent again with a new id; a 2025-11-25 task that
+//! asks for input (`input_required`) has its result taken at once, and the requests the
+//! server sends on that stream are answered from the same canned input. A call is addressed by its
 //! slot and generation, so an answer that comes back for a call already ended is ignored.
 //! Its whole latency, from the first send to the final answer, is its operation's.
 
 use super::slots::Slots;
 use super::worker::{Sending, next_id};
-use crate::correlator::{Class, End, Outcome, Owner, Sent, Settled, Tag};
+use crate::correlator::{Class, End, Outcome, Owner, Sent, ServerRequest, Settled, Tag};
 use crate::jsonrpc::Id;
 use crate::load::flow::{
-    CallAnswer, FlowRules, Inline, OpFlow, Status, TaskMethod, TaskView, read_call, read_task,
-    render_retry, result_agrees,
+    CallAnswer, FlowRules, Inline, InputKind, OpFlow, Status, TaskMethod, TaskView, read_call,
+    read_task, render_retry, result_agrees,
 };
 use crate::load::mix::MixOp;
 use crate::metrics::FlowStats;
@@ -21,12 +23,15 @@ use bytes::Bytes;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// JSON-RPC's invalid params: what both revisions answer for a task id they do not hold.
 const UNKNOWN_TASK: i64 = -32602;
+/// JSON-RPC's method not found: the answer to a server request the profile has no canned
+/// answer for.
+const NO_ANSWER: i64 = -32601;
 /// Task ids remembered run-wide to see one given twice.
 const TASK_IDS_KEPT: usize = 1 << 16;
 
@@ -127,6 +132,10 @@ pub(super) struct Flows {
     live_tasks: u64,
     users_freed: usize,
     task_ids: Arc<TaskIds>,
+    /// 2025-11-25: the calls of the tasks alive, by task id, for the requests the server
+    /// sends about a task.
+    by_task: HashMap<Box<str>, Owner>,
+    asked: Vec<ServerRequest>,
 }
 
 impl Flows {
@@ -139,7 +148,15 @@ impl Flows {
             live_tasks: 0,
             users_freed: 0,
             task_ids,
+            by_task: HashMap::new(),
+            asked: Vec::new(),
         }
+    }
+
+    /// Whether the server may send requests for the calls to answer (2025-11-25): the
+    /// worker has its correlator keep them.
+    pub(super) fn answers_server_requests(&self) -> bool {
+        !self.rules.revision.is_modern()
     }
 
     /// Calls in progress.
@@ -273,6 +290,12 @@ impl Flows {
             self.answered(s, t, slot, what, end.outcome, now);
         }
         self.settled = settled;
+        let mut asked = std::mem::take(&mut self.asked);
+        s.corr.take_server_requests(&mut asked);
+        for request in asked.drain(..) {
+            self.server_asked(s, t, request, now);
+        }
+        self.asked = asked;
     }
 
     /// Polls that are due, and calls past their timeout.
@@ -303,6 +326,7 @@ impl Flows {
     pub(super) fn interrupt_all(&mut self, s: &mut Sending<'_>, t: &mut AnyTransport) {
         let calls: Vec<Call> = self.calls.release_all().collect();
         self.timers.clear();
+        self.by_task.clear();
         for call in calls {
             s.corr.flow_stats().counters.calls_interrupted += 1;
             if let Some(task) = &call.task {
@@ -380,6 +404,20 @@ impl Flows {
                     },
                     _ => Inline::Error,
                 };
+                let unseen = self
+                    .calls
+                    .get(slot)
+                    .task
+                    .as_ref()
+                    .is_some_and(|k| k.terminal.is_none());
+                if unseen {
+                    // Asked for while the task wanted input: the answer is its end.
+                    let status = match inline {
+                        Inline::Result { is_error: false } => Status::Completed,
+                        _ => Status::Failed,
+                    };
+                    self.reached_terminal(s, slot, status, None, now);
+                }
                 self.check_result(s, slot, inline);
                 let ok = result.is_some();
                 self.end(s, slot, Ending::Answered { ok }, now);
@@ -491,6 +529,10 @@ impl Flows {
             inline: None,
             mismatch_counted: false,
         });
+        if self.answers_server_requests() {
+            self.by_task
+                .insert(view.id.as_str().into(), self.calls.owner(slot));
+        }
         self.live_tasks += 1;
         let live = self.live_tasks;
         let f = s.corr.flow_stats();
@@ -516,7 +558,6 @@ impl Flows {
     ) {
         let modern = self.rules.revision.is_modern();
         let call = self.calls.get(slot);
-        let due = call.due;
         let confirm = call.flow.confirm;
         let Some(task) = call.task.as_mut() else {
             return;
@@ -531,21 +572,15 @@ impl Flows {
             }
             return self.after_terminal(s, t, slot, now);
         }
+        // A 2025-11-25 task that asks for input: its result is asked for at once, and the
+        // server's requests come on that stream.
+        if !modern && view.status == Status::InputRequired {
+            return self.send_task(s, t, slot, TaskMethod::Result, now);
+        }
         if !view.status.is_terminal() {
             return self.poll_later(slot, now);
         }
-        task.terminal = Some(view.status);
-        task.inline = view.inline;
-        let polls = task.polls;
-        let f = s.corr.flow_stats();
-        match view.status {
-            Status::Completed => f.counters.tasks_completed += 1,
-            Status::Failed => f.counters.tasks_failed += 1,
-            _ => f.counters.tasks_cancelled += 1,
-        }
-        f.time_to_terminal
-            .record(now.saturating_duration_since(due));
-        let _ = f.polls_per_task.record(polls);
+        self.reached_terminal(s, slot, view.status, view.inline, now);
         if modern && let Some(inline) = view.inline {
             self.check_result(s, slot, inline);
         }
@@ -553,6 +588,89 @@ impl Flows {
             return self.send_task(s, t, slot, TaskMethod::Get, now);
         }
         self.after_terminal(s, t, slot, now)
+    }
+
+    /// The call's task reached `status` (terminal), as a poll or its result showed.
+    fn reached_terminal(
+        &mut self,
+        s: &mut Sending<'_>,
+        slot: u32,
+        status: Status,
+        inline: Option<Inline>,
+        now: Instant,
+    ) {
+        let call = self.calls.get(slot);
+        let due = call.due;
+        let Some(task) = call.task.as_mut() else {
+            return;
+        };
+        task.terminal = Some(status);
+        task.inline = inline;
+        let polls = task.polls;
+        let f = s.corr.flow_stats();
+        match status {
+            Status::Completed => f.counters.tasks_completed += 1,
+            Status::Failed => f.counters.tasks_failed += 1,
+            _ => f.counters.tasks_cancelled += 1,
+        }
+        f.time_to_terminal
+            .record(now.saturating_duration_since(due));
+        let _ = f.polls_per_task.record(polls);
+    }
+
+    /// A request the server sent (2025-11-25): answered from the canned input, or with an
+    /// error when the profile has none for its kind. One about a call's task is a round of
+    /// that call; a call whose request goes unanswered, or past the rounds allowed, ends and
+    /// its task is cancelled.
+    fn server_asked(
+        &mut self,
+        s: &mut Sending<'_>,
+        t: &mut AnyTransport,
+        request: ServerRequest,
+        now: Instant,
+    ) {
+        let kind = InputKind::of_method(&request.method);
+        let canned = self.rules.input.as_ref();
+        let answer = kind.and_then(|k| canned?.answer(k));
+        let body = match answer {
+            Some(result) => {
+                serde_json::json!({"jsonrpc": "2.0", "id": request.id, "result": result})
+            }
+            None => serde_json::json!({"jsonrpc": "2.0", "id": request.id, "error": {
+                "code": NO_ANSWER,
+                "message": format!("mcpload has no answer for {} (the profile's [input])", request.method),
+            }}),
+        };
+        let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+        t.send(Outgoing::single(bytes, None, McpHeaders::default()));
+        let c = &mut s.corr.flow_stats().counters;
+        if answer.is_some() {
+            c.input_rounds += 1;
+        } else {
+            let kind = kind.map_or("other", InputKind::capability);
+            c.input_unanswered += 1;
+            *c.input_unanswered_by_kind.entry(kind.into()).or_default() += 1;
+        }
+        let owner = request
+            .related_task
+            .as_deref()
+            .and_then(|id| self.by_task.get(id));
+        let Some(slot) = owner.and_then(|o| self.calls.slot_of(*o)) else {
+            return;
+        };
+        let max = canned.map_or(0, |i| i.max_rounds);
+        let call = self.calls.get(slot);
+        if answer.is_some() {
+            call.rounds += 1;
+            if call.rounds <= max {
+                return;
+            }
+            s.corr.flow_stats().counters.input_rounds_exceeded += 1;
+        }
+        if let Some(id) = call.task.as_ref().map(|k| k.id.clone()) {
+            self.cancel(s, t, &id);
+        }
+        self.end(s, slot, Ending::Failed, now);
     }
 
     /// The task is terminal (and confirmed, when asked): take its result (2025-11-25, unless
@@ -713,8 +831,9 @@ impl Flows {
         let Some(call) = self.calls.release(slot) else {
             return;
         };
-        if call.task.is_some() {
+        if let Some(task) = &call.task {
             self.live_tasks -= 1;
+            self.by_task.remove(&task.id);
         }
         if call.user {
             self.users_freed += 1;

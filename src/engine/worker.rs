@@ -90,7 +90,11 @@ impl Worker {
         let mut units = match (&self.work.scenarios, self.work.mix.flows()) {
             (Some(sc), _) => Units::Iterations(Runner::new(sc)),
             (None, Some(rules)) => {
-                Units::Calls(Flows::new(Arc::clone(rules), Arc::clone(&self.task_ids)))
+                let flows = Flows::new(Arc::clone(rules), Arc::clone(&self.task_ids));
+                if flows.answers_server_requests() {
+                    corr.keep_server_requests();
+                }
+                Units::Calls(flows)
             }
             (None, None) => Units::Requests,
         };

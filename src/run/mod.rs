@@ -12,6 +12,7 @@ pub use signals::{signals, stop_on_signals};
 use crate::analysis::Thresholds;
 use crate::client::{ConnectOptions, Connected, Connector, Endpoint, Revision, ServerInfo};
 use crate::engine::{self, BatchShape, FanOut, SweepEnd, Workload};
+use crate::load::flow::{CannedInput, client_capabilities};
 use crate::load::mix::Mix;
 use crate::load::scenario::{self, Scenarios};
 use crate::metrics::Model;
@@ -253,6 +254,9 @@ async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connecte
         connect_timeout: plan.load.connect_timeout,
         max_answer_memory: plan.load.max_answer_memory,
         list_tools: true,
+        client_capabilities: plan.input.as_ref().map_or_else(Default::default, |i| {
+            client_capabilities(Some(&CannedInput::new(i)), false)
+        }),
         ..ConnectOptions::default()
     };
     let connector = Connector::new(endpoint, opts).map_err(|e| PlanError::Usage(e.to_string()))?;

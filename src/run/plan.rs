@@ -372,11 +372,13 @@ fn default_mix() -> Vec<Op> {
 }
 
 impl Plan {
-    /// What the run folder is created with: the settings (header values redacted), the
-    /// criteria and the profile as it was read.
-    /// The most requests one iteration has in flight at once: its widest parallel step
-    /// (1 without scenarios).
+    /// The most requests one unit of load has in flight at once: a scenario iteration's
+    /// widest parallel step; 2 for a call that may run as a task (its `tasks/result` stream
+    /// open while the answer to the server's request for input, or the task's cancel, goes
+    /// out); else 1.
     pub(super) fn widest_step(&self) -> usize {
+        let task_calls = self.mix.iter().any(|op| op.task != TaskMode::Off);
+        let calls = if task_calls { 2 } else { 1 };
         self.scenarios
             .iter()
             .flat_map(|s| &s.steps)
@@ -384,9 +386,11 @@ impl Plan {
                 crate::profile::StepKind::Parallel(members) => members.len(),
                 _ => 1,
             })
-            .fold(1, usize::max)
+            .fold(calls, usize::max)
     }
 
+    /// What the run folder is created with: the settings (header values redacted), the
+    /// criteria and the profile as it was read.
     pub(super) fn run_spec(&self, mix: &Mix, server: &ServerInfo) -> RunSpec {
         let t = &self.target;
         let target = if let Some(url) = &t.url {

@@ -30,6 +30,7 @@ mod run_progress;
 mod run_scenarios;
 mod run_scenarios_interop;
 mod run_sweep;
+mod run_task_input_interop;
 mod run_tasks;
 mod run_tls;
 mod serve_capacity;
