@@ -17,6 +17,7 @@ mod correlator_rows;
 mod hostile;
 mod layering;
 mod probe_servers;
+mod probe_tasks;
 mod report_browser;
 mod report_folder;
 mod report_hlog_python;
