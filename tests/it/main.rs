@@ -32,6 +32,7 @@ mod run_scenarios;
 mod run_scenarios_interop;
 mod run_sweep;
 mod run_tasks;
+mod run_tasks_interop;
 mod run_tls;
 mod serve_capacity;
 mod serve_faults;
