@@ -469,10 +469,7 @@ pub fn verdict_input(
     trip: Option<&InputTrip>,
 ) -> (&'static str, Option<String>) {
     if !revision.is_modern() {
-        return (
-            "skipped",
-            Some(format!("{revision} has no input_required results")),
-        );
+        return ("skipped", Some(format!("not in {revision}")));
     }
     let Some(t) = trip else {
         let why = "no tool that asks for input (name one with --input-tool)";
