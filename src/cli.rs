@@ -44,9 +44,10 @@ pub(crate) enum Command {
     /// regressed beyond the tolerance.
     Compare(CompareArgs),
     /// Tell how a server treats the cases that break pairing (batches, colliding and null ids,
-    /// malformed JSON, unknown methods, cancellation), after connecting to it as a load run
-    /// would: era and version agreed, capabilities, tools.
-    Probe(ProbeArgs),
+    /// malformed JSON, unknown methods, cancellation) and whether it runs tasks and asks for
+    /// input, after connecting to it as a load run would: era and version agreed,
+    /// capabilities, tools.
+    Probe(Box<ProbeArgs>),
 }
 
 impl Command {
@@ -488,6 +489,34 @@ pub(crate) struct ProbeArgs {
         requires = "slow_tool"
     )]
     pub slow_args: String,
+    /// The tool the task probe runs as a task (default: one whose taskSupport is required,
+    /// else optional; under 2026-07-28 one whose name says task).
+    #[arg(long, value_name = "TOOL")]
+    pub task_tool: Option<String>,
+    /// JSON arguments for --task-tool.
+    #[arg(
+        long,
+        default_value = "{}",
+        value_name = "JSON",
+        requires = "task_tool"
+    )]
+    pub task_args: String,
+    /// The longest the task probe waits for its task to end (then it is cancelled), and
+    /// the input_required probe for each answer.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub task_wait: Duration,
+    /// The tool the input_required probe calls (default: one whose name says input or
+    /// elicitation).
+    #[arg(long, value_name = "TOOL")]
+    pub input_tool: Option<String>,
+    /// JSON arguments for --input-tool.
+    #[arg(
+        long,
+        default_value = "{}",
+        value_name = "JSON",
+        requires = "input_tool"
+    )]
+    pub input_args: String,
     /// Save a stdio server's stderr to FILE.
     #[arg(long, value_name = "FILE")]
     pub stderr: Option<PathBuf>,
@@ -507,12 +536,12 @@ impl ProbeArgs {
             }
             (None, None) => unreachable!("clap requires --url or --stdio"),
         };
-        let slow_call = match self.slow_tool {
-            Some(tool) => {
-                let args = serde_json::from_str(&self.slow_args).context("--slow-args")?;
-                Some((tool, args))
-            }
-            None => None,
+        // A tool named on the command line, with its JSON arguments.
+        let named = |tool: Option<String>, args: &str, flag: &'static str| match tool {
+            Some(tool) => serde_json::from_str(args)
+                .context(flag)
+                .map(|args| Some((tool, args))),
+            None => Ok(None),
         };
         let opts = ConnectOptions {
             protocol: self.protocol,
@@ -521,7 +550,10 @@ impl ProbeArgs {
         let connector = Connector::new(target, opts)?;
         let probe_opts = mcpload::probe::ProbeOptions {
             wait: self.wait,
-            slow_call,
+            slow_call: named(self.slow_tool, &self.slow_args, "--slow-args")?,
+            task_call: named(self.task_tool, &self.task_args, "--task-args")?,
+            input_call: named(self.input_tool, &self.input_args, "--input-args")?,
+            task_wait: self.task_wait,
         };
         let report = mcpload::probe::run(&connector, &probe_opts).await?;
         let mut out = std::io::stdout().lock();
