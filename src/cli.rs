@@ -8,7 +8,7 @@ use mcpload::client::split_header;
 use mcpload::profile::{Levels, Spacing, parse_bytes, parse_duration};
 use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
-    self, AnswerMode, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
+    self, AnswerMode, Balance, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
     HostileTransport, Periods, ProgressFault, RejectStatus, ServeConfig, ServedEras, ServiceTime,
     Stall, TaskFault,
 };
@@ -188,6 +188,16 @@ pub(crate) struct ServeArgs {
     /// With --sse-close-early: refuse those GETs (405), so the answers never come.
     #[arg(long)]
     pub sse_resume_refuse: bool,
+    /// N server replicas behind an in-process load balancer on the one port, each with its
+    /// own capacity model and sessions [default: 1].
+    #[arg(long, value_name = "N")]
+    pub replicas: Option<usize>,
+    /// How the load balancer picks a replica [default: round-robin].
+    #[arg(long, value_parser = one_of(&Balance::ALL, Balance::name, Balance::about))]
+    pub balance: Option<Balance>,
+    /// With --replicas: every replica knows every session (as if kept in a shared store).
+    #[arg(long)]
+    pub shared_sessions: bool,
     /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
     /// (slow-head, huge-body, sse-comments, id-float, die-mid-line, ...; docs/target.md).
     /// Only --stdio, --bind and --stats apply beside it.
@@ -259,6 +269,9 @@ impl ServeArgs {
             progress_fault: self.progress_fault.unwrap_or(d.progress_fault),
             sse_close_early: self.sse_close_early.unwrap_or(d.sse_close_early),
             sse_resume_refuse: self.sse_resume_refuse || d.sse_resume_refuse,
+            replicas: self.replicas.unwrap_or(d.replicas),
+            balance: self.balance.unwrap_or(d.balance),
+            shared_sessions: self.shared_sessions || d.shared_sessions,
         }
     }
 
