@@ -574,6 +574,14 @@ pub(crate) struct RunArgs {
     /// auto (detect the era) or a revision: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28.
     #[arg(long, value_name = "REVISION")]
     pub protocol: Option<mcpload::client::ProtocolChoice>,
+    /// HTTP: every 400 to a request carrying the session id means the session is gone (for
+    /// servers known to answer so, like the TypeScript SDK's examples).
+    #[arg(long)]
+    pub session_lost_on_400: bool,
+    /// A knob of the built-in target, KEY=VALUE as in [target.builtin], e.g. balance=sticky
+    /// (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = knob)]
+    pub builtin_knob: Vec<(String, String)>,
     /// Replace the mix with tools/call of this tool.
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
@@ -665,6 +673,14 @@ fn tool_args(text: &str) -> Result<toml::Table, String> {
     }
 }
 
+/// `--builtin-knob`: `KEY=VALUE`.
+fn knob(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+        _ => Err("expected KEY=VALUE, e.g. balance=sticky".into()),
+    }
+}
+
 /// `--duration`, `--timeout`, `--connect-timeout`: a duration of more than 0s.
 fn positive_duration(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
@@ -712,6 +728,8 @@ impl RunArgs {
             target,
             headers: self.headers,
             protocol: self.protocol,
+            session_lost_on_400: self.session_lost_on_400,
+            builtin_knobs: self.builtin_knob,
             tool: self.tool.map(|t| (t, self.args)),
             levels,
             duration: self.duration,

@@ -52,7 +52,7 @@ async fn everything_over_http_pairs_1000_calls_with_a_session() {
     );
     assert_all_ok(&out.counters, 1000);
     assert_eq!(out.counters.in_flight_max, 64);
-    assert_eq!(out.counters.session_restarts, 0);
+    assert_eq!(out.counters.reinitializations, 0);
 
     // trigger-long-running-operation reports progress on the call's SSE stream when given a
     // progress token: counted as server messages and as progress notifications.

@@ -1,5 +1,6 @@
-//! Legacy sessions (2025-03-26 to 2025-11-25): opening one anew when the server answers 404
-//! for it (the load waits meanwhile), and its DELETE at the end. Both go over the transport's
+//! Legacy sessions (2025-03-26 to 2025-11-25): opening one anew when the server says it is
+//! gone (404, or a 400 that says so; the load waits meanwhile, and the requests refused for
+//! it are sent again in the new one), and its DELETE at the end. Both go over the transport's
 //! own connections, like everything else it sends.
 
 use super::HttpTransport;
@@ -39,6 +40,7 @@ impl HttpTransport {
         };
         let body = init.initialize.clone();
         self.restarting = true;
+        self.restart_began = tokio::time::Instant::now();
         self.restart_step(RestartStep::Initialize, body, None);
     }
 
@@ -94,22 +96,26 @@ impl HttpTransport {
     /// The restart is over: the held load goes out in the new session, or fails.
     fn end_restart(&mut self, result: Result<HeaderValue, TransportError>) {
         self.restarting = false;
+        let now = tokio::time::Instant::now();
+        let took = now - self.restart_began;
+        self.counters.reinit_time += took;
+        self.counters.reinit_max = self.counters.reinit_max.max(took);
         match result {
             Ok(session) => {
                 self.set_session(Some(session));
-                self.counters.session_restarts += 1;
-                let now = tokio::time::Instant::now();
-                for (ex, out) in std::mem::take(&mut self.held) {
-                    let request = super::Request::load(ex, out, self.exchange_timeout, now);
+                self.counters.reinitializations += 1;
+                for mut request in std::mem::take(&mut self.held) {
+                    request.since = now;
                     self.launch(request);
                 }
             }
             Err(error) => {
-                for (ex, out) in std::mem::take(&mut self.held) {
+                self.counters.reinit_failed += 1;
+                for request in std::mem::take(&mut self.held) {
                     self.open -= 1;
                     self.ready.push_back(Event::Failed {
-                        exchange: Some(ex),
-                        ids: out.ids,
+                        exchange: Some(request.exchange),
+                        ids: request.out.ids,
                         error: error.clone(),
                     });
                 }
