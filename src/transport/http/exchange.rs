@@ -650,19 +650,27 @@ impl Whole {
 }
 
 impl Events {
-    /// Whether a message of an answer of `status` (>= 400) is the server saying the
-    /// request's session is gone: an error for none of its ids (id null, absent or another)
-    /// in a 404, or in a 400 that says so (any 400 with `session_lost_on_400`).
+    /// Looks at a message of an answer of `status` (>= 400) to a request that carried a
+    /// session: whether an error in it says the session is unknown; whether it answers the
+    /// request itself (then the request has its end and is not sent again). True when it is
+    /// the server saying the session is gone, which is no message: an error for none of its
+    /// ids (id null, absent or another) in a 404, or in a 400 that says so (any 400 with
+    /// `session_lost_on_400`).
     fn is_session_refusal(&mut self, status: u16, bytes: &[u8]) -> bool {
         let Some(watch) = self.watch else {
             return false;
         };
-        if !matches!(status, 400 | 404) || !is_refusal_error(bytes, &self.ids) {
+        if !matches!(status, 400 | 404) {
             return false;
         }
-        let says = status == 400 && says_session_unknown(bytes);
-        self.said_unknown |= says;
-        watch.lost(status, says)
+        self.said_unknown |= status == 400 && says_session_unknown(bytes);
+        if !is_refusal_error(bytes, &self.ids) {
+            if response_id(bytes).is_some_and(|id| self.ids.contains(&id)) {
+                self.resend = None;
+            }
+            return false;
+        }
+        watch.lost(status, self.said_unknown)
     }
 
     fn piece(&mut self, p: Piece, status: u16) {
