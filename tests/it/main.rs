@@ -38,6 +38,7 @@ mod serve_faults;
 mod serve_interop;
 mod serve_jobs;
 mod serve_protocol;
+mod serve_replicas;
 mod serve_tasks;
 mod transport_everything;
 mod transport_https;
