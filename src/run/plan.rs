@@ -448,6 +448,7 @@ impl Plan {
             "profile": self.source.as_ref().map(|s| s.path.display().to_string()),
             "target": target,
             "protocol": t.protocol.to_string(),
+            "session_lost_on_400": t.session_lost_on_400,
             "protocol_agreed": {
                 "revision": server.revision.as_str(),
                 "detection": server.detection,

@@ -29,6 +29,7 @@ mod run_profiles;
 mod run_progress;
 mod run_scenarios;
 mod run_scenarios_interop;
+mod run_sessions;
 mod run_sweep;
 mod run_task_input_interop;
 mod run_tasks;

@@ -453,6 +453,9 @@ impl Transport for HttpTransport {
     }
 
     async fn close(&mut self) {
+        // A session restart in progress ends first: the server may have opened the new
+        // session already, and the DELETE must end that one.
+        self.finish_restart().await;
         // Every exchange in flight goes, with its connection; the idle ones stay for the
         // session's DELETE.
         self.exchanges = SelectAll::new();

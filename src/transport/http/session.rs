@@ -8,7 +8,9 @@ use super::client::{Method, RequestHead};
 use super::side::{Reply, Side};
 use crate::transport::{Event, McpHeaders, Outgoing, TransportError};
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http::HeaderValue;
+use std::task::Poll;
 use std::time::Duration;
 
 /// Bound on each POST of a restart.
@@ -121,6 +123,27 @@ impl HttpTransport {
                 }
             }
         }
+    }
+
+    /// Drives the exchanges until the restart in progress, if any, is over (each of its
+    /// steps is bounded); what else they yield waits in `ready`.
+    pub(super) async fn finish_restart(&mut self) {
+        std::future::poll_fn(|cx| {
+            while self.restarting {
+                match self.exchanges.poll_next_unpin(cx) {
+                    Poll::Ready(Some(item)) => {
+                        if let Some(event) = self.on_item(item) {
+                            self.ready.push_back(event);
+                        }
+                    }
+                    // Nothing in flight: nothing can end it.
+                    Poll::Ready(None) => break,
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            Poll::Ready(())
+        })
+        .await
     }
 
     /// Ends a legacy session with DELETE, if there is one.
