@@ -171,8 +171,14 @@ mod tests {
         let k = &s.counters;
         assert_eq!((k.requests, k.http_other, k.ok), (2, 1, 1));
         assert_eq!(k.requests, k.ended());
-        assert_eq!(s.ops[2].counters.requests, 2, "both attempts count under the op");
-        assert!(!c.retry(&Id::Num(1), now), "an ended request is not retried");
+        assert_eq!(
+            s.ops[2].counters.requests, 2,
+            "both attempts count under the op"
+        );
+        assert!(
+            !c.retry(&Id::Num(1), now),
+            "an ended request is not retried"
+        );
     }
 
     #[test]

@@ -212,7 +212,10 @@ impl Event {
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
-            Event::Closed { .. } | Event::Refused { .. } | Event::Retried { .. } | Event::Failed { .. }
+            Event::Closed { .. }
+                | Event::Refused { .. }
+                | Event::Retried { .. }
+                | Event::Failed { .. }
         )
     }
 }

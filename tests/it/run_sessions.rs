@@ -81,7 +81,10 @@ fn check_ground_truth(dir: &Path) -> (Value, Value) {
             "{step}"
         );
         // Each session retry replaces an attempt that ended http_other.
-        assert!(u(by_cause, "/session_reinit") <= u(step, "/http_other"), "{step}");
+        assert!(
+            u(by_cause, "/session_reinit") <= u(step, "/http_other"),
+            "{step}"
+        );
     }
     (summary, target)
 }
@@ -100,7 +103,10 @@ fn round_robin_loses_sessions_and_mcpload_counts_every_loss_the_replicas_answere
     let unknown: Vec<u64> = (target["replicas"].as_array().unwrap().iter())
         .map(|r| u(r, "/unknown_session"))
         .collect();
-    assert!(unknown.iter().all(|n| *n > 0), "both replicas refused: {unknown:?}");
+    assert!(
+        unknown.iter().all(|n| *n > 0),
+        "both replicas refused: {unknown:?}"
+    );
     // The cost: requests the server refused, each sent again as a new request.
     let step = &summary["steps"][0];
     assert!(u(step, "/session_lost") > 0, "{step}");
@@ -119,7 +125,10 @@ fn sticky_loses_no_session() {
     );
     assert_eq!(code, Some(0));
     let (summary, target) = check_ground_truth(&dir);
-    assert_eq!(summary["settings"]["target"]["builtin"]["balance"], "sticky");
+    assert_eq!(
+        summary["settings"]["target"]["builtin"]["balance"],
+        "sticky"
+    );
     assert_eq!(summary["settings"]["session_lost_on_400"], true);
     let sessions = &summary["sessions"];
     assert_eq!(u(sessions, "/session_lost"), 0, "{sessions}");

@@ -33,9 +33,18 @@ async fn round_robin_a_session_is_unknown_to_the_other_replica() {
     let refused = b.post(&headers, &echo(2)).await;
     assert_eq!(refused.status, 404);
     let e = refused.json();
-    assert_eq!((e["id"].clone(), e["error"]["code"].clone()), (json!(null), json!(-32001)));
-    assert_eq!(b.send("DELETE", "/mcp", &headers, Vec::new()).await.status, 404);
-    assert_eq!(a.send("DELETE", "/mcp", &headers, Vec::new()).await.status, 200);
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (json!(null), json!(-32001))
+    );
+    assert_eq!(
+        b.send("DELETE", "/mcp", &headers, Vec::new()).await.status,
+        404
+    );
+    assert_eq!(
+        a.send("DELETE", "/mcp", &headers, Vec::new()).await.status,
+        200
+    );
     let s = target.stats();
     assert_eq!(s.unknown_session, 2);
     assert_eq!(s.http_status.get(&404), Some(&2));
@@ -43,7 +52,15 @@ async fn round_robin_a_session_is_unknown_to_the_other_replica() {
     let per: Vec<_> = s
         .replicas
         .iter()
-        .map(|r| (r.replica, r.connections, r.requests, r.unknown_session, r.sessions_opened))
+        .map(|r| {
+            (
+                r.replica,
+                r.connections,
+                r.requests,
+                r.unknown_session,
+                r.sessions_opened,
+            )
+        })
         .collect();
     // Replica 0: initialize, initialized, the call, the DELETE; replica 1: two refusals.
     assert_eq!(per, [(0, 1, 4, 0, 1), (1, 1, 2, 2, 0)]);
@@ -85,8 +102,15 @@ async fn with_shared_sessions_every_replica_knows_every_session() {
     let session = initialize(&mut a, V).await.expect("a session");
     let headers = legacy_headers(V, Some(&session));
     assert_eq!(b.post(&headers, &echo(1)).await.status, 200);
-    assert_eq!(b.send("DELETE", "/mcp", &headers, Vec::new()).await.status, 200);
-    assert_eq!(a.post(&headers, &echo(2)).await.status, 404, "ended everywhere");
+    assert_eq!(
+        b.send("DELETE", "/mcp", &headers, Vec::new()).await.status,
+        200
+    );
+    assert_eq!(
+        a.post(&headers, &echo(2)).await.status,
+        404,
+        "ended everywhere"
+    );
     let s = target.stats();
     assert_eq!(s.unknown_session, 1);
     let unknown: Vec<u64> = s.replicas.iter().map(|r| r.unknown_session).collect();
@@ -106,7 +130,12 @@ async fn random_assignment_is_the_seeds() {
             let mut c = Conn::open(target.addr()).await;
             assert_eq!(c.post(&base_headers(), &echo(1)).await.status, 200);
         }
-        let per: Vec<u64> = target.stats().replicas.iter().map(|r| r.connections).collect();
+        let per: Vec<u64> = target
+            .stats()
+            .replicas
+            .iter()
+            .map(|r| r.connections)
+            .collect();
         assert_eq!(per.iter().sum::<u64>(), 16);
         assert!(per.iter().all(|n| *n > 0), "{per:?}");
         seen.push(per);
@@ -161,7 +190,10 @@ async fn each_replica_has_its_own_capacity_model() {
 #[test]
 fn replicas_are_checked_and_served_over_http_only() {
     for (args, says) in [
-        (&["serve", "--replicas", "0"][..], "replicas must be from 1 to 64"),
+        (
+            &["serve", "--replicas", "0"][..],
+            "replicas must be from 1 to 64",
+        ),
         (
             &["serve", "--stdio", "--replicas", "2"],
             "replicas are served over HTTP only",
@@ -169,7 +201,10 @@ fn replicas_are_checked_and_served_over_http_only() {
     ] {
         let out = mcpload(args);
         assert_eq!(out.status.code(), Some(2), "{out:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{out:?}"
+        );
     }
     let out = mcpload(&["serve", "--balance", "least-loaded"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");

@@ -826,9 +826,16 @@ pub(super) fn says_session_unknown(b: &[u8]) -> bool {
     let m = e.error.message.to_ascii_lowercase();
     e.error.code == Some(SESSION_NOT_FOUND)
         || m.contains("session")
-            && ["not found", "unknown", "no valid", "invalid", "expired", "terminated"]
-                .iter()
-                .any(|w| m.contains(w))
+            && [
+                "not found",
+                "unknown",
+                "no valid",
+                "invalid",
+                "expired",
+                "terminated",
+            ]
+            .iter()
+            .any(|w| m.contains(w))
 }
 
 /// The JSON-RPC error code the SDKs' servers give an unknown session.

@@ -209,7 +209,10 @@ impl HttpTransport {
             }
         };
         self.counters.reconnects_before_send += u64::from(found_closed);
-        let carries_session = request.head.as_ref().map_or(self.head.session, |h| h.session);
+        let carries_session = request
+            .head
+            .as_ref()
+            .map_or(self.head.session, |h| h.session);
         let watch = carries_session.then_some(SessionWatch {
             any_400: self.session_lost_on_400,
         });
@@ -291,8 +294,7 @@ impl HttpTransport {
             } => {
                 self.counters.session_lost += 1;
                 self.on_event(&event);
-                if self.legacy_init.is_some() && generation == self.generation && !self.restarting
-                {
+                if self.legacy_init.is_some() && generation == self.generation && !self.restarting {
                     self.start_restart();
                 }
                 return Some(match resend {

@@ -165,8 +165,8 @@ mod tests {
     use crate::correlator::{Correlator, Ledger, Sent};
     use crate::jsonrpc::Id;
     use crate::metrics::Counters;
-    use crate::transport::http::{HttpClient, HttpOptions};
     use crate::transport::Transport;
+    use crate::transport::http::{HttpClient, HttpOptions};
     use http::Uri;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
@@ -222,7 +222,11 @@ mod tests {
                             let s = next.fetch_add(1, SeqCst);
                             let result = serde_json::json!({"jsonrpc": "2.0", "id": id,
                                 "result": {"protocolVersion": "2025-06-18"}});
-                            ("200 OK", format!("mcp-session-id: s-{s}\r\n"), result.to_string())
+                            (
+                                "200 OK",
+                                format!("mcp-session-id: s-{s}\r\n"),
+                                result.to_string(),
+                            )
                         } else if !known {
                             match refusal {
                                 Refusal::NotFound => (
@@ -233,12 +237,20 @@ mod tests {
                                 Refusal::SaysUnknown => (
                                     "400 Bad Request",
                                     String::new(),
-                                    refused(-32000, "Bad Request: No valid session ID provided", &null),
+                                    refused(
+                                        -32000,
+                                        "Bad Request: No valid session ID provided",
+                                        &null,
+                                    ),
                                 ),
                                 Refusal::SaysUnknownOwnId => (
                                     "400 Bad Request",
                                     String::new(),
-                                    refused(-32000, "Bad Request: No valid session ID provided", id),
+                                    refused(
+                                        -32000,
+                                        "Bad Request: No valid session ID provided",
+                                        id,
+                                    ),
                                 ),
                                 Refusal::Plain400 => (
                                     "400 Bad Request",
@@ -249,7 +261,8 @@ mod tests {
                         } else if id.is_null() {
                             ("202 Accepted", String::new(), String::new())
                         } else {
-                            let result = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}});
+                            let result =
+                                serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {}});
                             ("200 OK", String::new(), result.to_string())
                         };
                         let reply = format!(
@@ -275,9 +288,8 @@ mod tests {
         };
         let mut t = HttpTransport::new(HttpClient::new(url, &opts).unwrap(), &opts);
         let wait = Duration::from_secs(10);
-        let initialize = Bytes::from_static(
-            br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{}}"#,
-        );
+        let initialize =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{}}"#);
         let reply = t
             .post_once(initialize.clone(), &McpHeaders::default(), wait)
             .await
@@ -352,14 +364,29 @@ mod tests {
             let (lost, after) = forgotten(refusal, on_400).await;
             let case = format!("{refusal:?}: {lost:?}");
             // Each attempt ends http_other; its retry is a new request, answered.
-            assert_eq!((lost.requests, lost.http_other, lost.ok), (8, 4, 4), "{case}");
+            assert_eq!(
+                (lost.requests, lost.http_other, lost.ok),
+                (8, 4, 4),
+                "{case}"
+            );
             assert_eq!((lost.session_lost, lost.retries_session), (4, 4), "{case}");
             assert_eq!(lost.requests, lost.ended(), "{case}");
             assert_eq!(lost.null_id, 0, "the refusal is no message: {case}");
             // One new session for the four, whatever order the refusals came in.
-            assert_eq!((lost.reinitializations, lost.reinit_failed), (1, 0), "{case}");
-            assert!(lost.reinit_us > 0 && lost.reinit_max_us <= lost.reinit_us, "{case}");
-            assert_eq!((after.ok, after.session_lost), (4, 0), "{refusal:?}: {after:?}");
+            assert_eq!(
+                (lost.reinitializations, lost.reinit_failed),
+                (1, 0),
+                "{case}"
+            );
+            assert!(
+                lost.reinit_us > 0 && lost.reinit_max_us <= lost.reinit_us,
+                "{case}"
+            );
+            assert_eq!(
+                (after.ok, after.session_lost),
+                (4, 0),
+                "{refusal:?}: {after:?}"
+            );
         }
     }
 
@@ -382,7 +409,11 @@ mod tests {
     async fn a_request_answered_with_its_own_error_keeps_it_and_is_not_sent_again() {
         let (lost, after) = forgotten(Refusal::SaysUnknownOwnId, false).await;
         assert_eq!((lost.requests, lost.errors), (4, 4), "{lost:?}");
-        assert_eq!((lost.session_lost, lost.retries_session), (4, 0), "{lost:?}");
+        assert_eq!(
+            (lost.session_lost, lost.retries_session),
+            (4, 0),
+            "{lost:?}"
+        );
         assert_eq!(lost.errors_by_code.get(&-32000), Some(&4), "{lost:?}");
         // The session is opened anew all the same (while the refusals come, or with the next
         // calls held for it).
