@@ -52,8 +52,8 @@ pub(super) struct Request {
     /// A resumption's `Last-Event-ID` (a GET), and how many resumptions the answer has had.
     pub(super) last_event_id: Option<http::HeaderValue>,
     pub(super) resumptions: u32,
-    /// A single load request that is sent again in a new session if its session turns out
-    /// gone (once: a retry is not retried).
+    /// A single load request (of the legacy era: no headers of its own) that is sent again in
+    /// a new session if its session turns out gone (once: a retry is not retried).
     pub(super) retriable: bool,
 }
 
@@ -178,6 +178,9 @@ enum Owed {
 }
 
 /// What becomes of an answer.
+// A load exchange's events live in the exchange's one allocation (its box); boxing them
+// would add an allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum Sink {
     Events(Events),
     /// Boxed: only side exchanges pay for it.
@@ -207,8 +210,9 @@ struct Events {
     watch: Option<SessionWatch>,
     /// An error in the answer said the session is unknown.
     said_unknown: bool,
-    /// The request's body and headers, kept to send it again if its session is gone.
-    resend: Option<(bytes::Bytes, crate::transport::McpHeaders)>,
+    /// The request's body, kept to send it again if its session is gone (a legacy request:
+    /// no headers of its own).
+    resend: Option<bytes::Bytes>,
 }
 
 /// A side exchange's answer, gathered until its end.
@@ -285,9 +289,7 @@ impl Exchange {
                 then: None,
                 watch,
                 said_unknown: false,
-                resend: request
-                    .retriable
-                    .then(|| (request.out.body, request.out.headers)),
+                resend: request.retriable.then_some(request.out.body),
             })
         };
         Exchange {
@@ -562,8 +564,8 @@ impl Sink {
         let [id] = ids.as_slice() else {
             return None;
         };
-        let (body, headers) = e.resend.take()?;
-        let out = Outgoing::single(body, Some(id.clone()), headers);
+        let body = e.resend.take()?;
+        let out = Outgoing::single(body, Some(id.clone()), Default::default());
         Some(Box::new(Request::load(
             e.exchange,
             out,

@@ -374,9 +374,16 @@ impl HttpTransport {
     }
 
     /// A load request about to be sent: one request alone may be sent again if its session
-    /// turns out gone.
+    /// turns out gone (sessions are the legacy era's, whose requests carry no headers of
+    /// their own).
     fn load_request(&self, ex: ExchangeId, out: Outgoing) -> Request {
-        let retriable = self.legacy_init.is_some() && !out.batch && out.ids.len() == 1;
+        let h = &out.headers;
+        let retriable = self.legacy_init.is_some()
+            && !out.batch
+            && out.ids.len() == 1
+            && h.method.is_none()
+            && h.name.is_none()
+            && h.params.is_none();
         let mut request =
             Request::load(ex, out, self.exchange_timeout, tokio::time::Instant::now());
         request.retriable = retriable;
