@@ -45,6 +45,11 @@ impl Fleet {
         &self.replicas[0].cfg
     }
 
+    /// The fleet's counters (every replica adds into them).
+    pub(crate) fn stats(&self) -> &Arc<Stats> {
+        &self.replicas[0].stats
+    }
+
     /// The replica a new connection is assigned to.
     pub(crate) fn assign(&self) -> usize {
         let n = self.replicas.len();

@@ -60,7 +60,7 @@ pub(crate) async fn accept_loop(
             }
         };
         let Ok(permit) = Arc::clone(&limit).try_acquire_owned() else {
-            Stats::add(&fleet.route(0, None).stats.connections_refused, 1);
+            Stats::add(&fleet.stats().connections_refused, 1);
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -69,7 +69,7 @@ pub(crate) async fn accept_loop(
         let mut stop = stop.clone();
         conns.spawn(async move {
             let _permit = permit;
-            let stats = Arc::clone(&fleet.route(replica, None).stats);
+            let stats = Arc::clone(fleet.stats());
             let _open = stats.connection();
             let service = service_fn(move |req| {
                 let fleet = Arc::clone(&fleet);

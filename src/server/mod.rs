@@ -1,6 +1,7 @@
 //! The built-in reference MCP server (`mcpload serve`, profile target `builtin`): both MCP
 //! eras on one Streamable HTTP endpoint or on stdio, a capacity model, exact and seeded
-//! fault injection, and ground-truth counters to test a client's numbers against.
+//! fault injection, replicas behind an in-process load balancer (HTTP), and ground-truth
+//! counters to test a client's numbers against.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcpload::server::ServeError> {
