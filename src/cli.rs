@@ -8,7 +8,7 @@ use mcpload::client::split_header;
 use mcpload::profile::{Levels, Spacing, parse_bytes, parse_duration};
 use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
-    self, AnswerMode, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
+    self, AnswerMode, Balance, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
     HostileTransport, Periods, ProgressFault, RejectStatus, ServeConfig, ServedEras, ServiceTime,
     Stall, TaskFault,
 };
@@ -189,6 +189,16 @@ pub(crate) struct ServeArgs {
     /// With --sse-close-early: refuse those GETs (405), so the answers never come.
     #[arg(long)]
     pub sse_resume_refuse: bool,
+    /// N server replicas behind an in-process load balancer on the one port, each with its
+    /// own capacity model and sessions [default: 1].
+    #[arg(long, value_name = "N")]
+    pub replicas: Option<usize>,
+    /// How the load balancer picks a replica [default: round-robin].
+    #[arg(long, value_parser = one_of(&Balance::ALL, Balance::name, Balance::about))]
+    pub balance: Option<Balance>,
+    /// With --replicas: every replica knows every session (as if kept in a shared store).
+    #[arg(long)]
+    pub shared_sessions: bool,
     /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
     /// (slow-head, huge-body, sse-comments, id-float, die-mid-line, ...; docs/target.md).
     /// Only --stdio, --bind and --stats apply beside it.
@@ -260,6 +270,9 @@ impl ServeArgs {
             progress_fault: self.progress_fault.unwrap_or(d.progress_fault),
             sse_close_early: self.sse_close_early.unwrap_or(d.sse_close_early),
             sse_resume_refuse: self.sse_resume_refuse || d.sse_resume_refuse,
+            replicas: self.replicas.unwrap_or(d.replicas),
+            balance: self.balance.unwrap_or(d.balance),
+            shared_sessions: self.shared_sessions || d.shared_sessions,
         }
     }
 
@@ -593,6 +606,14 @@ pub(crate) struct RunArgs {
     /// auto (detect the era) or a revision: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28.
     #[arg(long, value_name = "REVISION")]
     pub protocol: Option<mcpload::client::ProtocolChoice>,
+    /// HTTP: every 400 to a request carrying the session id means the session is gone (for
+    /// servers known to answer so, like the TypeScript SDK's examples).
+    #[arg(long)]
+    pub session_lost_on_400: bool,
+    /// A knob of the built-in target, KEY=VALUE as in [target.builtin], e.g. balance=sticky
+    /// (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = knob)]
+    pub builtin_knob: Vec<(String, String)>,
     /// Replace the mix with tools/call of this tool.
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
@@ -684,6 +705,14 @@ fn tool_args(text: &str) -> Result<toml::Table, String> {
     }
 }
 
+/// `--builtin-knob`: `KEY=VALUE`.
+fn knob(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+        _ => Err("expected KEY=VALUE, e.g. balance=sticky".into()),
+    }
+}
+
 /// `--duration`, `--timeout`, `--connect-timeout`: a duration of more than 0s.
 fn positive_duration(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
@@ -731,6 +760,8 @@ impl RunArgs {
             target,
             headers: self.headers,
             protocol: self.protocol,
+            session_lost_on_400: self.session_lost_on_400,
+            builtin_knobs: self.builtin_knob,
             tool: self.tool.map(|t| (t, self.args)),
             levels,
             duration: self.duration,
