@@ -5,7 +5,9 @@ use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use mcpload::client::split_header;
-use mcpload::profile::{Levels, Spacing, parse_bytes, parse_duration};
+use mcpload::profile::{
+    AuthMethod, AuthSpec, Levels, OAuthSpec, Spacing, TlsSpec, parse_bytes, parse_duration,
+};
 use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
     self, AnswerMode, Balance, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
@@ -614,6 +616,8 @@ pub(crate) struct RunArgs {
     /// (repeatable).
     #[arg(long, value_name = "KEY=VALUE", value_parser = knob)]
     pub builtin_knob: Vec<(String, String)>,
+    #[command(flatten)]
+    pub auth: AuthArgs,
     /// Replace the mix with tools/call of this tool.
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
@@ -697,6 +701,97 @@ pub(crate) struct RunArgs {
     pub quiet: bool,
 }
 
+/// Authorization and TLS flags of `mcpload run`: in place of the profile's `[target.auth]`
+/// and over its `[target.tls]` (docs/profiles.md, "Authorization"). Credentials are read
+/// from the environment only.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Authorization and TLS")]
+pub(crate) struct AuthArgs {
+    /// A static bearer token, read from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub bearer_env: Option<String>,
+    /// OAuth client credentials: the client id, read from this environment variable.
+    #[arg(long, value_name = "VAR", conflicts_with_all = ["bearer_env", "oauth_client_id"])]
+    pub oauth_client_id_env: Option<String>,
+    /// OAuth client credentials: the client id as given (it is no secret).
+    #[arg(long, value_name = "ID", conflicts_with = "bearer_env")]
+    pub oauth_client_id: Option<String>,
+    /// OAuth: the client secret, read from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub oauth_client_secret_env: Option<String>,
+    /// OAuth: the scope asked for (default: the target's challenge, else its scopes_supported).
+    #[arg(long, value_name = "SCOPE")]
+    pub oauth_scope: Option<String>,
+    /// OAuth: the token endpoint (default: discovered from the target).
+    #[arg(long, value_name = "URL")]
+    pub oauth_token_endpoint: Option<String>,
+    /// OAuth: how the client authenticates: basic, post, private_key_jwt [default: basic].
+    #[arg(long, value_name = "METHOD", value_parser = AuthMethod::parse)]
+    pub oauth_auth_method: Option<AuthMethod>,
+    /// OAuth private_key_jwt: the PEM private key signing the client's assertions.
+    #[arg(long, value_name = "FILE", value_parser = absolute)]
+    pub oauth_private_key: Option<PathBuf>,
+    /// OAuth: every virtual user fetches and refreshes a token of its own.
+    #[arg(long)]
+    pub token_per_user: bool,
+    /// TLS: trust the CA certificates of this PEM file besides the system's.
+    #[arg(long, value_name = "FILE", value_parser = absolute)]
+    pub cacert: Option<PathBuf>,
+    /// TLS: present this client certificate (PEM) for mutual TLS (with --client-key).
+    #[arg(long, value_name = "FILE", value_parser = absolute, requires = "client_key")]
+    pub client_cert: Option<PathBuf>,
+    /// TLS: the client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", value_parser = absolute, requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
+    /// TLS: check no certificate at all (marked in the results: anyone on the path can read
+    /// and change the traffic).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+impl AuthArgs {
+    /// The authorization these flags give, if they give one.
+    fn spec(&self) -> Option<AuthSpec> {
+        let oauth = self.oauth_client_id_env.is_some()
+            || self.oauth_client_id.is_some()
+            || self.oauth_client_secret_env.is_some()
+            || self.oauth_token_endpoint.is_some()
+            || self.oauth_private_key.is_some();
+        if self.bearer_env.is_none() && !oauth {
+            return None;
+        }
+        Some(AuthSpec {
+            bearer_env: self.bearer_env.clone(),
+            oauth: oauth.then(|| OAuthSpec {
+                client_id: self.oauth_client_id.clone(),
+                client_id_env: self.oauth_client_id_env.clone(),
+                client_secret_env: self.oauth_client_secret_env.clone(),
+                scope: self.oauth_scope.clone(),
+                token_endpoint: self.oauth_token_endpoint.clone(),
+                auth_method: self.oauth_auth_method.unwrap_or_default(),
+                private_key_file: self.oauth_private_key.clone(),
+                ..OAuthSpec::default()
+            }),
+            token_per_user: self.token_per_user,
+            ..AuthSpec::default()
+        })
+    }
+
+    fn tls(&self) -> TlsSpec {
+        TlsSpec {
+            cacert: self.cacert.clone(),
+            client_cert: self.client_cert.clone(),
+            client_key: self.client_key.clone(),
+            insecure: self.insecure,
+        }
+    }
+}
+
+/// A path as given, made absolute (a profile's relative paths are the profile's folder's).
+fn absolute(text: &str) -> Result<PathBuf, String> {
+    std::path::absolute(text).map_err(|e| e.to_string())
+}
+
 /// `--args`: a JSON object, kept as the TOML table a profile's `args` would be.
 fn tool_args(text: &str) -> Result<toml::Table, String> {
     match serde_json::from_str(text).map_err(|e| e.to_string())? {
@@ -761,6 +856,8 @@ impl RunArgs {
             headers: self.headers,
             protocol: self.protocol,
             session_lost_on_400: self.session_lost_on_400,
+            auth: self.auth.spec(),
+            tls: self.auth.tls(),
             builtin_knobs: self.builtin_knob,
             tool: self.tool.map(|t| (t, self.args)),
             levels,

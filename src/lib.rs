@@ -6,7 +6,9 @@
 //! - [`jsonrpc`]: the JSON-RPC 2.0 codec: ids, re-stampable requests, a classifying decoder.
 //! - [`protocol`]: the one MCP vocabulary: revisions, eras, header names and encoding, codes.
 //! - [`metrics`]: counters, HDR histograms, the steps.csv row; merged with `+=`.
-//! - [`transport`]: bytes to and from a target: Streamable HTTP, SSE, stdio; reports facts.
+//! - [`transport`]: bytes to and from a target: Streamable HTTP, SSE, stdio; reports facts;
+//!   the bearer credentials its requests carry.
+//! - [`auth`]: OAuth 2.1 for a protected server: discovery, the client credentials grant.
 //! - [`correlator`]: pairing by id, the classes of docs/metrics.md, and the `Ledger` that
 //!   applies a transport's events.
 //! - [`client`]: the MCP client: connect, negotiate the era, sessions, operations.
@@ -23,6 +25,7 @@
 //! - [`probe`]: `mcpload probe`: one verdict per pairing edge case; tasks and input rounds.
 
 pub mod analysis;
+pub mod auth;
 pub mod client;
 pub mod correlator;
 pub mod engine;

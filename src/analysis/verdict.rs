@@ -81,6 +81,9 @@ pub(crate) fn counter_phrase(counter: &str) -> &str {
         "http_503" => "HTTP 503",
         "http_other" => "other HTTP errors",
         "transport_errors" => "transport errors",
+        "auth_failures" => "auth failures (a token refused or none to be had)",
+        "http_401" => "HTTP 401 (unauthorized)",
+        "http_403" => "HTTP 403 (forbidden: insufficient scope)",
         "expired_unsent" => "requests that expired unsent",
         "in_flight_at_end" => "requests never answered",
         other => other,
@@ -139,7 +142,18 @@ fn dominant_cause(s: &StepSummary) -> Option<Cause> {
         ("expired_unsent", s.expired_unsent),
         ("in_flight_at_end", s.in_flight_at_end),
     ];
-    let (counter, n) = terms.into_iter().max_by_key(|(_, n)| *n)?;
+    let (mut counter, mut n) = terms.into_iter().max_by_key(|(_, n)| *n)?;
+    // Authorization is told by name: its failures when they weigh, else the status that
+    // makes up most of `http_other`.
+    if s.auth_failures > 0 && s.auth_failures * 2 >= n {
+        (counter, n) = ("auth_failures", s.auth_failures);
+    } else if counter == "http_other" {
+        for (status, k) in [("http_401", s.http_401), ("http_403", s.http_403)] {
+            if k * 2 > n {
+                (counter, n) = (status, k);
+            }
+        }
+    }
     (n > 0 && s.requests > 0).then(|| Cause {
         counter: counter.to_owned(),
         rate: n as f64 / s.requests as f64,

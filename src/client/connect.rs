@@ -10,8 +10,8 @@ use super::{
 use crate::jsonrpc::Id;
 use crate::protocol::codes;
 use crate::transport::{
-    AnswerBudget, AnyTransport, CancelStyle, Event, HttpClient, HttpOptions, HttpTransport,
-    LegacyInit, McpHeaders, Outgoing, StdioTransport, Transport,
+    AnswerBudget, AnyTransport, CancelStyle, Challenge, Event, HttpClient, HttpOptions,
+    HttpTransport, LegacyInit, McpHeaders, Outgoing, Reply, StdioTransport, Transport,
 };
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Uri};
@@ -101,6 +101,8 @@ impl Connector {
                     connect_timeout: opts.connect_timeout,
                     exchange_timeout: opts.exchange_timeout,
                     session_lost_on_400: opts.session_lost_on_400,
+                    auth: opts.auth.clone(),
+                    tls: opts.tls.clone(),
                 };
                 Some(HttpSetup {
                     client: HttpClient::new(&url, &http_opts)?,
@@ -151,6 +153,9 @@ impl Connector {
     /// Detects or pins the era, performs the handshake, lists the tools: a transport ready
     /// for load.
     pub async fn connect(&self) -> Result<Connected, McpError> {
+        if let (Some(auth), Some(_)) = (&self.opts.auth, &self.http) {
+            auth.ready().await.map_err(McpError::Auth)?;
+        }
         let mut transport = self.raw_transport()?;
         let mut server = self.negotiate(&mut transport).await?;
         if self.opts.list_tools {
@@ -719,7 +724,17 @@ pub(crate) async fn call(
     let body = Bytes::from(body);
     match t {
         AnyTransport::Http(h) => {
-            let reply = h.post_once(body, op.headers(), wait).await?;
+            let mut reply = h.post_once(body.clone(), op.headers(), wait).await?;
+            if reply.status == 401 {
+                reauthorize(h, &reply).await?;
+                reply = h.post_once(body, op.headers(), wait).await?;
+                if reply.status == 401 {
+                    return Err(McpError::Auth(format!(
+                        "the target answered 401 to a token just fetched{}",
+                        challenge_said(&reply)
+                    )));
+                }
+            }
             let response = reply.messages.iter().find_map(|(_, b)| response_for(b, id));
             let any_error = reply.messages.iter().find_map(|(_, b)| {
                 serde_json::from_slice::<Value>(b)
@@ -767,6 +782,41 @@ pub(crate) async fn call(
                 }
             }
         }
+    }
+}
+
+/// After a 401 at the handshake: a newer token, fetched as the challenge says; an error
+/// naming what to configure when there are no credentials to fetch one with.
+async fn reauthorize(h: &mut HttpTransport, reply: &Reply) -> Result<(), McpError> {
+    let challenge = reply.challenge.as_deref().and_then(Challenge::parse);
+    let Some(auth) = h.credentials().cloned() else {
+        return Err(McpError::Auth(format!(
+            "the target requires authorization (HTTP 401{}); give credentials: [target.auth] \
+             in the profile, or --bearer-env / --oauth-client-id-env (docs/profiles.md)",
+            challenge
+                .as_ref()
+                .and_then(|c| c.resource_metadata.as_deref())
+                .map(|m| format!(", resource metadata at {m}"))
+                .unwrap_or_default()
+        )));
+    };
+    auth.renew(h.token(), challenge)
+        .await
+        .map_err(McpError::Auth)
+}
+
+/// What a 401's challenge said, for an error message.
+fn challenge_said(reply: &Reply) -> String {
+    match reply.challenge.as_deref().and_then(Challenge::parse) {
+        Some(Challenge {
+            error: Some(e),
+            scope,
+            ..
+        }) => format!(
+            " ({e}{})",
+            scope.map(|s| format!(", scope {s:?}")).unwrap_or_default()
+        ),
+        _ => String::new(),
     }
 }
 

@@ -25,7 +25,8 @@ pub use ops::{Operation, client_info, header_value, modern_meta};
 pub use crate::protocol::headers::ParamHeader;
 pub use crate::protocol::{Era, ProtocolChoice, Revision};
 use crate::transport::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ANSWER_MEMORY, StdioOptions, TransportError,
+    Credentials, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ANSWER_MEMORY, StdioOptions, TlsOptions,
+    TransportError,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -127,6 +128,10 @@ pub struct ConnectOptions {
     /// What `initialize` declares the client can do (legacy eras): the input kinds the
     /// profile's `[input]` answers server requests with.
     pub client_capabilities: serde_json::Map<String, serde_json::Value>,
+    /// HTTP: the bearer credentials every request carries (a static token, or OAuth).
+    pub auth: Option<Credentials>,
+    /// HTTP: how `https://` servers are trusted, and the client's certificate.
+    pub tls: TlsOptions,
 }
 
 impl Default for ConnectOptions {
@@ -143,6 +148,8 @@ impl Default for ConnectOptions {
             list_tools: true,
             session_lost_on_400: false,
             client_capabilities: serde_json::Map::new(),
+            auth: None,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -175,6 +182,10 @@ pub enum McpError {
     },
     #[error("{step}: {detail}")]
     Protocol { step: &'static str, detail: String },
+    /// The target wants authorization that could not be had (no credentials, a token
+    /// refused, the token endpoint refusing the client): a configuration problem.
+    #[error("authorization: {0}")]
+    Auth(String),
 }
 
 /// A tool the server lists.

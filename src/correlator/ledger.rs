@@ -4,7 +4,7 @@
 
 use super::{Correlator, End};
 use crate::jsonrpc::DecodeError;
-use crate::transport::{Event, ExchangeId};
+use crate::transport::{Event, ExchangeId, RetryCause};
 use rustc_hash::FxHashMap;
 
 /// Applies transport events to a correlator following docs/metrics.md, and counts what the
@@ -81,16 +81,22 @@ impl Ledger {
                 let end = match status {
                     429 => End::Http429,
                     503 => End::Http503,
+                    401 => End::Http401,
+                    403 => End::Http403,
                     _ => End::HttpOther,
                 };
                 for id in &ids {
                     c.end(id, end);
                 }
             }
-            Event::Retried { ids, .. } => {
+            Event::Retried { ids, cause, .. } => {
                 let now = std::time::Instant::now();
+                let end = match cause {
+                    RetryCause::Session => End::HttpOther,
+                    RetryCause::Token => End::Http401,
+                };
                 for id in &ids {
-                    c.retry(id, now);
+                    c.retry(id, now, end);
                 }
             }
             Event::Failed { exchange, ids, .. } => {
@@ -149,6 +155,7 @@ mod tests {
         let retried = Event::Retried {
             exchange: ExchangeId(1),
             ids: vec![Id::Num(1)],
+            cause: RetryCause::Session,
         };
         assert_eq!(l.apply(&mut c, retried).ended, 0);
         assert!(c.is_pending(&Id::Num(1)));
@@ -176,7 +183,7 @@ mod tests {
             "both attempts count under the op"
         );
         assert!(
-            !c.retry(&Id::Num(1), now),
+            !c.retry(&Id::Num(1), now, End::HttpOther),
             "an ended request is not retried"
         );
     }

@@ -99,6 +99,9 @@ pub enum End {
     Http429,
     Http503,
     HttpOther,
+    /// Refused 401 or 403: `http_other`, and `http_401` or `http_403`.
+    Http401,
+    Http403,
     Transport,
     /// Timed out before any byte of it was written.
     ExpiredUnsent,
@@ -709,12 +712,12 @@ impl Correlator {
         self.stats.counters.batch_rejected += 1;
     }
 
-    /// Ends the pending attempt `id` as `http_other` (its session was gone) and registers its
-    /// retry under the same id, tag and due time, written `now` with the attempt's timeout
-    /// (docs/metrics.md, "Sessions"): a new request, in `requests`, whose owner waits on
-    /// it as on the attempt (so it is not told of the attempt's end). False (nothing counted)
-    /// when `id` was not pending.
-    pub fn retry(&mut self, id: &Id, now: Instant) -> bool {
+    /// Ends the pending attempt `id` as `end` (`http_other`: its session was gone; `http_401`:
+    /// its token was refused) and registers its retry under the same id, tag and due time,
+    /// written `now` with the attempt's timeout (docs/metrics.md, "Retries"): a new request,
+    /// in `requests`, whose owner waits on it as on the attempt (so it is not told of the
+    /// attempt's end). False (nothing counted) when `id` was not pending.
+    pub fn retry(&mut self, id: &Id, now: Instant, end: End) -> bool {
         let now_ns = self.ns(now);
         let (op, progress, deadline) = match self.record_mut(id) {
             Some(rec) if rec.state == State::Pending => {
@@ -732,7 +735,7 @@ impl Correlator {
             self.progress_call_ended(seen);
         }
         let counters = &mut self.stats.op_mut(op).counters;
-        count_end(counters, End::HttpOther);
+        count_end(counters, end);
         counters.requests += 1;
         self.early_deadlines.push(Reverse((deadline, id.clone())));
         true
@@ -837,6 +840,14 @@ fn count_end(c: &mut Counters, end: End) {
         End::Http429 => c.http_429 += 1,
         End::Http503 => c.http_503 += 1,
         End::HttpOther => c.http_other += 1,
+        End::Http401 => {
+            c.http_other += 1;
+            c.http_401 += 1;
+        }
+        End::Http403 => {
+            c.http_other += 1;
+            c.http_403 += 1;
+        }
         End::Transport => c.transport_errors += 1,
         End::ExpiredUnsent => c.expired_unsent += 1,
     }

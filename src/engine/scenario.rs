@@ -573,6 +573,8 @@ fn end_name(end: End) -> &'static str {
         End::Http429 => "http_429",
         End::Http503 => "http_503",
         End::HttpOther => "http_other",
+        End::Http401 => "http_401",
+        End::Http403 => "http_403",
         End::Transport => "transport_error",
         End::ExpiredUnsent => "expired_unsent",
     }

@@ -298,6 +298,8 @@ impl Worker {
                 s.corr.take_stats();
                 units.take_stats();
                 self.transport.take_counters(&mut Counters::default());
+                self.transport
+                    .take_token_fetches(&mut LatencyHistogram::default());
                 st.transport_error = None;
                 st.phase = Phase::WaitGo;
                 let _ = self.reports.send(Report::WarmedUp {
@@ -324,6 +326,7 @@ impl Worker {
     fn report_second(&mut self, st: &mut StepState, s: &mut Sending<'_>, units: &mut Units) {
         let mut stats = s.corr.take_stats();
         self.transport.take_counters(&mut stats.counters);
+        self.transport.take_token_fetches(&mut stats.token_fetch);
         stats.scenarios = units.take_stats();
         units.open_interval(s);
         let _ = self.reports.send(Report::Second {
@@ -347,6 +350,8 @@ impl Worker {
         } else {
             s.corr.take_stats();
             self.transport.take_counters(&mut Counters::default());
+            self.transport
+                .take_token_fetches(&mut LatencyHistogram::default());
             units.take_stats();
         }
         let _ = self.reports.send(Report::StepDone {

@@ -37,8 +37,8 @@ pub use scenario::{
 };
 
 pub use summary::{
-    Model, NO_OP, OpSummary, Percentiles, RetriesByCause, SessionSummary, StepFacts, StepSummary,
-    Verdict, us_to_ms,
+    AuthSummary, Model, NO_OP, OpSummary, Percentiles, RetriesByCause, SessionSummary, StepFacts,
+    StepSummary, Verdict, us_to_ms,
 };
 
 use hdrhistogram::Histogram;
@@ -137,6 +137,26 @@ pub struct Counters {
     /// `requests`), the attempt each replaces ended `http_other`.
     #[serde(default)]
     pub retries_session: u64,
+    /// Of `http_other`: requests refused 401 (unauthorized) and 403 (forbidden), whatever
+    /// came of them (docs/metrics.md, "Authorization").
+    #[serde(default)]
+    pub http_401: u64,
+    #[serde(default)]
+    pub http_403: u64,
+    /// POSTs to the token endpoint, and the tokens that replaced an earlier one.
+    #[serde(default)]
+    pub token_requests: u64,
+    #[serde(default)]
+    pub token_refreshes: u64,
+    /// Requests that ended for want of a token the target takes: answered 401 and not sent
+    /// again (a fresh token refused, a static one, a retry already), or failed because no
+    /// token could be fetched.
+    #[serde(default)]
+    pub auth_failures: u64,
+    /// Requests answered 401 and sent again with a newer token: new requests (in
+    /// `requests`), the attempt each replaces ended `http_other` and `http_401`.
+    #[serde(default)]
+    pub retries_token: u64,
 }
 
 derived_counts!(Counters);
@@ -200,7 +220,13 @@ macro_rules! additive_counters {
             session_lost,
             reinit_failed,
             reinit_us,
-            retries_session
+            retries_session,
+            http_401,
+            http_403,
+            token_requests,
+            token_refreshes,
+            auth_failures,
+            retries_token
         )
     };
 }
@@ -324,6 +350,8 @@ pub struct Stats {
     pub scenarios: Vec<ScenarioStats>,
     /// Tasks and input rounds, made on first use (runs without them carry none).
     pub flows: Option<Box<FlowStats>>,
+    /// The time of each token fetch (a POST to the token endpoint) of the step.
+    pub token_fetch: LatencyHistogram,
 }
 
 /// Entry `i` of `v`, the vector grown with defaults to hold it: per-operation and
@@ -378,6 +406,7 @@ impl Default for Stats {
             ops: Vec::new(),
             scenarios: Vec::new(),
             flows: None,
+            token_fetch: LatencyHistogram::default(),
         }
     }
 }
@@ -399,5 +428,6 @@ impl AddAssign<&Stats> for Stats {
         if let Some(f) = &o.flows {
             *self.flows_mut() += f;
         }
+        self.token_fetch += &o.token_fetch;
     }
 }

@@ -249,10 +249,29 @@ pub struct StepSummary {
     /// Retries of every cause (summary.json's `retries_by_cause`).
     #[serde(default)]
     pub retries: u64,
+    /// Of `http_other`: requests refused 401 and 403 (docs/metrics.md, "Authorization").
+    #[serde(default)]
+    pub http_401: u64,
+    #[serde(default)]
+    pub http_403: u64,
+    /// POSTs to the token endpoint, and tokens that replaced an earlier one.
+    #[serde(default)]
+    pub token_requests: u64,
+    #[serde(default)]
+    pub token_refreshes: u64,
+    /// Requests that ended for want of a token the target takes.
+    #[serde(default)]
+    pub auth_failures: u64,
+    /// How long the token requests took (empty when there was none).
+    #[serde(default)]
+    pub token_fetch_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub token_fetch_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub token_fetch_max_ms: Option<f64>,
 }
 
-/// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum. A
-/// cause to come (token refresh) gets a field of its own.
+/// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetriesByCause {
     /// Requests sent again in a new session after theirs was lost: each a new request (in
@@ -262,6 +281,10 @@ pub struct RetriesByCause {
     /// closed before any byte of them was written (`reconnects_before_send`): no attempt
     /// left, so not a new request.
     pub reconnect_before_send: u64,
+    /// Requests answered 401 and sent again with a newer token: each a new request, the
+    /// attempt it replaces ended `http_other` (and `http_401`).
+    #[serde(default)]
+    pub token_refresh: u64,
 }
 
 impl RetriesByCause {
@@ -269,11 +292,12 @@ impl RetriesByCause {
         RetriesByCause {
             session_reinit: c.retries_session,
             reconnect_before_send: c.reconnects_before_send,
+            token_refresh: c.retries_token,
         }
     }
 
     pub fn total(&self) -> u64 {
-        self.session_reinit + self.reconnect_before_send
+        self.session_reinit + self.reconnect_before_send + self.token_refresh
     }
 }
 
@@ -299,6 +323,39 @@ impl SessionSummary {
             reinit_ms: reinit.total_ms,
             reinit_max_ms: reinit.max_ms,
             retries_by_cause: RetriesByCause::of(c),
+        }
+    }
+}
+
+/// What authorization cost the whole run, from the first token to the last request (the
+/// handshake and warm-ups included): summary.json's `auth`, written at the run's end.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuthSummary {
+    /// POSTs to the token endpoint, and tokens that replaced an earlier one.
+    pub token_requests: u64,
+    pub token_refreshes: u64,
+    /// How long the token requests took.
+    pub token_fetch_p50_ms: Option<f64>,
+    pub token_fetch_p99_ms: Option<f64>,
+    pub token_fetch_max_ms: Option<f64>,
+    /// Requests answered 401 and sent again with a newer token.
+    pub retries_token_refresh: u64,
+    /// Requests that ended for want of a token the target takes.
+    pub auth_failures: u64,
+}
+
+impl AuthSummary {
+    /// From the transports' whole-run counts and the credentials' own.
+    pub fn of(c: &Counters, token_requests: u64, token_refreshes: u64, fetch: &LatencyHistogram) -> Self {
+        let p = Percentiles::of(fetch);
+        AuthSummary {
+            token_requests,
+            token_refreshes,
+            token_fetch_p50_ms: p.p50,
+            token_fetch_p99_ms: p.p99,
+            token_fetch_max_ms: p.max,
+            retries_token_refresh: c.retries_token,
+            auth_failures: c.auth_failures,
         }
     }
 }
@@ -432,6 +489,7 @@ impl StepSummary {
         let first_progress = Percentiles::of(&s.first_progress);
         let per_call = CountPercentiles::of(&s.progress_per_call);
         let reinit = Reinit::of(c);
+        let token_fetch = Percentiles::of(&s.token_fetch);
         StepSummary {
             step: f.step,
             model: f.model,
@@ -538,6 +596,14 @@ impl StepSummary {
             reinit_ms: reinit.total_ms,
             reinit_max_ms: reinit.max_ms,
             retries: RetriesByCause::of(c).total(),
+            http_401: c.http_401,
+            http_403: c.http_403,
+            token_requests: c.token_requests,
+            token_refreshes: c.token_refreshes,
+            auth_failures: c.auth_failures,
+            token_fetch_p50_ms: token_fetch.p50,
+            token_fetch_p99_ms: token_fetch.p99,
+            token_fetch_max_ms: token_fetch.max,
         }
         .with_iterations(s)
         .with_flows(s)

@@ -1,11 +1,13 @@
 //! Workload profiles: the TOML format (`deny_unknown_fields` everywhere), parsed into typed
 //! values whose errors name the file, line, column and field, and what would be valid.
 
+mod auth;
 pub mod expr;
 pub mod scenario;
 pub mod template;
 mod values;
 
+pub use auth::{AuthMethod, AuthSpec, OAuthSpec, TlsSpec};
 pub use scenario::{Call, Capture, Member, Poll, PollRules, Scenario, Step, StepKind, Think};
 pub use values::{Levels, Spacing, TemplateText, parse_bytes, parse_duration};
 
@@ -93,6 +95,11 @@ pub struct TargetSpec {
     /// (for servers known to answer an unknown session so).
     #[serde(default)]
     pub session_lost_on_400: bool,
+    /// HTTP: a bearer token or OAuth client credentials (docs/profiles.md "Authorization").
+    pub auth: Option<AuthSpec>,
+    /// HTTP: trust and identity for `https://` targets.
+    #[serde(default)]
+    pub tls: TlsSpec,
 }
 
 /// How hard, and how long.
@@ -471,6 +478,7 @@ impl Source {
                     .into(),
             ));
         }
+        self.check_auth(t)?;
         let l = &p.load;
         match (l.model, &l.concurrency, &l.rate) {
             (Some(LoadModel::Closed), _, Some(r)) => {
@@ -563,6 +571,52 @@ impl Source {
             return Err(self.error(
                 None,
                 "field `criteria.error_rate`: must be between 0 and 1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Credentials come from the environment: an `Authorization` header written out, a
+    /// secret, or auth on a stdio target is refused.
+    fn check_auth(&self, t: &TargetSpec) -> Result<(), ProfileError> {
+        for (name, value) in &t.headers {
+            if name.eq_ignore_ascii_case("authorization") {
+                let why = if t.auth.is_some() {
+                    "[target.auth] sets it: remove the header".to_owned()
+                } else if value.contains("${") {
+                    continue;
+                } else {
+                    "a credential is never written in a profile: use `${VAR}` (the value \
+                     from the environment), or [target.auth] with `bearer_env = \"VAR\"`"
+                        .to_owned()
+                };
+                return Err(self.error(
+                    self.span_of(&["target", "headers", name]),
+                    format!("field `target.headers.{name}`: {why}"),
+                ));
+            }
+        }
+        if let Some(auth) = &t.auth {
+            if t.stdio.is_some() {
+                return Err(self.error(
+                    self.span_of(&["target", "auth"]),
+                    "field `target.auth`: a stdio target takes no HTTP authorization".into(),
+                ));
+            }
+            if let Some((field, why)) = auth.problem() {
+                let mut path = vec!["target", "auth"];
+                path.extend(field.split('.'));
+                return Err(self.error(
+                    self.span_of(&path).or_else(|| self.span_of(&["target", "auth"])),
+                    format!("field `target.auth.{field}`: {why}"),
+                ));
+            }
+        }
+        let tls = &t.tls;
+        if tls.client_cert.is_some() != tls.client_key.is_some() {
+            return Err(self.error(
+                self.span_of(&["target", "tls"]),
+                "field `target.tls`: `client_cert` and `client_key` go together".into(),
             ));
         }
         Ok(())

@@ -62,7 +62,7 @@ use crate::analysis::{
     CompareOptions, Comparison, GateResult, JudgedStep, Knee, StopCriteria, Thresholds, compare,
 };
 use crate::engine::{Second, SinkError, StepSink, SweepEnd};
-use crate::metrics::SessionSummary;
+use crate::metrics::{AuthSummary, SessionSummary};
 use compare_text::render_comparison;
 use serde_json::Value;
 use std::fs;
@@ -317,6 +317,7 @@ impl RunFolder {
             knee: Knee::default(),
             gates: Vec::new(),
             sessions: None,
+            auth: None,
         };
         let reporters: Vec<Box<dyn Reporter + Send>> = vec![
             Box::new(tables::StepsCsv::create(&dir)?),
@@ -396,6 +397,12 @@ impl RunFolder {
     /// Records what the run's connections saw of their sessions, once they are closed.
     pub fn record_sessions(&mut self, sessions: SessionSummary) -> Result<(), ReportError> {
         self.summary.sessions = Some(sessions);
+        self.each(|r, s| r.changed(s))
+    }
+
+    /// Records what authorization cost the run, once its connections are closed.
+    pub fn record_auth(&mut self, auth: AuthSummary) -> Result<(), ReportError> {
+        self.summary.auth = Some(auth);
         self.each(|r, s| r.changed(s))
     }
 

@@ -6,7 +6,8 @@ use crate::analysis::{
     GateResult, JudgedStep, Knee, RunFigures, StopCriteria, Thresholds, Tripped,
 };
 use crate::metrics::{
-    FlowSummary, OpSummary, RetriesByCause, ScenarioSummary, SessionSummary, StepSummary,
+    AuthSummary, FlowSummary, OpSummary, RetriesByCause, ScenarioSummary, SessionSummary,
+    StepSummary,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -121,6 +122,10 @@ pub struct RunSummary {
     /// `null` until the connections are closed.
     #[serde(default)]
     pub sessions: Option<SessionSummary>,
+    /// Token requests, refreshes and auth failures over the whole run, when the target was
+    /// authorized; `null` without, and until the connections are closed.
+    #[serde(default)]
+    pub auth: Option<AuthSummary>,
 }
 
 impl RunSummary {

@@ -129,7 +129,7 @@ type Count = fn(&StepSummary) -> u64;
 
 /// Counters called out under the table when they are not zero, with what they usually mean.
 /// The first seven are docs/metrics.md's anomalies.
-const CALLOUTS: [(&str, Count); 17] = [
+const CALLOUTS: [(&str, Count); 19] = [
     ("duplicate_id", |s| s.duplicate_id),
     ("late", |s| s.late),
     ("unknown_id", |s| s.unknown_id),
@@ -147,6 +147,8 @@ const CALLOUTS: [(&str, Count); 17] = [
     ("progress_down", |s| s.progress_down),
     ("progress_unknown_token", |s| s.progress_unknown_token),
     ("progress_then_missing", |s| s.progress_then_missing),
+    ("auth_failures", |s| s.auth_failures),
+    ("http_403", |s| s.http_403),
 ];
 
 /// What a non-zero count of `counter` usually means, for the counters called out in reports.
@@ -188,6 +190,15 @@ pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
         }
         "timeouts" => {
             "no answer within the timeout: the server is overloaded, or dropped the request"
+        }
+        "auth_failures" => {
+            "requests refused 401 with a token just fetched (or a static one), or held for a \
+             token that could not be fetched: the credentials, scope or resource are not what \
+             the server takes, or its authorization server is down"
+        }
+        "http_403" => {
+            "requests refused 403 (insufficient_scope): the token lacks the scope the server \
+             wants; ask for it with --oauth-scope or `scope`"
         }
         "response_count_mismatch" => {
             "batch answers with a different number of responses than requests: the server \
@@ -602,6 +613,31 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
         let _ = write!(out, "; protocol {rev}");
     }
     let _ = writeln!(out, "; started {}", run.started_at);
+    if run.settings.pointer("/target/tls/insecure") == Some(&serde_json::Value::Bool(true)) {
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(
+                "WARNING: TLS certificates were not checked (--insecure): these figures may \
+                 come from any server on the path",
+                RED,
+                color
+            )
+        );
+    }
+    if let Some(a) = &run.auth {
+        let _ = writeln!(
+            out,
+            "auth: {} token request(s), {} refresh(es), token fetch p50 {} ms, p99 {} ms; \
+             {} retried after 401, {} auth failure(s)",
+            a.token_requests,
+            a.token_refreshes,
+            ms(a.token_fetch_p50_ms),
+            ms(a.token_fetch_p99_ms),
+            a.retries_token_refresh,
+            a.auth_failures
+        );
+    }
 
     let load_header = match run.knee.model {
         Some(Model::Open) => "target rps",

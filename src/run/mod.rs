@@ -10,12 +10,14 @@ pub use plan::{LevelsFlag, Overrides, Plan, PlanError, TargetFlag, plan};
 pub use signals::{signals, stop_on_signals};
 
 use crate::analysis::Thresholds;
-use crate::client::{ConnectOptions, Connected, Connector, Endpoint, Revision, ServerInfo};
+use crate::client::{
+    ConnectOptions, Connected, Connector, Endpoint, McpError, Revision, ServerInfo,
+};
 use crate::engine::{self, BatchShape, FanOut, SweepEnd, Workload};
 use crate::load::flow::{CannedInput, client_capabilities};
 use crate::load::mix::Mix;
 use crate::load::scenario::{self, Scenarios};
-use crate::metrics::{Counters, Model, SessionSummary};
+use crate::metrics::{AuthSummary, Counters, Model, SessionSummary};
 use crate::report::{self, Finished, Progress, RunFolder, Secrets};
 use crate::server::{self, RunningTarget};
 use crate::transport::{AnyTransport, StdioOptions, Transport};
@@ -89,6 +91,12 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     std::fs::create_dir_all(&plan.dir)
         .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", plan.dir.display())))?;
     let (connector, connected) = connect(&plan, endpoint).await?;
+    if plan.insecure() {
+        eprintln!(
+            "mcpload: WARNING: --insecure: TLS certificates are not checked; anyone on the path \
+             can read and change this traffic, and the results say so"
+        );
+    }
     let server = connected.server;
     if let Some(b) = &plan.batch
         && server.revision > Revision::V2025_03_26
@@ -144,6 +152,10 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         t.add_totals(&mut whole);
     }
     folder.record_sessions(SessionSummary::of(&whole))?;
+    if let Some(auth) = &connector.options().auth {
+        let (requests, refreshes, fetch_time) = auth.totals();
+        folder.record_auth(AuthSummary::of(&whole, requests, refreshes, &fetch_time))?;
+    }
     if let Some(b) = builtin {
         folder.record_target_stats(&b.shutdown().await)?;
     }
@@ -252,7 +264,13 @@ fn worker_count(plan: &Plan) -> usize {
 
 /// The first connection (handshake, tool list), with a pool sized for the highest level.
 async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connected), RunError> {
+    let auth = match &endpoint {
+        Endpoint::Http { url, .. } => plan.credentials(url)?,
+        Endpoint::Stdio(_) => None,
+    };
     let opts = ConnectOptions {
+        auth,
+        tls: plan.tls_options(),
         protocol: plan.target.protocol,
         pool_size: pool_size(plan),
         transports: worker_count(plan),
@@ -267,10 +285,12 @@ async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connecte
     };
     let connector = Connector::new(endpoint, opts).map_err(|e| PlanError::Usage(e.to_string()))?;
     let connected = connector.connect().await.map_err(|e| {
-        RunError::Failed(format!(
-            "connecting to {}: {e}",
-            connector.target().describe()
-        ))
+        let why = format!("connecting to {}: {e}", connector.target().describe());
+        match e {
+            // Credentials missing or refused: the configuration is at fault (exit code 2).
+            McpError::Auth(_) => RunError::Plan(PlanError::Usage(why)),
+            _ => RunError::Failed(why),
+        }
     })?;
     Ok((connector, connected))
 }

@@ -3,17 +3,18 @@
 //! settings as summary.json records them.
 
 use crate::analysis::{StopCriteria, Thresholds};
+use crate::auth::{ClientAuth, JwtKey, OAuthConfig};
 use crate::client::{ProtocolChoice, ServerInfo, expand_env};
 use crate::engine::Sweep;
 use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
-    Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method, Op, Profile, ProfileError,
-    Source, Spacing, TargetSpec, TaskMode,
+    AuthMethod, AuthSpec, Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method, Op,
+    Profile, ProfileError, Source, Spacing, TargetSpec, TaskMode, TlsSpec,
 };
 use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
-use crate::transport::StdioOptions;
+use crate::transport::{Credentials, StdioOptions, TlsOptions};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -49,6 +50,11 @@ pub struct Overrides {
     pub protocol: Option<ProtocolChoice>,
     /// Every HTTP 400 to a request that carried the session id says the session is gone.
     pub session_lost_on_400: bool,
+    /// Authorization in place of the profile's `[target.auth]`.
+    pub auth: Option<AuthSpec>,
+    /// TLS settings over the profile's `[target.tls]` (each given one replaces its key;
+    /// `insecure` adds).
+    pub tls: TlsSpec,
     /// Knobs of the built-in target, `KEY=VALUE` as in `[target.builtin]` (the value in TOML
     /// syntax, or a bare word).
     pub builtin_knobs: Vec<(String, String)>,
@@ -141,6 +147,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         builtin_raw = json!({});
     }
     set_builtin_knobs(target, &mut builtin_raw, &o.builtin_knobs)?;
+    check_auth(target)?;
     if target.builtin.is_none() && target.url.is_none() && target.stdio.is_none() {
         return Err(PlanError::Usage(
             "no target: give a profile, or --url URL, --stdio \"COMMAND ARGS\" or --builtin".into(),
@@ -232,7 +239,45 @@ fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
         target.protocol = pr;
     }
     target.session_lost_on_400 |= o.session_lost_on_400;
+    if let Some(auth) = &o.auth {
+        target.auth = Some(auth.clone());
+    }
+    let tls = &mut target.tls;
+    for (flag, key) in [
+        (&o.tls.cacert, &mut tls.cacert),
+        (&o.tls.client_cert, &mut tls.client_cert),
+        (&o.tls.client_key, &mut tls.client_key),
+    ] {
+        if let Some(path) = flag {
+            *key = Some(path.clone());
+        }
+    }
+    tls.insecure |= o.tls.insecure;
     o.target.is_some()
+}
+
+/// The authorization and TLS settings as the flags left them: sound, and for an HTTP target.
+fn check_auth(t: &TargetSpec) -> Result<(), PlanError> {
+    let usage = |m: String| Err(PlanError::Usage(m));
+    if let Some(auth) = &t.auth {
+        if t.stdio.is_some() {
+            return usage("authorization is for HTTP targets, not stdio".into());
+        }
+        if let Some((field, why)) = auth.problem() {
+            return usage(format!("target.auth.{field}: {why}"));
+        }
+        if t.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+            return usage(
+                "an Authorization header and [target.auth] (or --bearer-env / --oauth-*) \
+                 both set the credentials: give one"
+                    .into(),
+            );
+        }
+    }
+    if t.tls.client_cert.is_some() != t.tls.client_key.is_some() {
+        return usage("--client-cert and --client-key go together".into());
+    }
+    Ok(())
 }
 
 /// `--builtin-knob KEY=VALUE`: each sets a key of `[target.builtin]` (the value read as TOML,
@@ -434,7 +479,9 @@ impl Plan {
     pub(super) fn run_spec(&self, mix: &Mix, server: &ServerInfo) -> RunSpec {
         let t = &self.target;
         let target = if let Some(url) = &t.url {
-            json!({"url": url, "headers": t.headers})
+            json!({"url": url, "headers": t.headers, "auth": auth_settings(t), "tls": tls_settings(&t.tls)})
+        } else if t.auth.is_some() {
+            json!({"builtin": self.builtin_raw, "auth": auth_settings(t)})
         } else if let Some(cmd) = &t.stdio {
             json!({"stdio": cmd, "env": t.env.keys().collect::<Vec<_>>(), "cwd": t.cwd})
         } else {
@@ -496,11 +543,101 @@ impl Plan {
         spec
     }
 
+    /// How `https://` targets (and token endpoints) are trusted; paths relative to the
+    /// profile.
+    pub(super) fn tls_options(&self) -> TlsOptions {
+        let t = &self.target.tls;
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| self.base.join(p));
+        TlsOptions {
+            cacert: path(&t.cacert),
+            client_cert: path(&t.client_cert),
+            client_key: path(&t.client_key),
+            insecure: t.insecure,
+        }
+    }
+
+    /// The credentials requests to `url` carry, from the environment (a variable not set is
+    /// a usage error).
+    pub(super) fn credentials(&self, url: &str) -> Result<Option<Credentials>, PlanError> {
+        let Some(a) = &self.target.auth else {
+            return Ok(None);
+        };
+        let env = |field: &str, var: &str| {
+            std::env::var(var).map_err(|_| {
+                PlanError::Usage(format!(
+                    "target.auth.{field}: the environment variable {var} is not set"
+                ))
+            })
+        };
+        if let Some(var) = &a.bearer_env {
+            let token = env("bearer_env", var)?;
+            return Credentials::fixed(token.trim())
+                .map(Some)
+                .map_err(|e| PlanError::Usage(format!("target.auth.bearer_env: {e}")));
+        }
+        let Some(o) = &a.oauth else {
+            return Ok(None);
+        };
+        let client_id = match (&o.client_id, &o.client_id_env) {
+            (Some(id), _) => id.clone(),
+            (None, Some(var)) => env("oauth.client_id_env", var)?,
+            (None, None) => return Err(PlanError::Usage("target.auth.oauth: no client id".into())),
+        };
+        let secret = || match &o.client_secret_env {
+            Some(var) => env("oauth.client_secret_env", var),
+            None => Err(PlanError::Usage(
+                "target.auth.oauth: no client_secret_env".into(),
+            )),
+        };
+        let auth = match o.auth_method {
+            AuthMethod::Basic => ClientAuth::Basic(secret()?),
+            AuthMethod::Post => ClientAuth::Post(secret()?),
+            AuthMethod::PrivateKeyJwt => {
+                let file = o.private_key_file.as_ref().map(|f| self.base.join(f));
+                let key = JwtKey::from_pem_file(
+                    file.as_deref().unwrap_or(Path::new("")),
+                    o.key_alg.as_deref(),
+                    o.key_id.clone(),
+                )
+                .map_err(|e| PlanError::Usage(format!("target.auth.oauth.private_key_file: {e}")))?;
+                ClientAuth::PrivateKeyJwt(std::sync::Arc::new(key))
+            }
+        };
+        Ok(Some(crate::auth::credentials(OAuthConfig {
+            client_id,
+            auth,
+            scope: o.scope.clone(),
+            token_endpoint: o.token_endpoint.clone(),
+            resource: url.to_owned(),
+            tls: self.tls_options(),
+            connect_timeout: self.load.connect_timeout,
+            timeout: TOKEN_REQUEST_LIMIT,
+        })))
+    }
+
+    /// TLS certificates are not checked (`insecure`).
+    pub(super) fn insecure(&self) -> bool {
+        self.target.tls.insecure
+    }
+
     /// The run's secret values, to scrub out of its error messages: header values (as written
-    /// and expanded), environment values, the URL's userinfo and query values.
+    /// and expanded), environment values, the URL's userinfo and query values, the values of
+    /// the variables that hold credentials.
     pub(super) fn secrets(&self) -> Secrets {
         let t = &self.target;
         let mut secrets = Secrets::default();
+        if let Some(a) = &t.auth {
+            let o = a.oauth.as_ref();
+            let vars = [
+                a.bearer_env.as_ref(),
+                o.and_then(|o| o.client_secret_env.as_ref()),
+            ];
+            for var in vars.into_iter().flatten() {
+                if let Ok(v) = std::env::var(var) {
+                    secrets.add(&v);
+                }
+            }
+        }
         for value in t.headers.values() {
             secrets.add(value);
             if let Ok(expanded) = expand_env(value, |var| std::env::var(var).ok()) {
@@ -514,6 +651,9 @@ impl Plan {
         secrets
     }
 }
+
+/// Bound on each request of a token fetch (metadata, token endpoint).
+const TOKEN_REQUEST_LIMIT: Duration = Duration::from_secs(10);
 
 /// Where a profile writes what may be secret: `target.url`, the header values and the
 /// environment values.
@@ -530,6 +670,40 @@ struct SecretTargetPlaces {
     headers: BTreeMap<String, toml::Spanned<String>>,
     #[serde(default)]
     env: BTreeMap<String, toml::Spanned<String>>,
+}
+
+/// What summary.json records of the authorization: its kind and the variables' names, never
+/// their values.
+fn auth_settings(t: &TargetSpec) -> Value {
+    let Some(a) = &t.auth else {
+        return Value::Null;
+    };
+    match (&a.bearer_env, &a.oauth) {
+        (Some(var), _) => json!({"kind": "bearer", "bearer_env": var}),
+        (None, Some(o)) => json!({
+            "kind": "oauth",
+            "grant": "client_credentials",
+            "client_id_env": o.client_id_env,
+            "client_id": o.client_id,
+            "client_secret_env": o.client_secret_env,
+            "scope": o.scope,
+            "token_endpoint": o.token_endpoint,
+            "auth_method": o.auth_method,
+            "private_key_file": o.private_key_file,
+            "token_per_user": a.token_per_user,
+        }),
+        (None, None) => Value::Null,
+    }
+}
+
+/// What summary.json records of TLS; `insecure` as it is, so a run without certificate
+/// checks says so.
+fn tls_settings(t: &TlsSpec) -> Value {
+    json!({
+        "cacert": t.cacert,
+        "client_cert": t.client_cert,
+        "insecure": t.insecure,
+    })
 }
 
 /// The profile's text with the URL shown as [`report::redact_url`] shows it and every header and

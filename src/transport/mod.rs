@@ -25,22 +25,25 @@
 //! Every [`Event::Message`] carries the instant its bytes were parsed off the wire, so the
 //! latency does not include the time the worker took to look at it.
 
+pub mod auth;
 pub mod budget;
 mod http;
 pub mod sse;
 mod stdio;
 
+pub use auth::{Challenge, Credentials};
 pub use budget::{AnswerBudget, DEFAULT_MAX_ANSWER_MEMORY};
 /// The HTTP/1.1 fuzz target's entry point (built with `--cfg fuzzing` only).
 #[cfg(fuzzing)]
 pub use http::read_scripted_answer;
 pub use http::{
     DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply,
+    TlsOptions,
 };
 pub use stdio::{StdioOptions, StdioTransport};
 
 use crate::jsonrpc::Id;
-use crate::metrics::Counters;
+use crate::metrics::{Counters, LatencyHistogram};
 use ::http::{HeaderName, HeaderValue};
 use bytes::Bytes;
 use std::future::Future;
@@ -146,6 +149,8 @@ pub enum TransportError {
     NotRunning(String),
     #[error("the session could not be re-initialized: {0}")]
     Session(String),
+    #[error("authorization failed: {0}")]
+    Auth(String),
     #[error("invalid request for this transport: {0}")]
     Invalid(String),
 }
@@ -189,12 +194,17 @@ pub enum Event {
         batch_rejected: bool,
         error_code: Option<i64>,
     },
-    /// HTTP: the exchange was refused because the session it was sent in is gone (404, or a
-    /// 400 that says so) and its request is sent again in the new session, with the same id
-    /// (the server refused it before reading it, so no answer can come for this attempt).
-    /// This attempt ends `http_other`; the retry is registered anew (docs/metrics.md,
-    /// "Sessions").
-    Retried { exchange: ExchangeId, ids: Vec<Id> },
+    /// HTTP: the exchange was refused and its request is sent again, with the same id (the
+    /// server refused it before reading it, so no answer can come for this attempt): because
+    /// the session it was sent in is gone (404, or a 400 that says so), in the new session;
+    /// or because its token was refused (401), with a newer one. This attempt ends
+    /// `http_other` (`http_401` too for a token); the retry is registered anew
+    /// (docs/metrics.md, "Retries").
+    Retried {
+        exchange: ExchangeId,
+        ids: Vec<Id>,
+        cause: RetryCause,
+    },
     /// The exchange failed in the transport (refused, reset, TLS, child gone): its pending
     /// ids are `transport_errors`.
     Failed {
@@ -218,6 +228,15 @@ impl Event {
                 | Event::Failed { .. }
         )
     }
+}
+
+/// Why a refused request is sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryCause {
+    /// Its session was gone: sent in the new one.
+    Session,
+    /// Its token was refused (401): sent with a newer one.
+    Token,
 }
 
 /// What cancelling a timed-out request found.
@@ -257,6 +276,11 @@ pub struct TransportCounters {
     pub sse_resumptions: u64,
     /// Requests whose resumed answer ended without the response (they end `missing`).
     pub sse_resumptions_failed: u64,
+    /// Requests answered 401 and sent again with a newer token.
+    pub retries_token: u64,
+    /// Requests that ended for want of a token the target takes: a 401 not sent again (its
+    /// token was fresh, static, or it was a retry already), or a fetch that failed.
+    pub auth_failures: u64,
 }
 
 impl TransportCounters {
@@ -272,6 +296,8 @@ impl TransportCounters {
         c.reconnects_before_send += self.reconnects_before_send;
         c.sse_resumptions += self.sse_resumptions;
         c.sse_resumptions_failed += self.sse_resumptions_failed;
+        c.retries_token += self.retries_token;
+        c.auth_failures += self.auth_failures;
         *self = TransportCounters::default();
     }
 
@@ -311,8 +337,13 @@ pub trait Transport: Send {
     /// the correlator's business): 1 while bytes wait to be written, else 0.
     fn open_exchanges(&self) -> usize;
 
-    /// Adds the transport's own counters into `into` and resets them.
+    /// Adds the transport's own counters into `into` and resets them (with credentials, the
+    /// run's token requests and refreshes since they were last taken, by any transport).
     fn take_counters(&mut self, into: &mut Counters);
+
+    /// Adds the time of each token fetch since they were last taken (by any transport of the
+    /// run) into `into`.
+    fn take_token_fetches(&mut self, _into: &mut LatencyHistogram) {}
 
     /// Adds into `into` every count of its own the transport made since it was made: those
     /// [`Transport::take_counters`] handed over (a warm-up's too) and those it holds now
@@ -371,6 +402,12 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.add_totals(into),
             AnyTransport::Stdio(t) => t.add_totals(into),
+        }
+    }
+
+    fn take_token_fetches(&mut self, into: &mut LatencyHistogram) {
+        if let AnyTransport::Http(t) = self {
+            t.take_token_fetches(into);
         }
     }
 

@@ -4,12 +4,14 @@
 
 use super::connection::{Connection, Tls};
 use crate::protocol::headers;
+use crate::transport::auth::Credentials;
 use crate::transport::budget::AnswerBudget;
 use crate::transport::{McpHeaders, TransportError};
-use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use rustls::pki_types::ServerName;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +52,24 @@ pub struct HttpOptions {
     /// Every HTTP 400 to a request that carried a session id says the session is gone (for
     /// servers known to answer so); otherwise only a 400 whose JSON-RPC error says so does.
     pub session_lost_on_400: bool,
+    /// Bearer credentials every request carries (`Authorization`), refreshed as they expire
+    /// and when the target answers 401.
+    pub auth: Option<Credentials>,
+    /// How `https://` servers are trusted, and the client's own certificate.
+    pub tls: TlsOptions,
+}
+
+/// TLS beyond the platform's roots: a CA file, a client certificate (mutual TLS), or no
+/// check at all (`insecure`: anyone on the path can read and change the traffic).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// PEM certificates trusted besides the platform's roots.
+    pub cacert: Option<PathBuf>,
+    /// A PEM certificate chain and its PEM private key, presented to the server.
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    /// No certificate check at all.
+    pub insecure: bool,
 }
 
 impl Default for HttpOptions {
@@ -62,6 +82,8 @@ impl Default for HttpOptions {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             exchange_timeout: None,
             session_lost_on_400: false,
+            auth: None,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -87,6 +109,7 @@ struct Target {
     host_header: HeaderValue,
     /// `Accept`, `Content-Type` and the custom headers (values marked sensitive).
     base: HeaderMap,
+    auth: Option<Credentials>,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -99,24 +122,114 @@ impl std::fmt::Debug for HttpClient {
     }
 }
 
-/// rustls with ring, the platform's roots, HTTP/1.1 by ALPN.
-fn platform_tls() -> Result<rustls::ClientConfig, TransportError> {
+/// rustls with ring: the platform's roots and `cacert`'s, or no check at all (`insecure`);
+/// the client certificate, if any. HTTP/1.1 is set by ALPN later.
+pub(crate) fn tls_config(o: &TlsOptions) -> Result<rustls::ClientConfig, TransportError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     use rustls_platform_verifier::BuilderVerifierExt;
+    let invalid = |what: String| TransportError::Invalid(format!("TLS setup: {what}"));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| TransportError::Invalid(format!("TLS setup: {e}")))?
-        .with_platform_verifier()
-        .map_err(|e| TransportError::Invalid(format!("TLS roots: {e}")))?
-        .with_no_client_auth())
+        .map_err(|e| invalid(e.to_string()))?;
+    let read_certs = |path: &PathBuf| -> Result<Vec<CertificateDer<'static>>, TransportError> {
+        let certs: Vec<_> = CertificateDer::pem_file_iter(path)
+            .and_then(|i| i.collect::<Result<_, _>>())
+            .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+        if certs.is_empty() {
+            return Err(invalid(format!("{}: no certificate in it", path.display())));
+        }
+        Ok(certs)
+    };
+    let builder = if o.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoCheck(provider)))
+    } else if let Some(ca) = &o.cacert {
+        let extra = read_certs(ca)?;
+        let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider)
+            .map_err(|e| invalid(format!("roots: {e}")))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+    } else {
+        builder
+            .with_platform_verifier()
+            .map_err(|e| invalid(format!("roots: {e}")))?
+    };
+    match (&o.client_cert, &o.client_key) {
+        (None, None) => Ok(builder.with_no_client_auth()),
+        (Some(cert), Some(key)) => {
+            let chain = read_certs(cert)?;
+            let key = PrivateKeyDer::from_pem_file(key)
+                .map_err(|e| invalid(format!("{}: {e}", key.display())))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| invalid(format!("client certificate: {e}")))
+        }
+        _ => Err(invalid(
+            "a client certificate needs its key, and a key its certificate".into(),
+        )),
+    }
+}
+
+/// `insecure`: every certificate is taken, only the handshake's signatures are checked.
+#[derive(Debug)]
+struct NoCheck(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NoCheck {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 impl HttpClient {
     /// The client for `url` (`http://` or `https://`): no proxy (a proxy would be measured
-    /// too), Nagle off, certificates checked against the platform's roots.
+    /// too), Nagle off, certificates checked as `opts.tls` says (the platform's roots by
+    /// default).
     pub fn new(url: &Uri, opts: &HttpOptions) -> Result<Self, TransportError> {
         let tls = match url.scheme_str() {
-            Some("https") => Some(platform_tls()?),
+            Some("https") => Some(tls_config(&opts.tls)?),
             _ => None,
         };
         Self::with_tls(url, opts, tls)
@@ -178,8 +291,14 @@ impl HttpClient {
                 path: url.path_and_query().map_or("/", |p| p.as_str()).to_owned(),
                 host_header,
                 base,
+                auth: opts.auth.clone(),
             }),
         })
+    }
+
+    /// The credentials every request carries, if any.
+    pub(super) fn auth(&self) -> Option<&Credentials> {
+        self.target.auth.as_ref()
     }
 
     pub fn url(&self) -> &Uri {
@@ -237,6 +356,7 @@ impl RequestHead {
         client: &HttpClient,
         version: Option<&HeaderValue>,
         session: Option<&HeaderValue>,
+        authorization: Option<&HeaderValue>,
     ) -> Self {
         let t = &*client.target;
         let mut w = Vec::with_capacity(256);
@@ -249,6 +369,7 @@ impl RequestHead {
             (&HOST, Some(&t.host_header)),
             (&VERSION_HEADER, version),
             (&SESSION_HEADER, session),
+            (&AUTHORIZATION, authorization),
         ];
         let carries_session = session.or_else(|| custom.get(SESSION_HEADER)).is_some();
         for (name, value) in ours {

@@ -37,6 +37,8 @@ pub(super) struct Head {
     pub(super) retry_after_s: Option<u64>,
     /// The body's length, when `Content-Length` frames it.
     pub(super) length: Option<u64>,
+    /// `WWW-Authenticate` of a 401 or 403 (read for those only).
+    pub(super) challenge: Option<Box<str>>,
     /// Kept only for an answer read whole (handshakes, probes); a load answer needs none,
     /// and its head stays small.
     pub(super) details: Option<Box<Details>>,
@@ -433,8 +435,10 @@ impl Wire {
                 kind: content_kind(None),
                 retry_after_s: None,
                 length: None,
+                challenge: None,
                 details: details.then(Box::default),
             };
+            let refused = matches!(status, 401 | 403);
             let mut length = None;
             // `Transfer-Encoding`, if any: whether chunked is its last coding.
             let mut coded: Option<bool> = None;
@@ -448,6 +452,12 @@ impl Wire {
                     }
                 } else if name.eq_ignore_ascii_case("retry-after") {
                     head.retry_after_s = retry_after_seconds(h.value);
+                } else if refused && name.eq_ignore_ascii_case("www-authenticate") {
+                    // Several challenges may come in several headers: the Bearer one counts.
+                    let v = String::from_utf8_lossy(h.value);
+                    if head.challenge.is_none() || v.to_ascii_lowercase().contains("bearer") {
+                        head.challenge = Some(v.into());
+                    }
                 } else if name.eq_ignore_ascii_case("content-length") {
                     let n = std::str::from_utf8(h.value)
                         .ok()

@@ -55,6 +55,9 @@ pub(super) struct Request {
     /// A single load request (of the legacy era: no headers of its own) that is sent again in
     /// a new session if its session turns out gone (once: a retry is not retried).
     pub(super) retriable: bool,
+    /// A single load request that is sent again with a newer token if the target answers it
+    /// 401 (once: a retry is not retried).
+    pub(super) auth_retriable: bool,
 }
 
 impl Request {
@@ -76,6 +79,7 @@ impl Request {
             last_event_id: None,
             resumptions: 0,
             retriable: false,
+            auth_retriable: false,
         }
     }
 
@@ -107,6 +111,15 @@ pub(super) enum Item {
         generation: u64,
         resend: Option<Box<Request>>,
     },
+    /// A load exchange's terminal event, answered 401 to a request sent with token `token`
+    /// (0: none); the challenge, and the request to send again with a newer token, when it
+    /// may be.
+    Unauthorized {
+        event: Event,
+        token: u64,
+        challenge: Option<Box<str>>,
+        resend: Option<Box<Request>>,
+    },
     /// A side exchange's whole answer, or why there is none (boxed: a load exchange's items
     /// stay small).
     Reply {
@@ -124,6 +137,9 @@ pub(super) enum Item {
     ResumeFailed,
     /// A resumption's delay is over: the GET goes out now.
     Due(Box<Request>),
+    /// The credentials changed (a token came, a fetch failed): the requests held for a token
+    /// go out, or fail.
+    TokenNews,
     /// The exchange's connection is free again: ready for the next request, or gone
     /// (`None`). Its answer has been read, so the exchange can no longer be closed to cancel
     /// (`closable`: the id it could be closed under).
@@ -131,6 +147,8 @@ pub(super) enum Item {
         exchange: ExchangeId,
         back: Option<Connection>,
         closable: Option<Id>,
+        /// The token the request carried, when its answer was a 2xx.
+        accepted: Option<u64>,
     },
 }
 
@@ -210,9 +228,13 @@ struct Events {
     watch: Option<SessionWatch>,
     /// An error in the answer said the session is unknown.
     said_unknown: bool,
-    /// The request's body, kept to send it again if its session is gone (a legacy request:
-    /// no headers of its own).
-    resend: Option<bytes::Bytes>,
+    /// The request's body and headers, kept to send it again if its session is gone (a
+    /// legacy request: no headers of its own) or if it is answered 401.
+    resend: Option<(bytes::Bytes, crate::transport::McpHeaders)>,
+    /// It may be sent again for its session (`Request::retriable`), for a token
+    /// (`Request::auth_retriable`).
+    session_retriable: bool,
+    auth_retriable: bool,
 }
 
 /// A side exchange's answer, gathered until its end.
@@ -252,6 +274,13 @@ pub(super) struct Exchange {
     watch: Option<SessionWatch>,
     /// Its answer said the session is gone.
     lost: bool,
+    /// The token it was sent with (0: none), when the transport has credentials.
+    token: Option<u64>,
+    /// Its answer's status, once its head came.
+    status: u16,
+    /// Its answer was a 401, with this `WWW-Authenticate`.
+    unauthorized: bool,
+    challenge: Option<Box<str>>,
 }
 
 impl Exchange {
@@ -289,7 +318,10 @@ impl Exchange {
                 then: None,
                 watch,
                 said_unknown: false,
-                resend: request.retriable.then_some(request.out.body),
+                resend: (request.retriable || request.auth_retriable)
+                    .then(|| (request.out.body, request.out.headers)),
+                session_retriable: request.retriable,
+                auth_retriable: request.auth_retriable,
             })
         };
         Exchange {
@@ -306,7 +338,17 @@ impl Exchange {
             closable,
             watch,
             lost: false,
+            token: None,
+            status: 0,
+            unauthorized: false,
+            challenge: None,
         }
+    }
+
+    /// The exchange carries token `token` (0: none) of the transport's credentials.
+    pub(super) fn with_token(mut self: Box<Self>, token: u64) -> Box<Self> {
+        self.token = Some(token);
+        self
     }
 
     /// Ends the exchange in a transport failure, after what the body held so far. Its
@@ -327,9 +369,13 @@ impl Exchange {
     }
 
     /// The answer's head came: the body is read next.
-    fn on_head(&mut self, head: Head, conn: Connection) {
+    fn on_head(&mut self, mut head: Head, conn: Connection) {
         let mut reader = BodyReader::new(head.kind, self.max, self.budget.take());
         let status = head.status;
+        self.status = status;
+        if self.token.is_some() && status == 401 {
+            self.challenge = head.challenge.take();
+        }
         let sink = &mut self.sink;
         let worth_reading = head
             .length
@@ -369,6 +415,7 @@ impl Exchange {
         self.lost = self
             .watch
             .is_some_and(|w| w.lost(status, self.sink.said_unknown()));
+        self.unauthorized = self.token.is_some() && status == 401;
         self.sink.finish(status, retry_after_s, body);
     }
 
@@ -476,6 +523,7 @@ impl Exchange {
             exchange: self.exchange,
             back,
             closable: self.closable.take(),
+            accepted: self.token.filter(|_| (200..300).contains(&self.status)),
         })
     }
 }
@@ -501,9 +549,18 @@ impl futures_util::Stream for Exchange {
             Output::Event(event) if this.lost && event.is_terminal() => {
                 this.lost = false;
                 Item::Lost {
-                    resend: this.sink.resend(&event),
+                    resend: this.sink.resend(&event, false),
                     event,
                     generation: this.generation,
+                }
+            }
+            Output::Event(event) if this.unauthorized && event.is_terminal() => {
+                this.unauthorized = false;
+                Item::Unauthorized {
+                    resend: this.sink.resend(&event, true),
+                    event,
+                    token: this.token.unwrap_or(0),
+                    challenge: this.challenge.take(),
                 }
             }
             Output::Event(event) => Item::Event(event),
@@ -529,6 +586,8 @@ pub(super) enum Flow {
         at: Pin<Box<tokio::time::Sleep>>,
         request: Option<Box<Request>>,
     },
+    /// Requests held for a token: yields [`Item::TokenNews`] once the credentials change.
+    Token(Option<BoxFuture<'static, ()>>),
 }
 
 impl futures_util::Stream for Flow {
@@ -542,6 +601,14 @@ impl futures_util::Stream for Flow {
                 std::task::ready!(at.as_mut().poll(cx));
                 Poll::Ready(request.take().map(Item::Due))
             }
+            Flow::Token(news) => match news {
+                Some(f) => {
+                    std::task::ready!(f.as_mut().poll(cx));
+                    *news = None;
+                    Poll::Ready(Some(Item::TokenNews))
+                }
+                None => Poll::Ready(None),
+            },
         }
     }
 }
@@ -555,17 +622,22 @@ impl Sink {
         }
     }
 
-    /// The request of a load exchange refused for its lost session, to send again: a
-    /// single request, once.
-    fn resend(&mut self, end: &Event) -> Option<Box<Request>> {
+    /// The request of a load exchange refused for its lost session (`for_token`: answered
+    /// 401), to send again: a single request, once.
+    fn resend(&mut self, end: &Event, for_token: bool) -> Option<Box<Request>> {
         let (Sink::Events(e), Event::Refused { ids, .. }) = (self, end) else {
             return None;
         };
         let [id] = ids.as_slice() else {
             return None;
         };
-        let body = e.resend.take()?;
-        let out = Outgoing::single(body, Some(id.clone()), Default::default());
+        let may = if for_token {
+            e.auth_retriable
+        } else {
+            e.session_retriable
+        };
+        let (body, headers) = e.resend.take().filter(|_| may)?;
+        let out = Outgoing::single(body, Some(id.clone()), headers);
         Some(Box::new(Request::load(
             e.exchange,
             out,
@@ -644,6 +716,7 @@ impl Whole {
             content_type: details.content_type,
             session_id: details.session_id,
             retry_after_s: head.retry_after_s,
+            challenge: head.challenge.map(String::from),
             messages: std::mem::take(&mut self.messages),
             unreadable: std::mem::take(&mut self.unreadable),
             broken,
@@ -682,6 +755,14 @@ impl Events {
                 if status >= 400 && self.is_session_refusal(status, &bytes) {
                     // The refusal itself, like a refused batch's one error: not a message.
                     return;
+                }
+                if matches!(status, 401 | 403) {
+                    if !response_id(&bytes).is_some_and(|id| self.ids.contains(&id)) {
+                        // An authorization refusal (an OAuth error object, an error with id
+                        // null): the refusal itself, not a message.
+                        return;
+                    }
+                    self.resend = None;
                 }
                 if self.batch && status >= 400 {
                     if !starts_array(&bytes) {
@@ -733,6 +814,7 @@ impl Events {
             last_event_id: Some(last_event_id),
             resumptions: self.resumptions + 1,
             retriable: false,
+            auth_retriable: false,
         })
     }
 

@@ -22,19 +22,20 @@ mod scripted;
 mod session;
 mod side;
 
-pub use client::{DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions};
+pub use client::{DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, TlsOptions};
 #[cfg(fuzzing)]
 pub use scripted::read_answer as read_scripted_answer;
 pub use session::LegacyInit;
 pub use side::Reply;
 
+use super::auth::{Challenge, Credentials, Current, Refusal};
 use super::budget::AnswerBudget;
 use super::{
-    CancelStyle, Cancelled, Event, ExchangeId, Outgoing, Transport, TransportCounters,
-    cancel_notification,
+    CancelStyle, Cancelled, Event, ExchangeId, Outgoing, RetryCause, Transport,
+    TransportCounters, TransportError, cancel_notification,
 };
 use crate::jsonrpc::Id;
-use crate::metrics::Counters;
+use crate::metrics::{Counters, LatencyHistogram};
 use client::RequestHead;
 use connection::Connection;
 use exchange::{Exchange, Flow, Item, Phase, Request, SessionWatch};
@@ -85,6 +86,21 @@ pub struct HttpTransport {
     counters: TransportCounters,
     /// What `counters` handed over so far.
     handed: Counters,
+    /// The run's credentials, when requests carry a token.
+    auth: Option<Credentials>,
+    /// The `Authorization` value in `head`, and its token's generation (0: none).
+    authorization: Option<HeaderValue>,
+    token: u64,
+    /// The credentials' epoch `head` was checked against (`None`: check again), and when
+    /// its token expires.
+    token_epoch: Option<u64>,
+    token_expires: Option<tokio::time::Instant>,
+    /// Requests held until a token comes (or its fetch fails), and whether a wait for it is
+    /// among the exchanges.
+    auth_held: Vec<Request>,
+    auth_waiting: bool,
+    /// Token fetch times taken from the credentials, for [`Transport::take_token_fetches`].
+    fetch_times: LatencyHistogram,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -102,7 +118,8 @@ impl HttpTransport {
     /// A transport to `client`'s target, with at most `opts.pool_size` connections open.
     pub fn new(client: HttpClient, opts: &HttpOptions) -> Self {
         HttpTransport {
-            head: RequestHead::new(&client, None, None),
+            head: RequestHead::new(&client, None, None, None),
+            auth: client.auth().cloned(),
             client,
             max_message_bytes: opts.max_message_bytes,
             answer_budget: opts.answer_budget.clone(),
@@ -126,7 +143,24 @@ impl HttpTransport {
             ready: VecDeque::new(),
             counters: TransportCounters::default(),
             handed: Counters::default(),
+            authorization: None,
+            token: 0,
+            token_epoch: None,
+            token_expires: None,
+            auth_held: Vec::new(),
+            auth_waiting: false,
+            fetch_times: LatencyHistogram::default(),
         }
+    }
+
+    /// The generation of the token requests carry now (0: none).
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// The credentials requests carry, if any.
+    pub fn credentials(&self) -> Option<&Credentials> {
+        self.auth.as_ref()
     }
 
     pub fn url(&self) -> &Uri {
@@ -165,6 +199,7 @@ impl HttpTransport {
             &self.client,
             self.protocol_version.as_ref(),
             self.session.as_ref(),
+            self.authorization.as_ref(),
         );
     }
 
@@ -179,6 +214,9 @@ impl HttpTransport {
     /// connection found closed before any byte of the request was written is dropped, and
     /// the request goes on another one, counted in `reconnects_before_send`.
     fn launch(&mut self, request: Request) {
+        let Some(request) = self.authorize(request) else {
+            return;
+        };
         let head = request.head.as_deref().unwrap_or(&self.head);
         let out = &request.out;
         let resume = request.last_event_id.as_ref();
@@ -222,7 +260,7 @@ impl HttpTransport {
         let closable = (request.is_load() && !request.out.batch && request.out.ids.len() == 1)
             .then(|| request.out.ids[0].clone());
         let is_load = request.is_load();
-        let ex = Box::new(Exchange::new(
+        let mut ex = Box::new(Exchange::new(
             request,
             phase,
             self.generation,
@@ -231,6 +269,9 @@ impl HttpTransport {
             closable.clone(),
             watch,
         ));
+        if self.auth.is_some() {
+            ex = ex.with_token(self.token);
+        }
         let flow = if let Some(id) = closable {
             let (handle, reg) = AbortHandle::new_pair();
             self.streams.insert(id, (exchange, handle));
@@ -241,6 +282,61 @@ impl HttpTransport {
             Flow::Plain(ex)
         };
         self.exchanges.push(flow);
+    }
+
+    /// The request, when it may go out now with the current token (the head brought up to
+    /// date); `None` when it was held for a token being fetched, or failed for want of one.
+    fn authorize(&mut self, request: Request) -> Option<Request> {
+        let auth = self.auth.as_ref()?;
+        let now = tokio::time::Instant::now();
+        let epoch = auth.epoch();
+        if self.token_epoch == Some(epoch) && self.token_expires.is_none_or(|e| now < e) {
+            return Some(request);
+        }
+        match auth.current(now) {
+            Current::Ready {
+                generation,
+                header,
+                expires,
+            } => {
+                self.token_epoch = Some(epoch);
+                self.token_expires = expires;
+                if generation != self.token {
+                    self.token = generation;
+                    self.authorization = Some(header);
+                    self.encode_head();
+                }
+                Some(request)
+            }
+            Current::Unauthenticated => {
+                self.token_epoch = Some(epoch);
+                self.token_expires = None;
+                Some(request)
+            }
+            Current::Wait => {
+                self.auth_held.push(request);
+                if !self.auth_waiting {
+                    self.auth_waiting = true;
+                    self.exchanges.push(Flow::Token(Some(auth.news(epoch))));
+                }
+                None
+            }
+            Current::Failed(why) => {
+                let error = TransportError::Auth(why.to_string());
+                if request.is_load() {
+                    self.open -= 1;
+                    self.counters.auth_failures += request.out.ids.len() as u64;
+                    self.ready.push_back(Event::Failed {
+                        exchange: Some(request.exchange),
+                        ids: request.out.ids,
+                        error,
+                    });
+                } else {
+                    self.on_reply(request.exchange, Err(error));
+                }
+                None
+            }
+        }
     }
 
     /// Drops `exchange`'s entry among the streams that can be closed to cancel (the id may
@@ -298,15 +394,51 @@ impl HttpTransport {
                     self.start_restart();
                 }
                 return Some(match resend {
-                    Some(request) => self.retry(event, request),
+                    Some(request) => self.retry(event, request, RetryCause::Session),
                     None => event,
                 });
+            }
+            Item::Unauthorized {
+                event,
+                token,
+                challenge,
+                resend,
+            } => {
+                self.on_event(&event);
+                let Some(auth) = &self.auth else {
+                    return Some(event);
+                };
+                let challenge = challenge.as_deref().and_then(Challenge::parse);
+                let refusal = auth.refused(token, challenge);
+                self.token_epoch = None;
+                return Some(match (refusal, resend) {
+                    (Refusal::Retry, Some(request)) => {
+                        self.retry(event, request, RetryCause::Token)
+                    }
+                    (_, _) => {
+                        if let Event::Refused { ids, .. } = &event {
+                            self.counters.auth_failures += ids.len() as u64;
+                        }
+                        event
+                    }
+                });
+            }
+            Item::TokenNews => {
+                self.auth_waiting = false;
+                self.token_epoch = None;
+                for request in std::mem::take(&mut self.auth_held) {
+                    self.launch(request);
+                }
             }
             Item::Conn {
                 exchange,
                 back,
                 closable,
+                accepted,
             } => {
+                if let (Some(generation), Some(auth)) = (accepted, &self.auth) {
+                    auth.accepted(generation);
+                }
                 if let Some(id) = closable {
                     self.forget_stream(&id, exchange);
                 }
@@ -354,23 +486,31 @@ impl HttpTransport {
         }
     }
 
-    /// Sends `request`, refused (`refused`) because its session is gone, again in the new
+    /// Sends `request` again, refused (`refused`) because its session is gone (in the new
     /// session: once the restart in progress is over, or now when the session was already
-    /// replaced. The refusal becomes [`Event::Retried`].
-    fn retry(&mut self, refused: Event, mut request: Box<Request>) -> Event {
+    /// replaced) or its token was refused (with a newer token, once there is one). The
+    /// refusal becomes [`Event::Retried`].
+    fn retry(&mut self, refused: Event, mut request: Box<Request>, cause: RetryCause) -> Event {
         let Event::Refused { exchange, ids, .. } = refused else {
             return refused;
         };
         request.exchange = self.next_exchange();
         self.open += 1;
-        self.counters.retries_session += 1;
+        match cause {
+            RetryCause::Session => self.counters.retries_session += 1,
+            RetryCause::Token => self.counters.retries_token += 1,
+        }
         if self.restarting {
             self.held.push(*request);
         } else {
             request.since = tokio::time::Instant::now();
             self.launch(*request);
         }
-        Event::Retried { exchange, ids }
+        Event::Retried {
+            exchange,
+            ids,
+            cause,
+        }
     }
 
     /// A load request about to be sent: one request alone may be sent again if its session
@@ -384,9 +524,11 @@ impl HttpTransport {
             && h.method.is_none()
             && h.name.is_none()
             && h.params.is_none();
+        let auth_retriable = self.auth.is_some() && !out.batch && out.ids.len() == 1;
         let mut request =
             Request::load(ex, out, self.exchange_timeout, tokio::time::Instant::now());
         request.retriable = retriable;
+        request.auth_retriable = auth_retriable;
         request
     }
 }
@@ -405,11 +547,13 @@ impl Transport for HttpTransport {
     }
 
     fn cancel(&mut self, id: &Id) -> Cancelled {
-        if let Some(at) = self.held.iter().position(|r| r.is_single(id)) {
-            // Held for a session restart: never sent.
-            self.held.remove(at);
-            self.open -= 1;
-            return Cancelled::Unsent;
+        for held in [&mut self.held, &mut self.auth_held] {
+            if let Some(at) = held.iter().position(|r| r.is_single(id)) {
+                // Held for a session restart or a token: never sent.
+                held.remove(at);
+                self.open -= 1;
+                return Cancelled::Unsent;
+            }
         }
         if self.pool.withdraw(|r| r.is_single(id)).is_some() {
             // Never sent: nothing to tell the server.
@@ -454,6 +598,14 @@ impl Transport for HttpTransport {
 
     fn take_counters(&mut self, into: &mut Counters) {
         self.counters.hand_over(into, &mut self.handed);
+        if let Some(auth) = &self.auth {
+            auth.take_counts(into, &mut self.fetch_times);
+        }
+    }
+
+    fn take_token_fetches(&mut self, into: &mut LatencyHistogram) {
+        *into += &self.fetch_times;
+        self.fetch_times.reset();
     }
 
     fn add_totals(&self, into: &mut Counters) {
@@ -473,6 +625,8 @@ impl Transport for HttpTransport {
         self.lingering.clear();
         self.side.clear();
         self.held.clear();
+        self.auth_held.clear();
+        self.auth_waiting = false;
         self.restarting = false;
         self.open = 0;
         self.end_session().await;

@@ -47,7 +47,12 @@ impl HttpTransport {
     }
 
     fn restart_step(&mut self, step: RestartStep, body: Bytes, session: Option<&HeaderValue>) {
-        let head = RequestHead::new(&self.client, self.protocol_version.as_ref(), session);
+        let head = RequestHead::new(
+            &self.client,
+            self.protocol_version.as_ref(),
+            session,
+            self.authorization.as_ref(),
+        );
         let ex = self.next_exchange();
         self.side.push((ex, Side::Restart(step)));
         let out = Outgoing::single(body, None, McpHeaders::default());

@@ -29,6 +29,8 @@ pub struct Reply {
     pub content_type: Option<String>,
     pub session_id: Option<HeaderValue>,
     pub retry_after_s: Option<u64>,
+    /// `WWW-Authenticate` of a 401 or 403.
+    pub challenge: Option<String>,
     /// Every JSON text of the body, with the instant it was parsed.
     pub messages: Vec<(Instant, Bytes)>,
     pub unreadable: Vec<Unreadable>,
@@ -79,6 +81,7 @@ impl HttpTransport {
             last_event_id: None,
             resumptions: 0,
             retriable: false,
+            auth_retriable: false,
         });
     }
 
@@ -132,6 +135,21 @@ impl HttpTransport {
                 }
                 Awaiting::Read => {}
             }
+        }
+    }
+
+    /// A GET of the target's URL, answered whole (a metadata document), bounded by
+    /// `timeout`. Dropping the future before the answer's end closes the stream.
+    pub fn get_once(
+        &mut self,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Reply, TransportError>> + Send + '_ {
+        let out = Outgoing::single(Bytes::new(), None, McpHeaders::default());
+        let exchange = self.send_awaited(Method::Get, out, timeout);
+        Awaited {
+            transport: self,
+            exchange,
+            done: false,
         }
     }
 

@@ -1,0 +1,163 @@
+//! `[target.auth]` and `[target.tls]`: how a protected HTTP target is authorized and
+//! trusted. A profile names environment variables, never credentials: a secret written in
+//! it is refused with the way to do it instead.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// `[target.auth]`: a static bearer token or the OAuth client credentials grant.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSpec {
+    /// The environment variable holding a static bearer token.
+    pub bearer_env: Option<String>,
+    /// The OAuth 2.1 client credentials grant.
+    pub oauth: Option<OAuthSpec>,
+    /// Every virtual user gets a token of its own, instead of one token for the run.
+    #[serde(default)]
+    pub token_per_user: bool,
+    /// Refused (a secret in the profile): read only to say so.
+    pub token: Option<toml::Value>,
+    pub bearer: Option<toml::Value>,
+}
+
+/// `oauth = { … }`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthSpec {
+    /// Only `client_credentials`.
+    pub grant: Option<String>,
+    /// The client id as written (it is no secret), or the variable holding it.
+    pub client_id: Option<String>,
+    pub client_id_env: Option<String>,
+    /// The variable holding the client secret (`basic`, `post`).
+    pub client_secret_env: Option<String>,
+    /// The scope asked for (default: the target's challenge, else its `scopes_supported`).
+    pub scope: Option<String>,
+    /// The token endpoint (default: discovered from the target).
+    pub token_endpoint: Option<String>,
+    #[serde(default)]
+    pub auth_method: AuthMethod,
+    /// `private_key_jwt`: the PEM private key (relative to the profile), its JWT algorithm
+    /// (default from the key: `RS256` or `ES256`) and key id.
+    pub private_key_file: Option<PathBuf>,
+    pub key_alg: Option<String>,
+    pub key_id: Option<String>,
+    /// Refused (a secret in the profile): read only to say so.
+    pub client_secret: Option<toml::Value>,
+}
+
+/// How the client authenticates to the token endpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMethod {
+    /// `client_secret_basic`.
+    #[default]
+    Basic,
+    /// `client_secret_post`.
+    Post,
+    /// `private_key_jwt` (RFC 7523).
+    PrivateKeyJwt,
+}
+
+impl AuthMethod {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "basic" => Ok(AuthMethod::Basic),
+            "post" => Ok(AuthMethod::Post),
+            "private_key_jwt" => Ok(AuthMethod::PrivateKeyJwt),
+            _ => Err(format!(
+                "{s:?}: expected basic, post or private_key_jwt"
+            )),
+        }
+    }
+}
+
+/// `[target.tls]`: trust and identity for `https://` targets.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSpec {
+    /// PEM CA certificates trusted besides the platform's roots.
+    pub cacert: Option<PathBuf>,
+    /// A client certificate chain and its key (PEM), for mutual TLS.
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    /// No certificate check at all: loudly marked in the results.
+    #[serde(default)]
+    pub insecure: bool,
+}
+
+impl AuthSpec {
+    /// Why this auth setup cannot work, with the field at fault (relative to
+    /// `target.auth`) and what to write instead; `None` when it is sound.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        if self.token.is_some() || self.bearer.is_some() {
+            return Some((
+                if self.token.is_some() { "token" } else { "bearer" },
+                "a token is never written in a profile: put it in an environment variable \
+                 and name it with `bearer_env = \"VAR\"`"
+                    .into(),
+            ));
+        }
+        match (&self.bearer_env, &self.oauth) {
+            (Some(_), Some(_)) => Some((
+                "oauth",
+                "give `bearer_env` (a static token) or `oauth` (client credentials), not both"
+                    .into(),
+            )),
+            (None, None) => Some((
+                "bearer_env",
+                "give `bearer_env = \"VAR\"` (a static token) or `oauth = { client_id_env = \
+                 \"ID\", client_secret_env = \"SECRET\" }`"
+                    .into(),
+            )),
+            (Some(_), None) if self.token_per_user => Some((
+                "token_per_user",
+                "a static token is one for everybody: `token_per_user` needs `oauth`".into(),
+            )),
+            (Some(_), None) => None,
+            (None, Some(o)) => o.problem(),
+        }
+    }
+}
+
+impl OAuthSpec {
+    fn problem(&self) -> Option<(&'static str, String)> {
+        if self.client_secret.is_some() {
+            return Some((
+                "oauth.client_secret",
+                "a client secret is never written in a profile: put it in an environment \
+                 variable and name it with `client_secret_env = \"VAR\"`"
+                    .into(),
+            ));
+        }
+        if let Some(g) = self.grant.as_deref().filter(|g| *g != "client_credentials") {
+            return Some((
+                "oauth.grant",
+                format!("{g:?}: only \"client_credentials\" is supported"),
+            ));
+        }
+        if self.client_id.is_some() == self.client_id_env.is_some() {
+            return Some((
+                "oauth.client_id_env",
+                "give the client id: `client_id_env = \"VAR\"` or `client_id = \"ID\"` (one)"
+                    .into(),
+            ));
+        }
+        match self.auth_method {
+            AuthMethod::Basic | AuthMethod::Post if self.client_secret_env.is_none() => Some((
+                "oauth.client_secret_env",
+                "`basic` and `post` need the secret: `client_secret_env = \"VAR\"`".into(),
+            )),
+            AuthMethod::PrivateKeyJwt if self.private_key_file.is_none() => Some((
+                "oauth.private_key_file",
+                "`private_key_jwt` needs `private_key_file = \"key.pem\"`".into(),
+            )),
+            AuthMethod::Basic | AuthMethod::Post if self.private_key_file.is_some() => Some((
+                "oauth.private_key_file",
+                "a private key is for `auth_method = \"private_key_jwt\"`".into(),
+            )),
+            _ => None,
+        }
+    }
+}

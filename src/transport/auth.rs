@@ -1,0 +1,564 @@
+//! Bearer credentials that every transport of a run shares: the `Authorization` value to
+//! send now (a static token, or an OAuth token that the `auth` layer fetches through a
+//! [`Fetch`]), its refresh before it expires, the refresh a 401 asks for, and the counts of
+//! both. A refresh is single-flight: one fetch at a time per token, however many transports
+//! and virtual users share it. Fetches run on tasks of their own; a transport waiting for a
+//! token is woken through a watch channel.
+
+use crate::metrics::{Counters, LatencyHistogram};
+use futures_util::future::BoxFuture;
+use http::HeaderValue;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// After a failed fetch, requests fail at once for this long before a fetch is tried again.
+const FAILED_FETCH_PAUSE: Duration = Duration::from_secs(1);
+
+/// A token as the authorization server handed it.
+pub struct Token {
+    /// The access token: a secret, never shown.
+    pub access: String,
+    /// `expires_in`, when the server gave one.
+    pub lifetime: Option<Duration>,
+}
+
+/// The `Bearer` challenge of a 401 or 403 (`WWW-Authenticate`, RFC 6750 section 3 and RFC
+/// 9728 section 5.1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Challenge {
+    /// Where the protected resource's metadata is (RFC 9728).
+    pub resource_metadata: Option<String>,
+    /// The scope the resource asks for.
+    pub scope: Option<String>,
+    /// `invalid_token`, `insufficient_scope`, …
+    pub error: Option<String>,
+}
+
+impl Challenge {
+    /// The `Bearer` challenge of a `WWW-Authenticate` value (several challenges may share
+    /// one value; the others are skipped). `None` when there is none.
+    pub fn parse(value: &str) -> Option<Challenge> {
+        let mut rest = value.trim();
+        let mut found = None;
+        // Challenges are `scheme param=value, param="value", scheme2 …`.
+        while !rest.is_empty() {
+            let (word, after) = rest.split_at(rest.find([' ', ',', '=']).unwrap_or(rest.len()));
+            let after_trim = after.trim_start();
+            if after_trim.starts_with('=') && !after_trim.starts_with("==") {
+                // A parameter of the current challenge.
+                let (v, next) = param_value(after_trim[1..].trim_start());
+                if let Some(c) = found.as_mut().filter(|_| !word.is_empty()) {
+                    let c: &mut Challenge = c;
+                    match word.to_ascii_lowercase().as_str() {
+                        "resource_metadata" => c.resource_metadata = Some(v),
+                        "scope" => c.scope = Some(v),
+                        "error" => c.error = Some(v),
+                        _ => {}
+                    }
+                }
+                rest = next.trim_start_matches([',', ' ']);
+            } else {
+                if !word.is_empty() {
+                    if word.eq_ignore_ascii_case("bearer") {
+                        found = Some(Challenge::default());
+                    } else if found.is_some() {
+                        // The next scheme: the Bearer challenge is over.
+                        break;
+                    }
+                }
+                rest = after.trim_start_matches([',', ' ']);
+            }
+        }
+        found
+    }
+}
+
+/// A parameter value (a token or a quoted string) and what follows it.
+fn param_value(s: &str) -> (String, &str) {
+    if let Some(q) = s.strip_prefix('"') {
+        let mut out = String::new();
+        let mut chars = q.char_indices();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    if let Some((_, e)) = chars.next() {
+                        out.push(e);
+                    }
+                }
+                '"' => return (out, &q[i + 1..]),
+                c => out.push(c),
+            }
+        }
+        (out, "")
+    } else {
+        let end = s.find([',', ' ']).unwrap_or(s.len());
+        (s[..end].to_owned(), &s[end..])
+    }
+}
+
+/// Why a token is fetched: the challenge of the 401 that asked for it, if one did.
+#[derive(Clone, Debug, Default)]
+pub struct FetchWhy {
+    pub challenge: Option<Challenge>,
+}
+
+/// One fetch's outcome.
+pub struct Fetched {
+    /// The token, or why there is none (a message that names no secret).
+    pub token: Result<Token, String>,
+    /// How long the POST to the token endpoint took, when one was made (a fetch may fail in
+    /// discovery before it).
+    pub token_request: Option<Duration>,
+}
+
+/// How a token is fetched (the `auth` layer's OAuth client).
+pub type Fetch = Arc<dyn Fn(FetchWhy) -> BoxFuture<'static, Fetched> + Send + Sync>;
+
+/// What a request may carry now.
+#[derive(Clone, Debug)]
+pub enum Current {
+    /// This `Authorization` value, of token generation `generation` (from 1), usable until
+    /// `expires` if that is known.
+    Ready {
+        generation: u64,
+        header: HeaderValue,
+        expires: Option<Instant>,
+    },
+    /// No token yet, and none is fetched until the target asks for one with a 401: the
+    /// request goes without (discovery from the 401's challenge).
+    Unauthenticated,
+    /// A token is being fetched: hold the request until [`Credentials::news`].
+    Wait,
+    /// The last fetch failed: the request fails with this reason.
+    Failed(Arc<str>),
+}
+
+/// What to do with a request the target answered 401.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Send it again once a newer token is there (a refresh is under way, or done).
+    Retry,
+    /// Do not: the token was fresh (fetched in answer to a 401 and never accepted since), or
+    /// it is a static one. An auth failure.
+    Fail,
+}
+
+/// Counts of token fetches: per step (drained) and for the whole run.
+#[derive(Default)]
+struct Counts {
+    token_requests: AtomicU64,
+    token_refreshes: AtomicU64,
+    fetch_time: Mutex<LatencyHistogram>,
+}
+
+struct State {
+    /// The current token's generation (0: none yet).
+    generation: u64,
+    header: Option<HeaderValue>,
+    expires: Option<Instant>,
+    /// The current token was answered 401: it is not sent again.
+    refused: bool,
+    /// The current token was fetched in answer to a 401.
+    reactive: bool,
+    fetching: bool,
+    /// The last fetch failed: why, and until when no fetch is tried again.
+    failed: Option<(Arc<str>, Instant)>,
+    /// The proactive refresh's timer task.
+    timer: Option<tokio::task::AbortHandle>,
+}
+
+struct Inner {
+    fetch: Option<Fetch>,
+    /// The first token is fetched before the first request ([`Credentials::ready`]), not
+    /// once a 401 asks for it.
+    eager: bool,
+    state: Mutex<State>,
+    /// Bumped on every change a waiting transport cares for.
+    epoch: watch::Sender<u64>,
+    /// The highest generation an answer accepted (a 2xx).
+    accepted: AtomicU64,
+    step: Counts,
+    total: Counts,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(s) = self.state.get_mut()
+            && let Some(t) = s.timer.take()
+        {
+            t.abort();
+        }
+    }
+}
+
+/// The bearer credentials of a run, shared by its transports (cloning shares them).
+#[derive(Clone)]
+pub struct Credentials(Arc<Inner>);
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token is a secret: only whether one is held is shown.
+        let s = self.lock();
+        f.debug_struct("Credentials")
+            .field("generation", &s.generation)
+            .field("refreshable", &self.0.fetch.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// When a token of `lifetime`, asked for at `sent`, is refreshed: at 80% of its lifetime or
+/// 30 s before it expires, whichever comes first, but never before half of it has passed
+/// (a token of under a minute would otherwise be refreshed as soon as it came).
+pub fn refresh_at(sent: Instant, lifetime: Duration) -> Instant {
+    let eighty = lifetime.mul_f64(0.8);
+    let before = lifetime.saturating_sub(Duration::from_secs(30));
+    sent + eighty.min(before).max(lifetime / 2)
+}
+
+impl Credentials {
+    fn with(fetch: Option<Fetch>, eager: bool, header: Option<HeaderValue>) -> Self {
+        let (epoch, _) = watch::channel(0);
+        Credentials(Arc::new(Inner {
+            fetch,
+            eager,
+            state: Mutex::new(State {
+                generation: u64::from(header.is_some()),
+                header,
+                expires: None,
+                refused: false,
+                reactive: false,
+                fetching: false,
+                failed: None,
+                timer: None,
+            }),
+            epoch,
+            accepted: AtomicU64::new(0),
+            step: Counts::default(),
+            total: Counts::default(),
+        }))
+    }
+
+    /// A static token (`Authorization: Bearer TOKEN`), never refreshed.
+    pub fn fixed(token: &str) -> Result<Self, String> {
+        let mut v = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| "the token holds characters a header cannot carry".to_owned())?;
+        v.set_sensitive(true);
+        Ok(Self::with(None, false, Some(v)))
+    }
+
+    /// Tokens fetched by `fetch`: the first one by [`Credentials::ready`] when `eager`,
+    /// else once the target answers 401.
+    pub fn fetched(fetch: Fetch, eager: bool) -> Self {
+        Self::with(Some(fetch), eager, None)
+    }
+
+    /// Ready for the first request: the first token fetched when it is fetched eagerly.
+    pub async fn ready(&self) -> Result<(), String> {
+        if self.0.eager {
+            self.prime().await
+        } else {
+            Ok(())
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes when anything a waiting request cares for changes.
+    pub fn epoch(&self) -> u64 {
+        *self.0.epoch.borrow()
+    }
+
+    /// What a request may carry at `now`. Starts a fetch when the token has expired (or a
+    /// failed fetch's pause is over) and none is under way.
+    pub fn current(&self, now: Instant) -> Current {
+        let mut s = self.lock();
+        if let Some((why, until)) = &s.failed {
+            if now < *until {
+                return Current::Failed(why.clone());
+            }
+            s.failed = None;
+            self.start_fetch(&mut s, FetchWhy::default(), false);
+            return Current::Wait;
+        }
+        let refreshable = self.0.fetch.is_some();
+        let usable = !(refreshable && s.refused) && s.expires.is_none_or(|e| now < e);
+        match &s.header {
+            Some(h) if usable => Current::Ready {
+                generation: s.generation,
+                header: h.clone(),
+                expires: s.expires,
+            },
+            None if !s.fetching => Current::Unauthenticated,
+            _ => {
+                if !s.fetching {
+                    self.start_fetch(&mut s, FetchWhy::default(), false);
+                }
+                Current::Wait
+            }
+        }
+    }
+
+    /// Fetches the first token now, unless there is one, and waits for it.
+    async fn prime(&self) -> Result<(), String> {
+        let mut news = self.0.epoch.subscribe();
+        {
+            let mut s = self.lock();
+            if s.header.is_some() || self.0.fetch.is_none() {
+                return Ok(());
+            }
+            if !s.fetching {
+                self.start_fetch(&mut s, FetchWhy::default(), false);
+            }
+        }
+        self.settled(&mut news).await
+    }
+
+    /// After a 401 to a request sent with token `generation` (0: none): whether to send it again.
+    /// Starts the refresh it calls for, unless one is under way or a newer token is there.
+    pub fn refused(&self, generation: u64, challenge: Option<Challenge>) -> Refusal {
+        if self.0.fetch.is_none() {
+            return Refusal::Fail;
+        }
+        let mut s = self.lock();
+        if generation < s.generation {
+            return Refusal::Retry;
+        }
+        if generation > 0 && s.reactive && self.0.accepted.load(Relaxed) < generation {
+            return Refusal::Fail;
+        }
+        if !s.refused {
+            s.refused = true;
+            self.0.epoch.send_modify(|e| *e += 1);
+        }
+        if !s.fetching {
+            self.start_fetch(&mut s, FetchWhy { challenge }, true);
+        }
+        Refusal::Retry
+    }
+
+    /// After a 401 at the handshake: a newer token than `generation`, fetched now if none is under
+    /// way, or why there is none. A fresh token refused is an error.
+    pub async fn renew(&self, generation: u64, challenge: Option<Challenge>) -> Result<(), String> {
+        let mut news = self.0.epoch.subscribe();
+        if self.refused(generation, challenge) == Refusal::Fail {
+            return Err(if self.0.fetch.is_none() {
+                "the target refused the token (HTTP 401)".into()
+            } else {
+                "the target refused a token just fetched (HTTP 401)".into()
+            });
+        }
+        self.settled(&mut news).await
+    }
+
+    /// Waits for the fetch under way to end: Ok once a token is ready.
+    async fn settled(&self, news: &mut watch::Receiver<u64>) -> Result<(), String> {
+        loop {
+            match self.current(Instant::now()) {
+                Current::Ready { .. } => return Ok(()),
+                Current::Failed(why) => return Err(why.to_string()),
+                Current::Unauthenticated => return Err("no token was fetched".into()),
+                Current::Wait => {
+                    if news.changed().await.is_err() {
+                        return Err("the credentials were dropped".into());
+                    }
+                }
+            }
+        }
+    }
+
+    /// An answer of 2xx came to a request sent with token `generation`.
+    pub fn accepted(&self, generation: u64) {
+        self.0.accepted.fetch_max(generation, Relaxed);
+    }
+
+    /// Resolves once anything changed since epoch `since` (a token came, a fetch failed).
+    pub fn news(&self, since: u64) -> BoxFuture<'static, ()> {
+        let mut rx = self.0.epoch.subscribe();
+        Box::pin(async move {
+            let _ = rx.wait_for(|e| *e != since).await;
+        })
+    }
+
+    /// The generation of the newest token (0: none yet).
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    fn start_fetch(&self, s: &mut State, why: FetchWhy, reactive: bool) {
+        let Some(fetch) = self.0.fetch.clone() else {
+            return;
+        };
+        s.fetching = true;
+        let weak = Arc::downgrade(&self.0);
+        let sent = Instant::now();
+        tokio::spawn(async move {
+            let fetched = fetch(why).await;
+            if let Some(inner) = weak.upgrade() {
+                Credentials(inner).store(fetched, sent, reactive);
+            }
+        });
+    }
+
+    fn store(&self, fetched: Fetched, sent: Instant, reactive: bool) {
+        if let Some(took) = fetched.token_request {
+            for c in [&self.0.step, &self.0.total] {
+                c.token_requests.fetch_add(1, Relaxed);
+                c.fetch_time
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .record(took);
+            }
+        }
+        let mut s = self.lock();
+        s.fetching = false;
+        match fetched.token.and_then(|t| {
+            let mut h = HeaderValue::from_str(&format!("Bearer {}", t.access))
+                .map_err(|_| "the token holds characters a header cannot carry".to_owned())?;
+            h.set_sensitive(true);
+            Ok((h, t.lifetime))
+        }) {
+            Ok((header, lifetime)) => {
+                if s.generation > 0 {
+                    for c in [&self.0.step, &self.0.total] {
+                        c.token_refreshes.fetch_add(1, Relaxed);
+                    }
+                }
+                s.generation += 1;
+                s.header = Some(header);
+                s.expires = lifetime.map(|l| sent + l);
+                s.refused = false;
+                s.reactive = reactive;
+                s.failed = None;
+                if let Some(t) = s.timer.take() {
+                    t.abort();
+                }
+                if let Some(l) = lifetime {
+                    s.timer = Some(self.refresh_timer(s.generation, refresh_at(sent, l)));
+                }
+            }
+            Err(why) => {
+                s.failed = Some((why.into(), Instant::now() + FAILED_FETCH_PAUSE));
+            }
+        }
+        drop(s);
+        self.0.epoch.send_modify(|e| *e += 1);
+    }
+
+    /// A task that refreshes token `generation` at `at`, if it is still the current one then.
+    fn refresh_timer(&self, generation: u64, at: Instant) -> tokio::task::AbortHandle {
+        let weak: Weak<Inner> = Arc::downgrade(&self.0);
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            if let Some(inner) = weak.upgrade() {
+                let c = Credentials(inner);
+                let mut s = c.lock();
+                if s.generation == generation && !s.fetching {
+                    c.start_fetch(&mut s, FetchWhy::default(), false);
+                }
+            }
+        })
+        .abort_handle()
+    }
+
+    /// Adds the token requests and refreshes since the last call into `into`, and the
+    /// fetch times into `fetch_time`.
+    pub fn take_counts(&self, into: &mut Counters, fetch_time: &mut LatencyHistogram) {
+        let c = &self.0.step;
+        into.token_requests += c.token_requests.swap(0, Relaxed);
+        into.token_refreshes += c.token_refreshes.swap(0, Relaxed);
+        let mut h = c.fetch_time.lock().unwrap_or_else(|e| e.into_inner());
+        *fetch_time += &h;
+        h.reset();
+    }
+
+    /// Token requests and refreshes of the whole run, and every fetch time.
+    pub fn totals(&self) -> (u64, u64, LatencyHistogram) {
+        let c = &self.0.total;
+        let h = c.fetch_time.lock().unwrap_or_else(|e| e.into_inner());
+        (
+            c.token_requests.load(Relaxed),
+            c.token_refreshes.load(Relaxed),
+            h.clone(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bearer_challenge_is_read_among_others() {
+        let c = Challenge::parse(
+            r#"Basic realm="x", Bearer error="invalid_token", resource_metadata="http://h/.well-known/oauth-protected-resource/mcp", scope="mcp read""#,
+        )
+        .unwrap();
+        assert_eq!(c.error.as_deref(), Some("invalid_token"));
+        assert_eq!(c.scope.as_deref(), Some("mcp read"));
+        assert_eq!(
+            c.resource_metadata.as_deref(),
+            Some("http://h/.well-known/oauth-protected-resource/mcp")
+        );
+        assert_eq!(Challenge::parse("Bearer"), Some(Challenge::default()));
+        assert_eq!(
+            Challenge::parse("bearer scope=mcp").unwrap().scope.as_deref(),
+            Some("mcp")
+        );
+        assert_eq!(Challenge::parse(r#"Basic realm="x""#), None);
+    }
+
+    #[test]
+    fn refresh_comes_at_eighty_percent_or_thirty_seconds_before_never_before_half() {
+        let t = Instant::now();
+        let at = |s: u64| refresh_at(t, Duration::from_secs(s)) - t;
+        assert_eq!(at(3600), Duration::from_secs(2880));
+        assert_eq!(at(100), Duration::from_secs(70));
+        assert_eq!(at(2), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn one_refresh_at_a_time_however_many_refusals() {
+        use std::sync::atomic::AtomicUsize;
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let f = fetches.clone();
+        let fetch: Fetch = Arc::new(move |_| {
+            let f = f.clone();
+            Box::pin(async move {
+                let n = f.fetch_add(1, Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Fetched {
+                    token: Ok(Token {
+                        access: format!("t{n}"),
+                        lifetime: None,
+                    }),
+                    token_request: Some(Duration::from_millis(20)),
+                }
+            })
+        });
+        let c = Credentials::fetched(fetch, true);
+        c.ready().await.unwrap();
+        let Current::Ready { generation, .. } = c.current(Instant::now()) else {
+            panic!("a token after prime");
+        };
+        c.accepted(generation);
+        // A hundred requests refused with the same token: one refresh.
+        for _ in 0..100 {
+            assert_eq!(c.refused(generation, None), Refusal::Retry);
+        }
+        assert!(matches!(c.current(Instant::now()), Current::Wait));
+        c.renew(generation, None).await.unwrap();
+        assert_eq!(fetches.load(Relaxed), 2);
+        // The new token was fetched in answer to a 401 and never accepted: refused too, it is
+        // an auth failure, not another refresh.
+        assert_eq!(c.refused(generation + 1, None), Refusal::Fail);
+        let mut k = Counters::default();
+        let mut h = LatencyHistogram::default();
+        c.take_counts(&mut k, &mut h);
+        assert_eq!((k.token_requests, k.token_refreshes, h.len()), (2, 1, 2));
+    }
+}
