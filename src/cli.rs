@@ -10,7 +10,7 @@ use mcpload::profile::{
 };
 use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
-    self, AnswerMode, Balance, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
+    self, AnswerMode, AuthMetadata, Balance, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
     HostileTransport, Periods, ProgressFault, RejectStatus, ServeConfig, ServedEras, ServiceTime,
     Stall, TaskFault,
 };
@@ -201,6 +201,8 @@ pub(crate) struct ServeArgs {
     /// With --replicas: every replica knows every session (as if kept in a shared store).
     #[arg(long)]
     pub shared_sessions: bool,
+    #[command(flatten)]
+    pub auth: ServeAuthArgs,
     /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
     /// (slow-head, huge-body, sse-comments, id-float, die-mid-line, ...; docs/target.md).
     /// Only --stdio, --bind and --stats apply beside it.
@@ -209,6 +211,40 @@ pub(crate) struct ServeArgs {
     /// With --hostile: which calls misbehave, every Nth [default: 1].
     #[arg(long, value_name = "N", requires = "hostile")]
     pub hostile_every: Option<u64>,
+}
+
+/// `serve --auth` and its knobs (docs/target.md, "Authorization").
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Authorization (serve --auth)")]
+pub(crate) struct ServeAuthArgs {
+    /// Require bearer tokens on every MCP request, and serve an OAuth authorization server
+    /// (metadata, a client credentials token endpoint) on the same port.
+    #[arg(long)]
+    pub auth: bool,
+    /// The client id the authorization server knows [default: mcpload].
+    #[arg(long, value_name = "ID", requires = "auth")]
+    pub auth_client_id: Option<String>,
+    /// The environment variable holding the client's secret [default: MCPLOAD_CLIENT_SECRET].
+    #[arg(long, value_name = "VAR", requires = "auth")]
+    pub auth_client_secret_env: Option<String>,
+    /// The client's public key (PEM), to accept private_key_jwt assertions.
+    #[arg(long, value_name = "FILE", requires = "auth")]
+    pub auth_client_key: Option<PathBuf>,
+    /// The scope MCP requests need [default: mcp].
+    #[arg(long, value_name = "SCOPE", requires = "auth")]
+    pub auth_scope: Option<String>,
+    /// How long a token lives, in seconds [default: 3600].
+    #[arg(long, value_name = "SECONDS", requires = "auth")]
+    pub token_lifetime: Option<u64>,
+    /// Revoke every token issued so far at this many seconds after the start (repeatable).
+    #[arg(long, value_name = "SECONDS", requires = "auth")]
+    pub revoke_at: Vec<f64>,
+    /// Which authorization-server metadata is published [default: oauth].
+    #[arg(long, requires = "auth", value_parser = one_of(&AuthMetadata::ALL, AuthMetadata::name, AuthMetadata::about))]
+    pub auth_metadata: Option<AuthMetadata>,
+    /// Milliseconds each token request takes [default: 0].
+    #[arg(long, value_name = "MS", requires = "auth")]
+    pub token_delay_ms: Option<u64>,
 }
 
 /// A server knob spelled as one of a few words: `--help` lists each with its meaning, and
@@ -275,6 +311,16 @@ impl ServeArgs {
             replicas: self.replicas.unwrap_or(d.replicas),
             balance: self.balance.unwrap_or(d.balance),
             shared_sessions: self.shared_sessions || d.shared_sessions,
+            auth: self.auth.auth,
+            auth_client_id: self.auth.auth_client_id.clone().unwrap_or(d.auth_client_id),
+            auth_client_secret_env: (self.auth.auth_client_secret_env.clone())
+                .unwrap_or(d.auth_client_secret_env),
+            auth_client_key: self.auth.auth_client_key.clone().or(d.auth_client_key),
+            auth_scope: self.auth.auth_scope.clone().unwrap_or(d.auth_scope),
+            auth_token_lifetime_s: self.auth.token_lifetime.unwrap_or(d.auth_token_lifetime_s),
+            auth_revoke_at: self.auth.revoke_at.clone(),
+            auth_metadata: self.auth.auth_metadata.unwrap_or(d.auth_metadata),
+            auth_token_delay_ms: self.auth.token_delay_ms.unwrap_or(d.auth_token_delay_ms),
         }
     }
 

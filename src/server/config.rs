@@ -209,6 +209,46 @@ impl FromStr for Balance {
     }
 }
 
+/// Which authorization-server metadata `serve --auth` publishes (`--auth-metadata`, profile
+/// key `auth_metadata`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMetadata {
+    /// RFC 8414, `/.well-known/oauth-authorization-server`.
+    #[default]
+    Oauth,
+    /// OpenID Connect discovery only, `/.well-known/openid-configuration`.
+    Openid,
+}
+
+impl AuthMetadata {
+    pub const ALL: [AuthMetadata; 2] = [AuthMetadata::Oauth, AuthMetadata::Openid];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthMetadata::Oauth => "oauth",
+            AuthMetadata::Openid => "openid",
+        }
+    }
+
+    /// What the value means (listed by `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            AuthMetadata::Oauth => "RFC 8414 at /.well-known/oauth-authorization-server",
+            AuthMetadata::Openid => {
+                "OpenID Connect discovery only, at /.well-known/openid-configuration"
+            }
+        }
+    }
+}
+
+impl FromStr for AuthMetadata {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        parse_word("auth metadata", s, &AuthMetadata::ALL, AuthMetadata::name)
+    }
+}
+
 /// The HTTP status of a POST refused by the capacity model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "u16")]
@@ -484,6 +524,25 @@ pub struct ServeConfig {
     pub balance: Balance,
     /// Every replica knows every session (as if kept in a shared store).
     pub shared_sessions: bool,
+    /// HTTP: every MCP request needs a bearer token of this target's own authorization
+    /// server, served on the same port (docs/target.md, "Authorization").
+    pub auth: bool,
+    /// The one client the authorization server knows, and the environment variable holding
+    /// its secret (read when the target starts).
+    pub auth_client_id: String,
+    pub auth_client_secret_env: String,
+    /// The client's public key (PEM), for `private_key_jwt`.
+    pub auth_client_key: Option<std::path::PathBuf>,
+    /// The scope MCP requests need.
+    pub auth_scope: String,
+    /// How long a token lives, in seconds.
+    pub auth_token_lifetime_s: u64,
+    /// Seconds after the start at which every token issued so far is revoked.
+    pub auth_revoke_at: Vec<f64>,
+    /// Which authorization-server metadata is published.
+    pub auth_metadata: AuthMetadata,
+    /// Milliseconds each token request takes before it is answered.
+    pub auth_token_delay_ms: u64,
 }
 
 impl Default for ServeConfig {
@@ -529,6 +588,15 @@ impl Default for ServeConfig {
             replicas: 1,
             balance: Balance::RoundRobin,
             shared_sessions: false,
+            auth: false,
+            auth_client_id: "mcpload".into(),
+            auth_client_secret_env: "MCPLOAD_CLIENT_SECRET".into(),
+            auth_client_key: None,
+            auth_scope: "mcp".into(),
+            auth_token_lifetime_s: 3600,
+            auth_revoke_at: Vec::new(),
+            auth_metadata: AuthMetadata::Oauth,
+            auth_token_delay_ms: 0,
         }
     }
 }
@@ -581,6 +649,11 @@ impl ServeConfig {
             return Err(ConfigError::Invalid(
                 "body, line and connection limits must be > 0".into(),
             ));
+        }
+        if self.auth_token_delay_ms > JOB_ITEM_MS_MAX {
+            return Err(ConfigError::Invalid(format!(
+                "auth_token_delay_ms must be at most {JOB_ITEM_MS_MAX} (one minute)"
+            )));
         }
         if !(1..=REPLICAS_MAX).contains(&self.replicas) {
             return Err(ConfigError::Invalid(format!(

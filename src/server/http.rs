@@ -51,8 +51,8 @@ pub(crate) async fn accept_loop(
             accepted = listener.accept() => accepted,
         };
         while conns.try_join_next().is_some() {}
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             // Out of descriptors or a connection reset before accept: try again shortly.
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -71,8 +71,10 @@ pub(crate) async fn accept_loop(
             let _permit = permit;
             let stats = Arc::clone(fleet.stats());
             let _open = stats.connection();
-            let service = service_fn(move |req| {
+            let service = service_fn(move |mut req: Request<Incoming>| {
                 let fleet = Arc::clone(&fleet);
+                // Who is asking (the auth admin call is for loopback only).
+                req.extensions_mut().insert(peer);
                 async move { Ok::<_, Infallible>(handle(&fleet, replica, req).await) }
             });
             let conn = http1::Builder::new()
@@ -183,6 +185,13 @@ async fn route(fleet: &Fleet, shared: &Arc<Shared>, req: Request<Incoming>) -> R
     {
         return text(403, "forbidden origin\n");
     }
+    let req = match &shared.auth {
+        Some(auth) => match auth.intercept(req, |s, ct, b| respond(s, ct, b)).await {
+            Ok(answer) => return answer,
+            Err(req) => req,
+        },
+        None => req,
+    };
     if req.uri().path() == "/mcp" {
         Stats::add(&shared.replica.requests, 1);
     }

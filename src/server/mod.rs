@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+mod auth;
 mod capacity;
 mod config;
 mod faults;
@@ -34,9 +35,10 @@ mod stdio;
 mod tasks;
 mod wire;
 
+pub use auth::{AuthCounts, TOKEN_PREFIX};
 pub use config::{
-    AnswerMode, Balance, BatchPolicy, ConfigError, RejectStatus, ServeConfig, ServedEras,
-    ServiceTime, Stall,
+    AnswerMode, AuthMetadata, Balance, BatchPolicy, ConfigError, RejectStatus, ServeConfig,
+    ServedEras, ServiceTime, Stall,
 };
 pub use faults::{Anomaly, FaultEvery, FaultKind, FaultOdds, Periods, ProgressFault, TaskFault};
 pub use hostile::{
@@ -95,6 +97,8 @@ pub(crate) struct Shared {
     salt: u64,
     resumptions: Arc<Resumptions>,
     replica: ReplicaStats,
+    /// `auth`: the protected resource's checks and the authorization server (the fleet's).
+    auth: Option<Arc<auth::AuthServer>>,
 }
 
 impl Shared {
@@ -119,6 +123,11 @@ impl Shared {
             salt: u64::from(prefix) ^ 0x6d72_7472_7374_6174,
             resumptions: Arc::new(Resumptions::new(cfg.sse_close_early, cfg.sse_resume_refuse)),
             replica: ReplicaStats::default(),
+            auth: cfg
+                .auth
+                .then(|| auth::AuthServer::new(&cfg))
+                .transpose()?
+                .map(Arc::new),
             cfg,
         })
     }
@@ -144,6 +153,7 @@ impl Shared {
             salt: self.salt,
             resumptions: Arc::clone(&self.resumptions),
             replica: ReplicaStats::default(),
+            auth: self.auth.clone(),
             cfg: self.cfg.clone(),
         })
     }
@@ -153,6 +163,7 @@ impl Shared {
         StatsSnapshot {
             jobs: self.jobs.counts(),
             tasks: self.tasks.counts(),
+            auth: self.auth.as_ref().map(|a| a.counts()),
             ..self.stats.snapshot()
         }
     }
@@ -252,6 +263,9 @@ where
 {
     if config.replicas > 1 {
         return Err(ConfigError::Invalid("replicas are served over HTTP only".into()).into());
+    }
+    if config.auth {
+        return Err(ConfigError::Invalid("auth is served over HTTP only".into()).into());
     }
     let shared = Arc::new(Shared::new(config)?);
     stdio::serve(Arc::clone(&shared), input, output).await?;

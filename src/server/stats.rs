@@ -29,7 +29,7 @@ pub(crate) enum View {
 const VIEWS: usize = 12;
 
 /// Statuses other than 2xx that the target answers with, counted one by one.
-const STATUSES: [u16; 9] = [400, 403, 404, 405, 406, 413, 415, 429, 503];
+const STATUSES: [u16; 10] = [400, 401, 403, 404, 405, 406, 413, 415, 429, 503];
 
 /// The operations counted without a lock: every method, tool, prompt and listed resource
 /// the target serves. Others get a slot on first sight, up to [`OTHER_OPERATIONS_MAX`].
@@ -337,6 +337,7 @@ impl Stats {
             progress: self.progress.snapshot(),
             unknown_session: g(&self.unknown_session),
             replicas: Vec::new(),
+            auth: None,
         }
     }
 }
@@ -547,6 +548,9 @@ pub struct StatsSnapshot {
     /// fleet's totals); absent otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<ReplicaCounts>,
+    /// With `auth`: the authorization server's and the protected resource's counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<super::auth::AuthCounts>,
 }
 
 /// One replica's share (`--replicas`): what the load balancer sent it and what it answered.

@@ -373,7 +373,7 @@ impl Exchange {
         let mut reader = BodyReader::new(head.kind, self.max, self.budget.take());
         let status = head.status;
         self.status = status;
-        if self.token.is_some() && status == 401 {
+        if self.token.is_some() && status == 401 && matches!(self.sink, Sink::Events(_)) {
             self.challenge = head.challenge.take();
         }
         let sink = &mut self.sink;

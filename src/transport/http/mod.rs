@@ -287,7 +287,9 @@ impl HttpTransport {
     /// The request, when it may go out now with the current token (the head brought up to
     /// date); `None` when it was held for a token being fetched, or failed for want of one.
     fn authorize(&mut self, request: Request) -> Option<Request> {
-        let auth = self.auth.as_ref()?;
+        let Some(auth) = &self.auth else {
+            return Some(request);
+        };
         let now = tokio::time::Instant::now();
         let epoch = auth.epoch();
         if self.token_epoch == Some(epoch) && self.token_expires.is_none_or(|e| now < e) {

@@ -69,6 +69,9 @@ pub fn read_answer(reads: Vec<Vec<u8>>, max: usize) -> Vec<String> {
             }
             Item::ResumeFailed | Item::Due(_) => panic!("a first answer is never a resumption"),
             Item::Lost { .. } => panic!("a request without a session never loses one"),
+            Item::Unauthorized { .. } | Item::TokenNews => {
+                panic!("a request without credentials is never refused for them")
+            }
             Item::Event(event) => {
                 assert_eq!(terminal, 0, "an event after the end: {event:?}");
                 match event {

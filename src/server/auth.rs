@@ -1,0 +1,643 @@
+//! `serve --auth`: the target as an OAuth 2.1 protected resource and its own authorization
+//! server on the same port. Every MCP request needs a bearer token: a missing, unknown,
+//! expired or revoked one gets 401 with a `WWW-Authenticate` challenge naming the resource
+//! metadata (RFC 9728), one without the scope gets 403 `insufficient_scope`. The
+//! authorization server publishes its metadata (RFC 8414, or OpenID Connect discovery
+//! only) and hands out short-lived tokens for the client credentials grant, the client
+//! authenticated by `client_secret_basic`, `client_secret_post` or `private_key_jwt` (RFC
+//! 7523); `/introspect` (RFC 7662) tells a token's state. Tokens can be revoked at set times
+//! (`auth_revoke_at`) or by a loopback-only `POST /auth/revoke`. Everything is counted for
+//! `/stats`.
+//!
+//! Tokens are checked without a lock: a token carries its number, issue and expiry times and
+//! scope, sealed with a keyed hash of this target's own; a revocation revokes every token
+//! issued before it.
+
+use super::config::{AuthMetadata, ServeConfig};
+use super::config::ConfigError;
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response};
+use serde::{Deserialize, Serialize};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A scope the authorization server grants besides the required one: a token asked for it
+/// alone is refused 403 by the resource.
+pub(crate) const OTHER_SCOPE: &str = "other";
+/// Largest form a token request may carry.
+const MAX_FORM: usize = 64 << 10;
+/// What every token starts with (tests look for it where no token may be).
+pub const TOKEN_PREFIX: &str = "mcpl_at_";
+
+/// What the authorization server and the resource counted (`/stats` `auth`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthCounts {
+    /// POSTs to the token endpoint, and of those the ones answered with a token.
+    pub token_requests: u64,
+    pub tokens_issued: u64,
+    /// Token requests refused, by OAuth error code (`invalid_client`, `invalid_scope`, …).
+    pub token_refused: std::collections::BTreeMap<String, u64>,
+    /// Most token requests being served at once.
+    pub token_requests_in_flight_max: u64,
+    /// MCP requests refused 401, by reason: `missing` (no bearer token), `invalid` (not one
+    /// of this server's), `expired`, `revoked`; and their total.
+    pub unauthorized: u64,
+    pub unauthorized_missing: u64,
+    pub unauthorized_invalid: u64,
+    pub unauthorized_expired: u64,
+    pub unauthorized_revoked: u64,
+    /// MCP requests refused 403 (`insufficient_scope`).
+    pub forbidden: u64,
+    /// MCP requests let through with a valid token.
+    pub authorized: u64,
+    /// Revocations (at `auth_revoke_at` times, or by `POST /auth/revoke`) that took place.
+    pub revocations: u64,
+    /// Metadata documents served.
+    pub metadata_served: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    token_requests: AtomicU64,
+    tokens_issued: AtomicU64,
+    refused_invalid_client: AtomicU64,
+    refused_invalid_request: AtomicU64,
+    refused_unsupported_grant_type: AtomicU64,
+    refused_invalid_scope: AtomicU64,
+    refused_invalid_target: AtomicU64,
+    token_in_flight: AtomicU64,
+    token_in_flight_max: AtomicU64,
+    missing: AtomicU64,
+    invalid: AtomicU64,
+    expired: AtomicU64,
+    revoked: AtomicU64,
+    forbidden: AtomicU64,
+    authorized: AtomicU64,
+    admin_revocations: AtomicU64,
+    metadata_served: AtomicU64,
+}
+
+/// How the client authenticated at the token endpoint.
+enum ClientProof {
+    Secret { id: String, secret: String },
+    Assertion { id: Option<String>, jwt: String },
+}
+
+/// The protected resource and its authorization server.
+pub(crate) struct AuthServer {
+    client_id: String,
+    secret: Option<String>,
+    key: Option<(jsonwebtoken::DecodingKey, jsonwebtoken::Algorithm)>,
+    scope: String,
+    lifetime_ms: u64,
+    metadata: AuthMetadata,
+    delay: Duration,
+    revoke_at_ms: Vec<u64>,
+    /// Tokens issued before this (ms since start) are revoked (`POST /auth/revoke`).
+    revoked_before_ms: AtomicU64,
+    seal: std::collections::hash_map::RandomState,
+    started: Instant,
+    seq: AtomicU64,
+    n: Counters,
+}
+
+/// Why a token is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    Missing,
+    Invalid,
+    Expired,
+    Revoked,
+    Scope,
+}
+
+impl AuthServer {
+    pub(crate) fn new(cfg: &ServeConfig) -> Result<Self, ConfigError> {
+        let invalid = |m: String| ConfigError::Invalid(format!("auth: {m}"));
+        let secret = match std::env::var(&cfg.auth_client_secret_env) {
+            Ok(s) if !s.is_empty() => Some(s),
+            _ => None,
+        };
+        let key = match &cfg.auth_client_key {
+            None => None,
+            Some(path) => {
+                let pem =
+                    std::fs::read(path).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+                use jsonwebtoken::{Algorithm, DecodingKey};
+                Some(if let Ok(k) = DecodingKey::from_rsa_pem(&pem) {
+                    (k, Algorithm::RS256)
+                } else if let Ok(k) = DecodingKey::from_ec_pem(&pem) {
+                    (k, Algorithm::ES256)
+                } else {
+                    return Err(invalid(format!(
+                        "{}: no RSA or EC public key in PEM",
+                        path.display()
+                    )));
+                })
+            }
+        };
+        if secret.is_none() && key.is_none() {
+            return Err(invalid(format!(
+                "the client secret comes from the environment variable {} (or give \
+                 auth_client_key for private_key_jwt): it is not set",
+                cfg.auth_client_secret_env
+            )));
+        }
+        if cfg.auth_token_lifetime_s == 0 {
+            return Err(invalid("auth_token_lifetime_s must be 1 or more".into()));
+        }
+        if cfg.auth_scope.is_empty() || cfg.auth_scope.contains(' ') || cfg.auth_scope == OTHER_SCOPE
+        {
+            return Err(invalid(format!(
+                "auth_scope {:?}: one word, not {OTHER_SCOPE:?}",
+                cfg.auth_scope
+            )));
+        }
+        let mut revoke_at_ms = Vec::new();
+        for s in &cfg.auth_revoke_at {
+            if !(s.is_finite() && *s >= 0.0) {
+                return Err(invalid(format!("auth_revoke_at {s}: seconds, 0 or more")));
+            }
+            revoke_at_ms.push((s * 1000.0) as u64);
+        }
+        Ok(AuthServer {
+            client_id: cfg.auth_client_id.clone(),
+            secret,
+            key,
+            scope: cfg.auth_scope.clone(),
+            lifetime_ms: cfg.auth_token_lifetime_s.saturating_mul(1000),
+            metadata: cfg.auth_metadata,
+            delay: Duration::from_millis(cfg.auth_token_delay_ms),
+            revoke_at_ms,
+            revoked_before_ms: AtomicU64::new(0),
+            seal: std::collections::hash_map::RandomState::new(),
+            started: Instant::now(),
+            seq: AtomicU64::new(0),
+            n: Counters::default(),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// The counts for `/stats`.
+    pub(crate) fn counts(&self) -> AuthCounts {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        let n = &self.n;
+        let refused = [
+            ("invalid_client", &n.refused_invalid_client),
+            ("invalid_request", &n.refused_invalid_request),
+            ("unsupported_grant_type", &n.refused_unsupported_grant_type),
+            ("invalid_scope", &n.refused_invalid_scope),
+            ("invalid_target", &n.refused_invalid_target),
+        ];
+        let now = self.now_ms();
+        AuthCounts {
+            token_requests: g(&n.token_requests),
+            tokens_issued: g(&n.tokens_issued),
+            token_refused: refused
+                .iter()
+                .filter(|(_, a)| g(a) > 0)
+                .map(|(k, a)| ((*k).to_owned(), g(a)))
+                .collect(),
+            token_requests_in_flight_max: g(&n.token_in_flight_max),
+            unauthorized: g(&n.missing) + g(&n.invalid) + g(&n.expired) + g(&n.revoked),
+            unauthorized_missing: g(&n.missing),
+            unauthorized_invalid: g(&n.invalid),
+            unauthorized_expired: g(&n.expired),
+            unauthorized_revoked: g(&n.revoked),
+            forbidden: g(&n.forbidden),
+            authorized: g(&n.authorized),
+            revocations: self.revoke_at_ms.iter().filter(|t| **t <= now).count() as u64
+                + g(&n.admin_revocations),
+            metadata_served: g(&n.metadata_served),
+        }
+    }
+
+    fn seal(&self, seq: u64, issued: u64, expires: u64, scoped: bool) -> u64 {
+        self.seal.hash_one((seq, issued, expires, scoped))
+    }
+
+    fn issue(&self, scoped: bool) -> String {
+        let seq = self.seq.fetch_add(1, Relaxed);
+        let issued = self.now_ms();
+        let expires = issued + self.lifetime_ms;
+        let seal = self.seal(seq, issued, expires, scoped);
+        format!(
+            "{TOKEN_PREFIX}{seq:x}.{issued:x}.{expires:x}.{}.{seal:016x}",
+            u8::from(scoped)
+        )
+    }
+
+    /// The state of a token: `Ok(())` when it grants the required scope now.
+    fn check(&self, token: &str) -> Result<(), Refusal> {
+        let parts: Vec<&str> = token
+            .strip_prefix(TOKEN_PREFIX)
+            .ok_or(Refusal::Invalid)?
+            .split('.')
+            .collect();
+        let [seq, issued, expires, scoped, seal] = parts.as_slice() else {
+            return Err(Refusal::Invalid);
+        };
+        let num = |s: &str| u64::from_str_radix(s, 16).map_err(|_| Refusal::Invalid);
+        let (seq, issued, expires, seal) = (num(seq)?, num(issued)?, num(expires)?, num(seal)?);
+        let scoped = *scoped == "1";
+        if self.seal(seq, issued, expires, scoped) != seal {
+            return Err(Refusal::Invalid);
+        }
+        let now = self.now_ms();
+        let revoked = self.revoke_at_ms.iter().any(|t| issued < *t && *t <= now)
+            || issued < self.revoked_before_ms.load(Relaxed);
+        if revoked {
+            return Err(Refusal::Revoked);
+        }
+        if now >= expires {
+            return Err(Refusal::Expired);
+        }
+        if !scoped {
+            return Err(Refusal::Scope);
+        }
+        Ok(())
+    }
+
+    /// The origin clients reach this target at, from the request's `Host`.
+    fn base(h: &HeaderMap) -> String {
+        let host = h
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("127.0.0.1");
+        format!("http://{host}")
+    }
+
+    fn metadata_url(base: &str) -> String {
+        format!("{base}/.well-known/oauth-protected-resource/mcp")
+    }
+
+    /// The answer to a request of the authorization server or of the metadata, or to an MCP
+    /// request without a valid token; `Err(req)` hands an authorized MCP request (or any
+    /// other) back.
+    pub(crate) async fn intercept<B>(
+        &self,
+        req: Request<Incoming>,
+        respond: impl Fn(u16, &'static str, Bytes) -> Response<B>,
+    ) -> Result<Response<B>, Request<Incoming>> {
+        let base = Self::base(req.headers());
+        let path = req.uri().path().to_owned();
+        let json = |status: u16, v: serde_json::Value| {
+            let mut r = respond(status, "application/json", Bytes::from(v.to_string()));
+            r.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            r
+        };
+        match (req.method(), path.as_str()) {
+            (&Method::GET, "/.well-known/oauth-protected-resource")
+            | (&Method::GET, "/.well-known/oauth-protected-resource/mcp") => {
+                self.n.metadata_served.fetch_add(1, Relaxed);
+                Ok(json(
+                    200,
+                    serde_json::json!({
+                        "resource": format!("{base}/mcp"),
+                        "authorization_servers": [base],
+                        "scopes_supported": [self.scope],
+                        "bearer_methods_supported": ["header"],
+                    }),
+                ))
+            }
+            (&Method::GET, "/.well-known/oauth-authorization-server")
+                if self.metadata == AuthMetadata::Oauth =>
+            {
+                self.n.metadata_served.fetch_add(1, Relaxed);
+                Ok(json(200, self.as_metadata(&base)))
+            }
+            (&Method::GET, "/.well-known/openid-configuration")
+                if self.metadata == AuthMetadata::Openid =>
+            {
+                self.n.metadata_served.fetch_add(1, Relaxed);
+                Ok(json(200, self.as_metadata(&base)))
+            }
+            (&Method::POST, "/token") => {
+                let answer = self.token(req, &base).await;
+                Ok(match answer {
+                    Ok(v) => json(200, v),
+                    Err((status, code, basic)) => {
+                        let mut r = json(status, serde_json::json!({"error": code}));
+                        if basic {
+                            r.headers_mut().insert(
+                                header::WWW_AUTHENTICATE,
+                                HeaderValue::from_static("Basic realm=\"mcpload\""),
+                            );
+                        }
+                        r
+                    }
+                })
+            }
+            (&Method::POST, "/introspect") => {
+                let form = read_form(req).await.unwrap_or_default();
+                let token = field(&form, "token").unwrap_or_default();
+                Ok(json(200, self.introspect(&token, &base)))
+            }
+            (&Method::POST, "/auth/revoke") => {
+                // The admin call is for the machine the target runs on.
+                let local = req
+                    .extensions()
+                    .get::<std::net::SocketAddr>()
+                    .is_none_or(|a| a.ip().is_loopback());
+                if !local {
+                    return Ok(respond(403, "text/plain", Bytes::from_static(b"loopback only\n")));
+                }
+                self.revoked_before_ms
+                    .fetch_max(self.now_ms() + 1, Relaxed);
+                self.n.admin_revocations.fetch_add(1, Relaxed);
+                Ok(respond(200, "text/plain", Bytes::from_static(b"revoked\n")))
+            }
+            (_, "/mcp") => match self.authorize(req.headers()) {
+                Ok(()) => Err(req),
+                Err(refusal) => Ok(self.refuse(refusal, &base, &respond)),
+            },
+            _ => Err(req),
+        }
+    }
+
+    fn as_metadata(&self, base: &str) -> serde_json::Value {
+        serde_json::json!({
+            "issuer": base,
+            "token_endpoint": format!("{base}/token"),
+            "introspection_endpoint": format!("{base}/introspect"),
+            "grant_types_supported": ["client_credentials"],
+            "response_types_supported": ["token"],
+            "token_endpoint_auth_methods_supported":
+                ["client_secret_basic", "client_secret_post", "private_key_jwt"],
+            "token_endpoint_auth_signing_alg_values_supported": ["RS256", "ES256"],
+            "scopes_supported": [self.scope, OTHER_SCOPE],
+        })
+    }
+
+    fn authorize(&self, h: &HeaderMap) -> Result<(), Refusal> {
+        let token = h
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            });
+        let checked = token.map_or(Err(Refusal::Missing), |t| self.check(t));
+        let n = &self.n;
+        let counter = match checked {
+            Ok(()) => &n.authorized,
+            Err(Refusal::Missing) => &n.missing,
+            Err(Refusal::Invalid) => &n.invalid,
+            Err(Refusal::Expired) => &n.expired,
+            Err(Refusal::Revoked) => &n.revoked,
+            Err(Refusal::Scope) => &n.forbidden,
+        };
+        counter.fetch_add(1, Relaxed);
+        checked
+    }
+
+    /// 401 with the challenge, or 403 for the scope.
+    fn refuse<B>(
+        &self,
+        why: Refusal,
+        base: &str,
+        respond: &impl Fn(u16, &'static str, Bytes) -> Response<B>,
+    ) -> Response<B> {
+        let meta = Self::metadata_url(base);
+        let (status, challenge, text): (u16, String, &'static [u8]) = match why {
+            Refusal::Missing => (
+                401,
+                format!(r#"Bearer resource_metadata="{meta}", scope="{}""#, self.scope),
+                b"a bearer token is required\n",
+            ),
+            Refusal::Scope => (
+                403,
+                format!(
+                    r#"Bearer error="insufficient_scope", scope="{}", resource_metadata="{meta}""#,
+                    self.scope
+                ),
+                b"the token lacks the scope\n",
+            ),
+            _ => (
+                401,
+                format!(
+                    r#"Bearer error="invalid_token", resource_metadata="{meta}", scope="{}""#,
+                    self.scope
+                ),
+                b"the token is invalid, expired or revoked\n",
+            ),
+        };
+        let mut r = respond(status, "text/plain", Bytes::from_static(text));
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        r
+    }
+
+    fn introspect(&self, token: &str, base: &str) -> serde_json::Value {
+        match self.check(token) {
+            Ok(()) => {
+                let expires = token
+                    .rsplit('.')
+                    .nth(2)
+                    .and_then(|e| u64::from_str_radix(e, 16).ok())
+                    .unwrap_or(0);
+                let left = expires.saturating_sub(self.now_ms()) / 1000;
+                let now_unix = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                serde_json::json!({
+                    "active": true,
+                    "client_id": self.client_id,
+                    "scope": self.scope,
+                    "token_type": "Bearer",
+                    "exp": now_unix + left,
+                    "aud": format!("{base}/mcp"),
+                })
+            }
+            Err(_) => serde_json::json!({"active": false}),
+        }
+    }
+
+    /// The token endpoint: a token, or (status, OAuth error code, whether the client used
+    /// Basic).
+    async fn token(
+        &self,
+        req: Request<Incoming>,
+        base: &str,
+    ) -> Result<serde_json::Value, (u16, &'static str, bool)> {
+        let n = &self.n;
+        n.token_requests.fetch_add(1, Relaxed);
+        let now = n.token_in_flight.fetch_add(1, Relaxed) + 1;
+        n.token_in_flight_max.fetch_max(now, Relaxed);
+        let result = self.token_inner(req, base).await;
+        n.token_in_flight.fetch_sub(1, Relaxed);
+        match &result {
+            Ok(_) => n.tokens_issued.fetch_add(1, Relaxed),
+            Err((_, code, _)) => match *code {
+                "invalid_client" => &n.refused_invalid_client,
+                "unsupported_grant_type" => &n.refused_unsupported_grant_type,
+                "invalid_scope" => &n.refused_invalid_scope,
+                "invalid_target" => &n.refused_invalid_target,
+                _ => &n.refused_invalid_request,
+            }
+            .fetch_add(1, Relaxed),
+        };
+        result
+    }
+
+    async fn token_inner(
+        &self,
+        req: Request<Incoming>,
+        base: &str,
+    ) -> Result<serde_json::Value, (u16, &'static str, bool)> {
+        let basic = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Basic "))
+            .map(str::to_owned);
+        let form = read_form(req)
+            .await
+            .ok_or((400, "invalid_request", false))?;
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        if field(&form, "grant_type").as_deref() != Some("client_credentials") {
+            return Err((400, "unsupported_grant_type", false));
+        }
+        let proof = match (&basic, field(&form, "client_assertion")) {
+            (Some(b), _) => {
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(b.trim())
+                    .ok()
+                    .and_then(|d| String::from_utf8(d).ok())
+                    .ok_or((401, "invalid_client", true))?;
+                let (id, secret) = decoded
+                    .split_once(':')
+                    .ok_or((401, "invalid_client", true))?;
+                ClientProof::Secret {
+                    id: form_decode(id),
+                    secret: form_decode(secret),
+                }
+            }
+            (None, Some(jwt)) => ClientProof::Assertion {
+                id: field(&form, "client_id"),
+                jwt,
+            },
+            (None, None) => ClientProof::Secret {
+                id: field(&form, "client_id").unwrap_or_default(),
+                secret: field(&form, "client_secret").unwrap_or_default(),
+            },
+        };
+        if !self.client_ok(proof, base) {
+            return Err((401, "invalid_client", basic.is_some()));
+        }
+        if let Some(resource) = field(&form, "resource")
+            && resource.trim_end_matches('/') != format!("{base}/mcp")
+        {
+            return Err((400, "invalid_target", false));
+        }
+        let asked = field(&form, "scope").unwrap_or_else(|| self.scope.clone());
+        let scopes: Vec<&str> = asked.split_whitespace().collect();
+        if scopes.is_empty() || scopes.iter().any(|s| *s != self.scope && *s != OTHER_SCOPE) {
+            return Err((400, "invalid_scope", false));
+        }
+        let scoped = scopes.contains(&self.scope.as_str());
+        Ok(serde_json::json!({
+            "access_token": self.issue(scoped),
+            "token_type": "Bearer",
+            "expires_in": self.lifetime_ms / 1000,
+            "scope": scopes.join(" "),
+        }))
+    }
+
+    fn client_ok(&self, proof: ClientProof, base: &str) -> bool {
+        match proof {
+            ClientProof::Secret { id, secret } => {
+                id == self.client_id && self.secret.as_deref().is_some_and(|s| s == secret)
+            }
+            ClientProof::Assertion { id, jwt } => {
+                let Some((key, alg)) = &self.key else {
+                    return false;
+                };
+                let mut v = jsonwebtoken::Validation::new(*alg);
+                v.set_audience(&[format!("{base}/token")]);
+                v.set_issuer(&[&self.client_id]);
+                v.set_required_spec_claims(&["exp", "aud", "iss", "sub"]);
+                let Ok(data) = jsonwebtoken::decode::<serde_json::Value>(&jwt, key, &v) else {
+                    return false;
+                };
+                data.claims.get("sub").and_then(|s| s.as_str()) == Some(self.client_id.as_str())
+                    && id.is_none_or(|i| i == self.client_id)
+            }
+        }
+    }
+}
+
+/// A form body's pairs, decoded; `None` when it cannot be read.
+async fn read_form(req: Request<Incoming>) -> Option<Vec<(String, String)>> {
+    let body = Limited::new(req.into_body(), MAX_FORM)
+        .collect()
+        .await
+        .ok()?
+        .to_bytes();
+    let text = std::str::from_utf8(&body).ok()?;
+    Some(
+        text.split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| match p.split_once('=') {
+                Some((k, v)) => (form_decode(k), form_decode(v)),
+                None => (form_decode(p), String::new()),
+            })
+            .collect(),
+    )
+}
+
+fn field(form: &[(String, String)], name: &str) -> Option<String> {
+    form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+}
+
+/// `application/x-www-form-urlencoded` decoding (`+` is a space).
+fn form_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_decode() {
+        assert_eq!(form_decode("a+b%26c%3Dd%2F%C3%A9"), "a b&c=d/é");
+        assert_eq!(form_decode("100%"), "100%");
+        assert_eq!(form_decode("%4"), "%4");
+    }
+}
