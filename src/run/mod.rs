@@ -153,6 +153,9 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     }
     folder.record_sessions(SessionSummary::of(&whole))?;
     if let Some(auth) = &connector.options().auth {
+        // No refresh after the last request: the counts are the run's, and a built-in
+        // target's tokens issued agree with them.
+        auth.stop().await;
         let (requests, refreshes, fetch_time) = auth.totals();
         folder.record_auth(AuthSummary::of(&whole, requests, refreshes, &fetch_time))?;
     }

@@ -164,6 +164,8 @@ struct State {
     /// The current token was fetched in answer to a 401.
     reactive: bool,
     fetching: bool,
+    /// No fetch is started any more (the run is over).
+    stopped: bool,
     /// The last fetch failed: why, and until when no fetch is tried again.
     failed: Option<(Arc<str>, Instant)>,
     /// The proactive refresh's timer task.
@@ -231,6 +233,7 @@ impl Credentials {
                 refused: false,
                 reactive: false,
                 fetching: false,
+                stopped: false,
                 failed: None,
                 timer: None,
             }),
@@ -390,7 +393,7 @@ impl Credentials {
     }
 
     fn start_fetch(&self, s: &mut State, why: FetchWhy, reactive: bool) {
-        let Some(fetch) = self.0.fetch.clone() else {
+        let Some(fetch) = self.0.fetch.clone().filter(|_| !s.stopped) else {
             return;
         };
         s.fetching = true;
@@ -463,6 +466,27 @@ impl Credentials {
             }
         })
         .abort_handle()
+    }
+
+    /// Starts no fetch any more, and waits for the one under way, if any, to end: the
+    /// counts are final then (the run is over).
+    pub async fn stop(&self) {
+        let mut news = self.0.epoch.subscribe();
+        loop {
+            {
+                let mut s = self.lock();
+                s.stopped = true;
+                if let Some(t) = s.timer.take() {
+                    t.abort();
+                }
+                if !s.fetching {
+                    return;
+                }
+            }
+            if news.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Adds the token requests and refreshes since the last call into `into`, and the

@@ -22,6 +22,7 @@ mod report_browser;
 mod report_folder;
 mod report_hlog_python;
 mod report_workflows;
+mod run_auth;
 mod run_compare;
 mod run_faults;
 mod run_hostile_defects;
