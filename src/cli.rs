@@ -10,9 +10,9 @@ use mcpload::profile::{
 };
 use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
-    self, AnswerMode, AuthMetadata, Balance, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
-    HostileTransport, Periods, ProgressFault, RejectStatus, ServeConfig, ServedEras, ServiceTime,
-    Stall, TaskFault,
+    self, AnswerMode, AuthMetadata, Balance, BatchPolicy, FaultEvery, FaultOdds, HostileConfig,
+    HostileKind, HostileTransport, Periods, ProgressFault, RejectStatus, ServeConfig, ServedEras,
+    ServiceTime, Stall, TaskFault,
 };
 use std::io::Write;
 use std::net::SocketAddr;
@@ -233,6 +233,10 @@ pub(crate) struct ServeAuthArgs {
     /// The scope MCP requests need [default: mcp].
     #[arg(long, value_name = "SCOPE", requires = "auth")]
     pub auth_scope: Option<String>,
+    /// A resource (RFC 8707) tokens are issued for besides this target's /mcp, e.g. another
+    /// server that checks them by introspection; `*` for any (repeatable).
+    #[arg(long, value_name = "URL", requires = "auth")]
+    pub auth_resource: Vec<String>,
     /// How long a token lives, in seconds [default: 3600].
     #[arg(long, value_name = "SECONDS", requires = "auth")]
     pub token_lifetime: Option<u64>,
@@ -317,6 +321,7 @@ impl ServeArgs {
                 .unwrap_or(d.auth_client_secret_env),
             auth_client_key: self.auth.auth_client_key.clone().or(d.auth_client_key),
             auth_scope: self.auth.auth_scope.clone().unwrap_or(d.auth_scope),
+            auth_resources: self.auth.auth_resource.clone(),
             auth_token_lifetime_s: self.auth.token_lifetime.unwrap_or(d.auth_token_lifetime_s),
             auth_revoke_at: self.auth.revoke_at.clone(),
             auth_metadata: self.auth.auth_metadata.unwrap_or(d.auth_metadata),
@@ -777,9 +782,6 @@ pub(crate) struct AuthArgs {
     /// OAuth private_key_jwt: the PEM private key signing the client's assertions.
     #[arg(long, value_name = "FILE", value_parser = absolute)]
     pub oauth_private_key: Option<PathBuf>,
-    /// OAuth: every virtual user fetches and refreshes a token of its own.
-    #[arg(long)]
-    pub token_per_user: bool,
     /// TLS: trust the CA certificates of this PEM file besides the system's.
     #[arg(long, value_name = "FILE", value_parser = absolute)]
     pub cacert: Option<PathBuf>,
@@ -818,7 +820,6 @@ impl AuthArgs {
                 private_key_file: self.oauth_private_key.clone(),
                 ..OAuthSpec::default()
             }),
-            token_per_user: self.token_per_user,
             ..AuthSpec::default()
         })
     }

@@ -24,7 +24,11 @@ pub struct JwtKey {
 impl JwtKey {
     /// The PEM private key in `path`: RSA (`RS256` unless `alg` says `RS384`, `RS512`,
     /// `PS256`, …) or EC (`ES256` unless `alg` says `ES384`).
-    pub fn from_pem_file(path: &Path, alg: Option<&str>, kid: Option<String>) -> Result<Self, String> {
+    pub fn from_pem_file(
+        path: &Path,
+        alg: Option<&str>,
+        kid: Option<String>,
+    ) -> Result<Self, String> {
         let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let named = alg
             .map(|a| {

@@ -195,12 +195,15 @@ impl Client {
                         self.cfg.resource
                     ));
                 }
-                let scopes = m.get("scopes_supported").and_then(Value::as_array).map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                });
+                let scopes = m
+                    .get("scopes_supported")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    });
                 (issuer, resource, scopes.filter(|s| !s.is_empty()))
             }
             // With a challenge that names its metadata, that metadata must be there; without
@@ -286,7 +289,10 @@ impl Client {
                     "client_assertion_type",
                     "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".into(),
                 ));
-                form.push(("client_assertion", key.assertion(id, &found.token_endpoint)?));
+                form.push((
+                    "client_assertion",
+                    key.assertion(id, &found.token_endpoint)?,
+                ));
             }
         }
         let body: Vec<String> = form

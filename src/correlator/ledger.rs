@@ -107,6 +107,11 @@ impl Ledger {
                     c.end(id, End::Transport);
                 }
             }
+            Event::Released { ids, at } => {
+                for id in &ids {
+                    c.written(id, at);
+                }
+            }
             Event::Down { .. } => {
                 self.batch_answers.clear();
                 c.end_all(End::Missing);

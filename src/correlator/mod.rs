@@ -741,6 +741,15 @@ impl Correlator {
         true
     }
 
+    /// The pending request `id` was written only at `at` (held by its transport until then):
+    /// its service latency runs from there.
+    pub fn written(&mut self, id: &Id, at: Instant) {
+        let at = self.ns(at);
+        if let Some(rec) = self.record_mut(id).filter(|r| r.state == State::Pending) {
+            rec.written = rec.written.max(at);
+        }
+    }
+
     /// Records a `Retry-After` value seen on a refusal.
     pub fn retry_after(&mut self, seconds: u64) {
         let c = &mut self.stats.counters;

@@ -346,7 +346,12 @@ pub struct AuthSummary {
 
 impl AuthSummary {
     /// From the transports' whole-run counts and the credentials' own.
-    pub fn of(c: &Counters, token_requests: u64, token_refreshes: u64, fetch: &LatencyHistogram) -> Self {
+    pub fn of(
+        c: &Counters,
+        token_requests: u64,
+        token_refreshes: u64,
+        fetch: &LatencyHistogram,
+    ) -> Self {
         let p = Percentiles::of(fetch);
         AuthSummary {
             token_requests,

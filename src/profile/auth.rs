@@ -13,9 +13,6 @@ pub struct AuthSpec {
     pub bearer_env: Option<String>,
     /// The OAuth 2.1 client credentials grant.
     pub oauth: Option<OAuthSpec>,
-    /// Every virtual user gets a token of its own, instead of one token for the run.
-    #[serde(default)]
-    pub token_per_user: bool,
     /// Refused (a secret in the profile): read only to say so.
     pub token: Option<toml::Value>,
     pub bearer: Option<toml::Value>,
@@ -66,9 +63,7 @@ impl AuthMethod {
             "basic" => Ok(AuthMethod::Basic),
             "post" => Ok(AuthMethod::Post),
             "private_key_jwt" => Ok(AuthMethod::PrivateKeyJwt),
-            _ => Err(format!(
-                "{s:?}: expected basic, post or private_key_jwt"
-            )),
+            _ => Err(format!("{s:?}: expected basic, post or private_key_jwt")),
         }
     }
 }
@@ -93,7 +88,11 @@ impl AuthSpec {
     pub fn problem(&self) -> Option<(&'static str, String)> {
         if self.token.is_some() || self.bearer.is_some() {
             return Some((
-                if self.token.is_some() { "token" } else { "bearer" },
+                if self.token.is_some() {
+                    "token"
+                } else {
+                    "bearer"
+                },
                 "a token is never written in a profile: put it in an environment variable \
                  and name it with `bearer_env = \"VAR\"`"
                     .into(),
@@ -110,10 +109,6 @@ impl AuthSpec {
                 "give `bearer_env = \"VAR\"` (a static token) or `oauth = { client_id_env = \
                  \"ID\", client_secret_env = \"SECRET\" }`"
                     .into(),
-            )),
-            (Some(_), None) if self.token_per_user => Some((
-                "token_per_user",
-                "a static token is one for everybody: `token_per_user` needs `oauth`".into(),
             )),
             (Some(_), None) => None,
             (None, Some(o)) => o.problem(),

@@ -607,7 +607,8 @@ impl Source {
                 let mut path = vec!["target", "auth"];
                 path.extend(field.split('.'));
                 return Err(self.error(
-                    self.span_of(&path).or_else(|| self.span_of(&["target", "auth"])),
+                    self.span_of(&path)
+                        .or_else(|| self.span_of(&["target", "auth"])),
                     format!("field `target.auth.{field}`: {why}"),
                 ));
             }

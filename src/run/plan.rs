@@ -266,7 +266,10 @@ fn check_auth(t: &TargetSpec) -> Result<(), PlanError> {
         if let Some((field, why)) = auth.problem() {
             return usage(format!("target.auth.{field}: {why}"));
         }
-        if t.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+        if t.headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
             return usage(
                 "an Authorization header and [target.auth] (or --bearer-env / --oauth-*) \
                  both set the credentials: give one"
@@ -599,7 +602,9 @@ impl Plan {
                     o.key_alg.as_deref(),
                     o.key_id.clone(),
                 )
-                .map_err(|e| PlanError::Usage(format!("target.auth.oauth.private_key_file: {e}")))?;
+                .map_err(|e| {
+                    PlanError::Usage(format!("target.auth.oauth.private_key_file: {e}"))
+                })?;
                 ClientAuth::PrivateKeyJwt(std::sync::Arc::new(key))
             }
         };
@@ -690,7 +695,6 @@ fn auth_settings(t: &TargetSpec) -> Value {
             "token_endpoint": o.token_endpoint,
             "auth_method": o.auth_method,
             "private_key_file": o.private_key_file,
-            "token_per_user": a.token_per_user,
         }),
         (None, None) => Value::Null,
     }

@@ -13,8 +13,8 @@
 //! scope, sealed with a keyed hash of this target's own; a revocation revokes every token
 //! issued before it.
 
-use super::config::{AuthMetadata, ServeConfig};
 use super::config::ConfigError;
+use super::config::{AuthMetadata, ServeConfig};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -60,6 +60,8 @@ pub struct AuthCounts {
     pub revocations: u64,
     /// Metadata documents served.
     pub metadata_served: u64,
+    /// Tokens checked by `POST /introspect` (another resource server asking).
+    pub introspections: u64,
 }
 
 #[derive(Default)]
@@ -81,6 +83,7 @@ struct Counters {
     authorized: AtomicU64,
     admin_revocations: AtomicU64,
     metadata_served: AtomicU64,
+    introspections: AtomicU64,
 }
 
 /// How the client authenticated at the token endpoint.
@@ -95,6 +98,7 @@ pub(crate) struct AuthServer {
     secret: Option<String>,
     key: Option<(jsonwebtoken::DecodingKey, jsonwebtoken::Algorithm)>,
     scope: String,
+    resources: Vec<String>,
     lifetime_ms: u64,
     metadata: AuthMetadata,
     delay: Duration,
@@ -152,7 +156,9 @@ impl AuthServer {
         if cfg.auth_token_lifetime_s == 0 {
             return Err(invalid("auth_token_lifetime_s must be 1 or more".into()));
         }
-        if cfg.auth_scope.is_empty() || cfg.auth_scope.contains(' ') || cfg.auth_scope == OTHER_SCOPE
+        if cfg.auth_scope.is_empty()
+            || cfg.auth_scope.contains(' ')
+            || cfg.auth_scope == OTHER_SCOPE
         {
             return Err(invalid(format!(
                 "auth_scope {:?}: one word, not {OTHER_SCOPE:?}",
@@ -171,6 +177,7 @@ impl AuthServer {
             secret,
             key,
             scope: cfg.auth_scope.clone(),
+            resources: cfg.auth_resources.clone(),
             lifetime_ms: cfg.auth_token_lifetime_s.saturating_mul(1000),
             metadata: cfg.auth_metadata,
             delay: Duration::from_millis(cfg.auth_token_delay_ms),
@@ -218,6 +225,7 @@ impl AuthServer {
             revocations: self.revoke_at_ms.iter().filter(|t| **t <= now).count() as u64
                 + g(&n.admin_revocations),
             metadata_served: g(&n.metadata_served),
+            introspections: g(&n.introspections),
         }
     }
 
@@ -341,6 +349,7 @@ impl AuthServer {
             (&Method::POST, "/introspect") => {
                 let form = read_form(req).await.unwrap_or_default();
                 let token = field(&form, "token").unwrap_or_default();
+                self.n.introspections.fetch_add(1, Relaxed);
                 Ok(json(200, self.introspect(&token, &base)))
             }
             (&Method::POST, "/auth/revoke") => {
@@ -350,10 +359,13 @@ impl AuthServer {
                     .get::<std::net::SocketAddr>()
                     .is_none_or(|a| a.ip().is_loopback());
                 if !local {
-                    return Ok(respond(403, "text/plain", Bytes::from_static(b"loopback only\n")));
+                    return Ok(respond(
+                        403,
+                        "text/plain",
+                        Bytes::from_static(b"loopback only\n"),
+                    ));
                 }
-                self.revoked_before_ms
-                    .fetch_max(self.now_ms() + 1, Relaxed);
+                self.revoked_before_ms.fetch_max(self.now_ms() + 1, Relaxed);
                 self.n.admin_revocations.fetch_add(1, Relaxed);
                 Ok(respond(200, "text/plain", Bytes::from_static(b"revoked\n")))
             }
@@ -412,7 +424,10 @@ impl AuthServer {
         let (status, challenge, text): (u16, String, &'static [u8]) = match why {
             Refusal::Missing => (
                 401,
-                format!(r#"Bearer resource_metadata="{meta}", scope="{}""#, self.scope),
+                format!(
+                    r#"Bearer resource_metadata="{meta}", scope="{}""#,
+                    self.scope
+                ),
                 b"a bearer token is required\n",
             ),
             Refusal::Scope => (
@@ -540,6 +555,7 @@ impl AuthServer {
         }
         if let Some(resource) = field(&form, "resource")
             && resource.trim_end_matches('/') != format!("{base}/mcp")
+            && !self.resources.iter().any(|r| r == "*" || *r == resource)
         {
             return Err((400, "invalid_target", false));
         }

@@ -535,6 +535,9 @@ pub struct ServeConfig {
     pub auth_client_key: Option<std::path::PathBuf>,
     /// The scope MCP requests need.
     pub auth_scope: String,
+    /// Resources (RFC 8707) the authorization server issues tokens for besides this
+    /// target's own `/mcp` (another server checking them by introspection); `*`: any.
+    pub auth_resources: Vec<String>,
     /// How long a token lives, in seconds.
     pub auth_token_lifetime_s: u64,
     /// Seconds after the start at which every token issued so far is revoked.
@@ -593,6 +596,7 @@ impl Default for ServeConfig {
             auth_client_secret_env: "MCPLOAD_CLIENT_SECRET".into(),
             auth_client_key: None,
             auth_scope: "mcp".into(),
+            auth_resources: Vec::new(),
             auth_token_lifetime_s: 3600,
             auth_revoke_at: Vec::new(),
             auth_metadata: AuthMetadata::Oauth,

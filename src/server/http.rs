@@ -186,7 +186,7 @@ async fn route(fleet: &Fleet, shared: &Arc<Shared>, req: Request<Incoming>) -> R
         return text(403, "forbidden origin\n");
     }
     let req = match &shared.auth {
-        Some(auth) => match auth.intercept(req, |s, ct, b| respond(s, ct, b)).await {
+        Some(auth) => match auth.intercept(req, respond).await {
             Ok(answer) => return answer,
             Err(req) => req,
         },

@@ -530,7 +530,10 @@ mod tests {
         );
         assert_eq!(Challenge::parse("Bearer"), Some(Challenge::default()));
         assert_eq!(
-            Challenge::parse("bearer scope=mcp").unwrap().scope.as_deref(),
+            Challenge::parse("bearer scope=mcp")
+                .unwrap()
+                .scope
+                .as_deref(),
             Some("mcp")
         );
         assert_eq!(Challenge::parse(r#"Basic realm="x""#), None);

@@ -37,8 +37,7 @@ pub use budget::{AnswerBudget, DEFAULT_MAX_ANSWER_MEMORY};
 #[cfg(fuzzing)]
 pub use http::read_scripted_answer;
 pub use http::{
-    DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply,
-    TlsOptions,
+    DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply, TlsOptions,
 };
 pub use stdio::{StdioOptions, StdioTransport};
 
@@ -212,6 +211,9 @@ pub enum Event {
         ids: Vec<Id>,
         error: TransportError,
     },
+    /// HTTP: requests held for a token (none usable until a fetch ended) were written only
+    /// now: their service latency runs from `at` (docs/metrics.md, "Authorization").
+    Released { ids: Vec<Id>, at: Instant },
     /// The transport is gone for good (a stdio child exited or closed its output): every
     /// pending request is `missing`; later sends fail as `transport_errors`.
     Down { error: TransportError },

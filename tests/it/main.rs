@@ -23,6 +23,7 @@ mod report_folder;
 mod report_hlog_python;
 mod report_workflows;
 mod run_auth;
+mod run_auth_interop;
 mod run_compare;
 mod run_faults;
 mod run_hostile_defects;

@@ -6,12 +6,12 @@
 //! secret stopping the run at once, `private_key_jwt`, secrets written nowhere, and profiles
 //! that write a secret refused.
 
+use crate::support::bin;
 use crate::support::http_client::Conn;
 use crate::support::machine;
 use crate::support::run::{Watched, assert_identity, num, profile, steps, summary, watch};
 use crate::support::scratch::scratch;
-use crate::support::servers::{Server, start_http, serve_cmd, target_stats};
-use crate::support::bin;
+use crate::support::servers::{Server, serve_cmd, start_http, target_stats};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -107,7 +107,10 @@ fn tokens_refreshed_under_load_are_the_servers_tokens_issued_minus_one() {
     // Every token covers at most 2 s of the 11 s of load.
     assert!(issued >= 6, "{issued} tokens for 11 s of 2 s tokens");
     assert_eq!(u(auth, "/token_refreshes"), issued - 1, "{auth} {target}");
-    assert_eq!(u(auth, "/token_requests"), u(&target, "/auth/token_requests"));
+    assert_eq!(
+        u(auth, "/token_requests"),
+        u(&target, "/auth/token_requests")
+    );
     assert_eq!(target["auth"]["token_refused"], serde_json::json!({}));
     // No refresh storm: one token request at a time, though each took 50 ms.
     assert_eq!(u(&target, "/auth/token_requests_in_flight_max"), 1);
@@ -120,7 +123,10 @@ fn tokens_refreshed_under_load_are_the_servers_tokens_issued_minus_one() {
     assert_eq!(u(&target, "/auth/unauthorized_missing"), 1);
     // Token requests of the step are counted and timed (the handshake's first is not in it).
     assert!(num(r, "token_requests") >= 5.0, "{r:?}");
-    assert!(num(r, "token_refreshes") >= num(r, "token_requests") - 1.0, "{r:?}");
+    assert!(
+        num(r, "token_refreshes") >= num(r, "token_requests") - 1.0,
+        "{r:?}"
+    );
     assert!(num(r, "token_fetch_p50_ms") >= 50.0, "{r:?}");
 }
 
@@ -145,7 +151,11 @@ fn a_token_revoked_mid_run_costs_each_request_in_flight_one_401_then_recovers() 
     let s = summary(&out);
     let refused = total(&out, "http_401");
     // Ground truth: every 401 of the load is one the target answered for the revocation.
-    assert_eq!(refused as u64, u(&target, "/auth/unauthorized_revoked"), "{target}");
+    assert_eq!(
+        refused as u64,
+        u(&target, "/auth/unauthorized_revoked"),
+        "{target}"
+    );
     assert_eq!(u(&target, "/auth/revocations"), 1);
     // At most one per user: each was in flight with the revoked token, none twice.
     assert!((1.0..=16.0).contains(&refused), "{refused} 401s");
@@ -159,7 +169,11 @@ fn a_token_revoked_mid_run_costs_each_request_in_flight_one_401_then_recovers() 
     assert_eq!(retried as f64, refused);
     assert_eq!(total(&out, "auth_failures"), 0.0);
     assert_eq!(total(&out, "requests") - total(&out, "ok"), refused);
-    assert_eq!(total(&out, "http_other"), refused, "401s are http_other too");
+    assert_eq!(
+        total(&out, "http_other"),
+        refused,
+        "401s are http_other too"
+    );
     for r in steps(&out) {
         assert_identity(&r);
     }
@@ -204,7 +218,10 @@ fn a_wrong_secret_stops_the_run_at_once_with_exit_code_2() {
     let out = dir.join("run");
     let run = run_with(
         &p,
-        &[("AUTH_IT_SECRET", SECRET), ("AUTH_IT_WRONG", "wrong-secret-value")],
+        &[
+            ("AUTH_IT_SECRET", SECRET),
+            ("AUTH_IT_WRONG", "wrong-secret-value"),
+        ],
         &[
             "--oauth-client-id",
             "mcpload",
@@ -232,7 +249,12 @@ fn a_missing_secret_variable_is_a_usage_error() {
     let run = run_with(
         &p,
         &[("AUTH_IT_SECRET", SECRET)],
-        &["--oauth-client-id", "x", "--oauth-client-secret-env", "AUTH_IT_UNSET_VAR"],
+        &[
+            "--oauth-client-id",
+            "x",
+            "--oauth-client-secret-env",
+            "AUTH_IT_UNSET_VAR",
+        ],
         Duration::from_secs(30),
     );
     let (_, stderr) = text(&run.output);
@@ -337,7 +359,12 @@ fn no_secret_is_written_in_the_run_folder_its_name_or_the_terminal() {
     let oauth = run_with(
         &p,
         &[("AUTH_IT_SECRET", SECRET), ("AUTH_IT_ID", "mcpload")],
-        &["-H", &format!("X-Api-Key: {cli_literal}"), "--out", oauth_out.to_str().unwrap()],
+        &[
+            "-H",
+            &format!("X-Api-Key: {cli_literal}"),
+            "--out",
+            oauth_out.to_str().unwrap(),
+        ],
         Duration::from_secs(60),
     );
     let bearer_out = dir.join("bearer");
@@ -345,7 +372,16 @@ fn no_secret_is_written_in_the_run_folder_its_name_or_the_terminal() {
     bearer
         .env("AUTH_IT_TOKEN", &token)
         .args(["run", "--url", &server.url, "--bearer-env", "AUTH_IT_TOKEN"])
-        .args(["-c", "2", "-d", "1s", "--warmup", "0s", "--name", "bearer-run"])
+        .args([
+            "-c",
+            "2",
+            "-d",
+            "1s",
+            "--warmup",
+            "0s",
+            "--name",
+            "bearer-run",
+        ])
         .args(["--out", bearer_out.to_str().unwrap()]);
     let bearer = watch(bearer, Duration::from_secs(60));
     let mut seen = Vec::new();
@@ -384,7 +420,10 @@ fn pem(label: &str, der: &[u8]) -> String {
         .chunks(64)
         .map(|c| std::str::from_utf8(c).unwrap())
         .collect();
-    format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
+    format!(
+        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+        lines.join("\n")
+    )
 }
 
 #[test]
@@ -434,11 +473,10 @@ async fn the_target_refuses_a_token_without_the_scope_403_and_a_revoked_one_401(
         .parse()
         .unwrap();
     let url = server.url.clone();
-    let (good, other) = tokio::task::spawn_blocking(move || {
-        (fetch_token(&url, "mcp"), fetch_token(&url, "other"))
-    })
-    .await
-    .unwrap();
+    let (good, other) =
+        tokio::task::spawn_blocking(move || (fetch_token(&url, "mcp"), fetch_token(&url, "other")))
+            .await
+            .unwrap();
     let mut c = Conn::open(addr).await;
     let ping = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
     let with = |t: &str| {
@@ -451,11 +489,18 @@ async fn the_target_refuses_a_token_without_the_scope_403_and_a_revoked_one_401(
     let forbidden = c.post(&with(&other), &ping).await;
     assert_eq!(forbidden.status, 403);
     let challenge = forbidden.header("www-authenticate").unwrap();
-    assert!(challenge.contains(r#"error="insufficient_scope""#), "{challenge}");
+    assert!(
+        challenge.contains(r#"error="insufficient_scope""#),
+        "{challenge}"
+    );
     assert!(challenge.contains("resource_metadata="), "{challenge}");
     let bad = c.post(&with("mcpl_at_1.2.3.1.4"), &ping).await;
     assert_eq!(bad.status, 401);
-    assert!(bad.header("www-authenticate").unwrap().contains("invalid_token"));
+    assert!(
+        bad.header("www-authenticate")
+            .unwrap()
+            .contains("invalid_token")
+    );
     // The admin call revokes every token issued so far.
     let revoked = c.send("POST", "/auth/revoke", &[], Vec::new()).await;
     assert_eq!(revoked.status, 200);
@@ -476,4 +521,61 @@ async fn the_target_refuses_a_token_without_the_scope_403_and_a_revoked_one_401(
     );
     assert_eq!(u(&stats, "/http_status/401"), 2);
     assert_eq!(u(&stats, "/http_status/403"), 1);
+}
+
+#[test]
+fn a_ca_file_is_trusted_and_no_check_at_all_is_marked_loudly() {
+    use crate::support::servers::serve;
+    use crate::support::tls::tls_front;
+    let _share = machine::loading();
+    let target = serve(&[]);
+    let dir = scratch("auth_tls_options");
+    let cert = dir.join("front.pem");
+    let front = tls_front(&target.url, &cert, None);
+    let go = |name: &str, args: &[&str]| {
+        let out = dir.join(name);
+        let mut run = bin();
+        run.env_remove("SSL_CERT_FILE")
+            .env_remove("SSL_CERT_DIR")
+            .args([
+                "run",
+                "--url",
+                &front.url(),
+                "-c",
+                "2",
+                "-d",
+                "1s",
+                "--warmup",
+                "0s",
+            ])
+            .args(["--workers", "1", "--out", out.to_str().unwrap()])
+            .args(args);
+        (watch(run, Duration::from_secs(60)), out)
+    };
+    // The front's certificate is its own: not trusted without the file.
+    let (untrusted, _) = go("untrusted", &[]);
+    let (_, stderr) = text(&untrusted.output);
+    assert_eq!(untrusted.output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("UnknownIssuer"), "{stderr}");
+    let (trusted, out) = go("cacert", &["--cacert", cert.to_str().unwrap()]);
+    assert!(
+        trusted.output.status.success(),
+        "{:?}",
+        text(&trusted.output)
+    );
+    assert!(num(&steps(&out)[0], "ok") > 0.0);
+    assert_eq!(
+        summary(&out)["settings"]["target"]["tls"]["insecure"],
+        false
+    );
+    let (insecure, out) = go("insecure", &["--insecure"]);
+    let (stdout, stderr) = text(&insecure.output);
+    assert!(insecure.output.status.success(), "{stdout}\n{stderr}");
+    assert!(num(&steps(&out)[0], "ok") > 0.0);
+    assert!(stderr.contains("WARNING: --insecure"), "{stderr}");
+    assert!(
+        stdout.contains("TLS certificates were not checked"),
+        "{stdout}"
+    );
+    assert_eq!(summary(&out)["settings"]["target"]["tls"]["insecure"], true);
 }

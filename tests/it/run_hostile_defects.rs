@@ -140,7 +140,7 @@ fn no_secret_of_a_profile_leaks_into_its_copy() {
         &dir,
         "with-secrets",
         &format!(
-            "[target]\nurl = \"{}\"\nheaders = {{ Authorization = \"Bearer {AUTHORIZATION}\", \
+            "[target]\nurl = \"{}\"\nheaders = {{ X-Api-Key = \"Bearer {AUTHORIZATION}\", \
              X-Key = \"${{{ENV_VAR}}}\", X-Other = \"a\\\"quoted\\\\{PASSWORD}\" }}\n\
              [load]\nconcurrency = [1]\nduration = \"1s\"\nwarmup = \"0s\"\n",
             secret_url(host_port(&target.url))

@@ -439,3 +439,124 @@ fn push_header(w: &mut Vec<u8>, name: &str, value: &[u8]) {
     w.extend_from_slice(value);
     w.extend_from_slice(b"\r\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+    fn pem(label: &str, der: &[u8]) -> String {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        let lines: Vec<&str> = b64
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        format!(
+            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+            lines.join("\n")
+        )
+    }
+
+    /// Mutual TLS: a server that wants a client certificate issued by its CA gets the one of
+    /// `client_cert`/`client_key`, and a client without one is refused; the server itself is
+    /// trusted through `cacert`.
+    #[tokio::test]
+    async fn a_client_certificate_is_presented_and_a_ca_file_trusted() {
+        let dir = std::env::temp_dir().join(format!("mcpload-mtls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let server_key = rcgen::KeyPair::generate().unwrap();
+        let server_cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .self_signed(&server_key)
+            .unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let client_key = rcgen::KeyPair::generate().unwrap();
+        let client_cert = rcgen::CertificateParams::new(vec!["client".to_owned()])
+            .unwrap()
+            .signed_by(&client_key, &issuer)
+            .unwrap();
+        let write = |name: &str, text: String| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let cacert = write("server.pem", pem("CERTIFICATE", server_cert.der()));
+        let cert = write("client.pem", pem("CERTIFICATE", client_cert.der()));
+        let key = write(
+            "client.key",
+            pem("PRIVATE KEY", &client_key.serialize_der()),
+        );
+
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca_cert.der().clone()).unwrap();
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(
+                vec![CertificateDer::from(server_cert.der().to_vec())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server_key.serialize_der())),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: Uri = format!("https://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let accepted = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let (tcp, _) = listener.accept().await.unwrap();
+                seen.push(match acceptor.accept(tcp).await {
+                    Ok(tls) => tls.get_ref().1.peer_certificates().map_or(0, |c| c.len()),
+                    Err(_) => 0,
+                });
+            }
+            seen
+        });
+        for (n, client_cert) in [Some((cert, key)), None].into_iter().enumerate() {
+            let opts = HttpOptions {
+                tls: TlsOptions {
+                    cacert: Some(cacert.clone()),
+                    client_key: client_cert.as_ref().map(|c| c.1.clone()),
+                    client_cert: client_cert.map(|c| c.0),
+                    insecure: false,
+                },
+                ..HttpOptions::default()
+            };
+            // The server is trusted through the CA file; a refused client may only learn it
+            // later (TLS 1.3), so the server says what it saw.
+            let conn = HttpClient::new(&url, &opts).unwrap().connect().await;
+            assert!(n == 1 || conn.is_ok(), "{:?}", conn.err());
+        }
+        assert_eq!(
+            accepted.await.unwrap(),
+            [1, 0],
+            "certificates the server saw"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_client_certificate_without_its_key_is_refused() {
+        let o = TlsOptions {
+            client_cert: Some("c.pem".into()),
+            ..TlsOptions::default()
+        };
+        let e = tls_config(&o).unwrap_err().to_string();
+        assert!(e.contains("needs its key"), "{e}");
+    }
+}

@@ -319,7 +319,7 @@ impl Exchange {
                 watch,
                 said_unknown: false,
                 resend: (request.retriable || request.auth_retriable)
-                    .then(|| (request.out.body, request.out.headers)),
+                    .then_some((request.out.body, request.out.headers)),
                 session_retriable: request.retriable,
                 auth_retriable: request.auth_retriable,
             })

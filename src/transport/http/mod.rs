@@ -31,8 +31,8 @@ pub use side::Reply;
 use super::auth::{Challenge, Credentials, Current, Refusal};
 use super::budget::AnswerBudget;
 use super::{
-    CancelStyle, Cancelled, Event, ExchangeId, Outgoing, RetryCause, Transport,
-    TransportCounters, TransportError, cancel_notification,
+    CancelStyle, Cancelled, Event, ExchangeId, Outgoing, RetryCause, Transport, TransportCounters,
+    TransportError, cancel_notification,
 };
 use crate::jsonrpc::Id;
 use crate::metrics::{Counters, LatencyHistogram};
@@ -428,8 +428,22 @@ impl HttpTransport {
             Item::TokenNews => {
                 self.auth_waiting = false;
                 self.token_epoch = None;
+                let mut released = Vec::new();
                 for request in std::mem::take(&mut self.auth_held) {
+                    let held_load = request.is_load();
+                    let ids = held_load.then(|| request.out.ids.clone());
+                    let before = self.auth_held.len();
                     self.launch(request);
+                    // Sent (or failed) now, not held again.
+                    if self.auth_held.len() == before {
+                        released.extend(ids.into_iter().flatten());
+                    }
+                }
+                if !released.is_empty() {
+                    return Some(Event::Released {
+                        ids: released,
+                        at: std::time::Instant::now(),
+                    });
                 }
             }
             Item::Conn {
