@@ -136,8 +136,8 @@ fn a_token_revoked_mid_run_costs_each_request_in_flight_one_401_then_recovers() 
     let dir = scratch("auth_revoke");
     let p = builtin_profile(
         &dir,
-        "auth_revoke_at = [1.5]",
-        "concurrency = [16]\nduration = \"3s\"",
+        "auth_revoke_at = [2.0]",
+        "concurrency = [16]\nduration = \"4s\"",
     );
     let out = dir.join("run");
     let run = run_with(
@@ -521,6 +521,42 @@ async fn the_target_refuses_a_token_without_the_scope_403_and_a_revoked_one_401(
     );
     assert_eq!(u(&stats, "/http_status/401"), 2);
     assert_eq!(u(&stats, "/http_status/403"), 1);
+}
+
+#[test]
+fn a_step_whose_static_token_is_revoked_fails_naming_auth() {
+    let _share = machine::loading();
+    // Revoked 3 s after the start: the handshake, just after it, goes through with the token;
+    // the load's requests then get 401, and a static token cannot be refreshed.
+    let server = protected_server(&["--revoke-at", "3"]);
+    let token = fetch_token(&server.url, "mcp");
+    let out = scratch("auth_static_revoked").join("run");
+    let mut run = bin();
+    run.env("AUTH_IT_TOKEN", &token)
+        .args(["run", "--url", &server.url, "--bearer-env", "AUTH_IT_TOKEN"])
+        .args(["-c", "2", "-d", "5s", "--warmup", "0s", "--workers", "1"])
+        .args(["--out", out.to_str().unwrap()]);
+    let run = watch(run, Duration::from_secs(60));
+    let (stdout, stderr) = text(&run.output);
+    assert!(run.output.status.success(), "{stdout}\n{stderr}");
+    let r = &steps(&out)[0];
+    assert_identity(r);
+    assert!(num(r, "auth_failures") > 0.0, "{r:?}");
+    assert_eq!(
+        num(r, "auth_failures"),
+        num(r, "http_401"),
+        "none sent again"
+    );
+    assert_eq!(num(r, "retries"), 0.0);
+    assert_eq!(r["verdict"], "failed");
+    let s = summary(&out);
+    let tripped = &s["steps"][0]["tripped"][0];
+    assert_eq!(tripped["cause"]["counter"], "auth_failures", "{tripped}");
+    assert!(stdout.contains("mostly auth failures"), "{stdout}");
+    assert_eq!(
+        num(r, "http_401") as u64,
+        u(&target_stats(&server.url), "/auth/unauthorized_revoked")
+    );
 }
 
 #[test]
