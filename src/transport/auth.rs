@@ -45,6 +45,11 @@ impl Challenge {
         let mut found = None;
         // Challenges are `scheme param=value, param="value", scheme2 …`.
         while !rest.is_empty() {
+            if rest.starts_with([' ', ',', '=']) {
+                // A separator where a word should be: skipped, so every turn moves on.
+                rest = &rest[1..];
+                continue;
+            }
             let (word, after) = rest.split_at(rest.find([' ', ',', '=']).unwrap_or(rest.len()));
             let after_trim = after.trim_start();
             if after_trim.starts_with('=') && !after_trim.starts_with("==") {
@@ -537,6 +542,18 @@ mod tests {
             Some("mcp")
         );
         assert_eq!(Challenge::parse(r#"Basic realm="x""#), None);
+        // Whatever a server writes, reading it ends.
+        for odd in [
+            "==",
+            "Bearer ==",
+            "=",
+            ",, ,",
+            "Bearer a=\"open",
+            "Bearer =x y=",
+            "Bearer a==b",
+        ] {
+            let _ = Challenge::parse(odd);
+        }
     }
 
     #[test]

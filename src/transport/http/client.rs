@@ -338,9 +338,8 @@ impl Method {
 }
 
 /// What every request of one transport starts with: the request line, `Host`, the base
-/// headers, the protocol version and the session, encoded once (and again when the version or
-/// the session changes), so a request costs no header map and no formatting.
-#[derive(Debug)]
+/// headers, the protocol version, the session and the token, encoded once (and again when
+/// one of them changes), so a request costs no header map and no formatting.
 pub(super) struct RequestHead {
     /// `POST <path> HTTP/1.1` and the headers up to the per-request ones.
     prefix: Vec<u8>,
@@ -349,6 +348,16 @@ pub(super) struct RequestHead {
     custom_name: Option<HeaderValue>,
     /// It carries `Mcp-Session-Id`.
     pub(super) session: bool,
+}
+
+impl std::fmt::Debug for RequestHead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The encoded headers hold credentials: only their size is shown.
+        f.debug_struct("RequestHead")
+            .field("bytes", &self.prefix.len())
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RequestHead {
