@@ -159,6 +159,29 @@ pub(crate) struct ServeArgs {
     /// [default: 10000].
     #[arg(long, value_name = "N")]
     pub max_jobs: Option<usize>,
+    /// Job API, a bug on purpose: every Nth job_start naming a known request_key starts a
+    /// new job anyway (a double effect, or an accepted conflict); 0: off [default: 0].
+    #[arg(long, value_name = "N")]
+    pub job_key_break_every: Option<u64>,
+    /// Races, a bug on purpose: counter_add reads, pauses --race-window-ms, then writes,
+    /// overwriting what others added meanwhile (default: atomic).
+    #[arg(long)]
+    pub racy: bool,
+    /// With --racy: milliseconds between the read and the write (0: a yield) [default: 1].
+    #[arg(long, value_name = "MS")]
+    pub race_window_ms: Option<u64>,
+    /// Races: counter_read sees a write only MS after it was made (eventually consistent)
+    /// [default: 0].
+    #[arg(long, value_name = "MS")]
+    pub read_lag_ms: Option<u64>,
+    /// Races: the first tools/call starts a lazy initialisation of MS that every call waits
+    /// for [default: 0: none].
+    #[arg(long, value_name = "MS")]
+    pub lazy_init_ms: Option<u64>,
+    /// Races, a bug on purpose: K calls waiting on the lazy initialisation at once deadlock
+    /// it: they and every later call hang forever (needs --lazy-init-ms) [default: 0: off].
+    #[arg(long, value_name = "K")]
+    pub first_call_deadlock: Option<u32>,
     /// Tasks: a task's ttl in ms, and the most a 2025-11-25 `params.task.ttl` gets
     /// [default: 300000].
     #[arg(long, value_name = "MS")]
@@ -249,6 +272,12 @@ impl ServeArgs {
             job_lose_every: self.job_lose_every.unwrap_or(d.job_lose_every),
             job_ttl_ms: self.job_ttl_ms.unwrap_or(d.job_ttl_ms),
             max_jobs: self.max_jobs.unwrap_or(d.max_jobs),
+            job_key_break_every: self.job_key_break_every.unwrap_or(d.job_key_break_every),
+            racy: self.racy || d.racy,
+            race_window_ms: self.race_window_ms.unwrap_or(d.race_window_ms),
+            read_lag_ms: self.read_lag_ms.unwrap_or(d.read_lag_ms),
+            lazy_init_ms: self.lazy_init_ms.unwrap_or(d.lazy_init_ms),
+            first_call_deadlock: self.first_call_deadlock.unwrap_or(d.first_call_deadlock),
             task_ttl_ms: self.task_ttl_ms.unwrap_or(d.task_ttl_ms),
             task_poll_interval_ms: self
                 .task_poll_interval_ms

@@ -25,6 +25,7 @@ mod job_api;
 mod mcp;
 mod methods;
 mod param_tools;
+mod races;
 mod resume;
 mod sessions;
 mod stats;
@@ -40,6 +41,7 @@ pub use hostile::{
     HostileConfig, HostileKind, HostileStats, HostileTransport, RunningHostile,
     serve_hostile_stdio, start_hostile_http,
 };
+pub use races::RaceCounts;
 pub use stats::{
     ClientView, FaultCounts, InputCounts, JobCounts, OperationCounts, ProgressCounts,
     StatsSnapshot, TaskCounts, TaskFaultCounts,
@@ -49,6 +51,7 @@ use capacity::Capacity;
 use faults::FaultPlan;
 use job_api::JobStore;
 use mcp::Protocol;
+use races::Races;
 use resume::Resumptions;
 use sessions::Sessions;
 use stats::Stats;
@@ -85,6 +88,7 @@ pub(crate) struct Shared {
     sessions: Sessions,
     jobs: JobStore,
     tasks: TaskStore,
+    races: Races,
     /// Keys the `requestState` of input-required rounds.
     salt: u64,
     resumptions: Resumptions,
@@ -105,6 +109,7 @@ impl Shared {
             fault_seq: AtomicU64::new(0),
             sessions: Sessions::new(prefix),
             jobs: JobStore::new(&cfg),
+            races: Races::new(&cfg),
             tasks: TaskStore::new(&cfg, u64::from(prefix).rotate_left(32) ^ cfg.seed),
             salt: u64::from(prefix) ^ 0x6d72_7472_7374_6174,
             resumptions: Resumptions::new(cfg.sse_close_early, cfg.sse_resume_refuse),
@@ -117,6 +122,7 @@ impl Shared {
         StatsSnapshot {
             jobs: self.jobs.counts(),
             tasks: self.tasks.counts(),
+            races: self.races.counts(),
             ..self.stats.snapshot()
         }
     }
