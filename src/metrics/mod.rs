@@ -26,10 +26,12 @@ macro_rules! derived_counts {
     };
 }
 
+mod correctness;
 mod flow;
 mod scenario;
 mod summary;
 
+pub use correctness::{Defect, Finding, IDS_KEPT};
 pub use flow::{FlowCounters, FlowStats, FlowSummary};
 
 pub use scenario::{

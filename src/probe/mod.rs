@@ -3,6 +3,7 @@
 //! evidence (status, content type, ids answered). Verdicts are pure functions of what was
 //! observed ([`Observed`]), tested on their own; the exchanges run over the real transport.
 
+pub mod races;
 mod render;
 
 pub use render::render_table;

@@ -866,7 +866,7 @@ fn as_f64(n: &Number) -> f64 {
 
 /// JSON equality, numbers compared by value (`1 == 1.0`). Bounded by the depth of the
 /// values, which serde_json bounds when it parses an answer.
-fn json_eq(a: &Value, b: &Value) -> bool {
+pub fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(i), Some(j)) => i == j,

@@ -361,6 +361,8 @@ fn flags_only_profile() -> Profile {
         input: None,
         criteria: Criteria::default(),
         thresholds: Vec::new(),
+        races_table: None,
+        races: None,
     }
 }
 
