@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
+use std::ops::AddAssign;
 
 /// What a race check counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -171,6 +172,60 @@ impl Finding {
     }
 }
 
+/// Findings a step keeps per scenario; the counts go on.
+pub const FINDINGS_KEPT: usize = 8;
+
+/// What a scenario's `tally` steps counted in one step of the sweep: per defect a tally
+/// may count, the sum (`None`: no tally of it ran), and the first findings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tallies {
+    counts: [Option<u64>; Defect::TALLIED.len()],
+    pub findings: Vec<Finding>,
+}
+
+impl Tallies {
+    fn slot(d: Defect) -> usize {
+        Defect::TALLIED
+            .iter()
+            .position(|t| *t == d)
+            .expect("a tally counts a tallied defect")
+    }
+
+    /// `n` more of `d` (0 counts too: the tally ran).
+    pub fn add(&mut self, d: Defect, n: u64) {
+        let c = &mut self.counts[Tallies::slot(d)];
+        *c = Some(c.unwrap_or(0) + n);
+    }
+
+    /// How many of `d` were counted; `None` when no tally of it ran.
+    pub fn get(&self, d: Defect) -> Option<u64> {
+        Defect::TALLIED
+            .iter()
+            .position(|t| *t == d)
+            .and_then(|i| self.counts[i])
+    }
+
+    /// Keeps `f` while fewer than [`FINDINGS_KEPT`] are kept.
+    pub fn keep(&mut self, f: Finding) {
+        if self.findings.len() < FINDINGS_KEPT {
+            self.findings.push(f);
+        }
+    }
+}
+
+impl AddAssign<&Tallies> for Tallies {
+    fn add_assign(&mut self, o: &Tallies) {
+        for d in Defect::TALLIED {
+            if let Some(n) = o.get(d) {
+                self.add(d, n);
+            }
+        }
+        for f in &o.findings {
+            self.keep(f.clone());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +238,26 @@ mod tests {
             assert!(!d.cause().is_empty());
         }
         assert_eq!(Defect::named("lost"), None);
+    }
+
+    #[test]
+    fn tallies_add_up_and_keep_the_first_findings() {
+        let mut a = Tallies::default();
+        a.add(Defect::LostUpdates, 0);
+        let mut b = Tallies::default();
+        b.add(Defect::LostUpdates, 3);
+        b.add(Defect::StaleReads, 1);
+        for _ in 0..FINDINGS_KEPT {
+            b.keep(Finding::new(Defect::LostUpdates, 1, "s/t"));
+        }
+        a.keep(Finding::new(Defect::StaleReads, 1, "first"));
+        a += &b;
+        assert_eq!(a.get(Defect::LostUpdates), Some(3));
+        assert_eq!(a.get(Defect::StaleReads), Some(1));
+        assert_eq!(a.get(Defect::DoubleEffects), None);
+        assert_eq!(a.get(Defect::FirstCallHangs), None);
+        assert_eq!(a.findings.len(), FINDINGS_KEPT);
+        assert_eq!(a.findings[0].check, "first");
     }
 
     #[test]

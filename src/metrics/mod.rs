@@ -31,7 +31,7 @@ mod flow;
 mod scenario;
 mod summary;
 
-pub use correctness::{Defect, Finding, IDS_KEPT};
+pub use correctness::{Defect, FINDINGS_KEPT, Finding, IDS_KEPT, Tallies};
 pub use flow::{FlowCounters, FlowStats, FlowSummary};
 
 pub use scenario::{

@@ -1,7 +1,7 @@
 //! The serialisable figures of one step: one row of steps.csv, one entry of summary.json.
 //! Field order is the column order of docs/metrics.md; extra columns come after `verdict`.
 
-use super::{Counters, FlowSummary, LatencyHistogram, RunCounts, Stats};
+use super::{Counters, Defect, FlowSummary, LatencyHistogram, RunCounts, Stats, Tallies};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -231,6 +231,16 @@ pub struct StepSummary {
     pub progress_per_call_max: Option<u64>,
     #[serde(default)]
     pub progress_per_call_mean: Option<f64>,
+    /// Correctness, counted by scenarios' `tally` steps (docs/metrics.md, "Correctness");
+    /// empty when no tally of it ran in the step.
+    #[serde(default)]
+    pub lost_updates: Option<u64>,
+    #[serde(default)]
+    pub double_effects: Option<u64>,
+    #[serde(default)]
+    pub accepted_conflicts: Option<u64>,
+    #[serde(default)]
+    pub stale_reads: Option<u64>,
 }
 
 /// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
@@ -444,6 +454,10 @@ impl StepSummary {
             progress_per_call_p99: per_call.p99,
             progress_per_call_max: per_call.max,
             progress_per_call_mean: per_call.mean,
+            lost_updates: None,
+            double_effects: None,
+            accepted_conflicts: None,
+            stale_reads: None,
         }
         .with_iterations(s)
         .with_flows(s)
@@ -486,9 +500,15 @@ impl StepSummary {
             return self;
         }
         let mut all = RunCounts::default();
+        let mut tallies = Tallies::default();
         for sc in &s.scenarios {
             all += &sc.iterations;
+            tallies += &sc.tallies;
         }
+        self.lost_updates = tallies.get(Defect::LostUpdates);
+        self.double_effects = tallies.get(Defect::DoubleEffects);
+        self.accepted_conflicts = tallies.get(Defect::AcceptedConflicts);
+        self.stale_reads = tallies.get(Defect::StaleReads);
         let lat = Percentiles::of(&all.latency);
         self.iterations_started = Some(all.started);
         self.iterations_completed = Some(all.completed);

@@ -72,6 +72,8 @@ pub struct LostUpdates {
     pub value: Path,
     /// What one add adds.
     pub step: i64,
+    /// A pause between the last add's answer and the read (for reads that lag writes).
+    pub settle: Duration,
 }
 
 /// Idempotency: `concurrency` identical calls with one key, then the same key with another
@@ -143,6 +145,8 @@ struct LostUpdatesTable {
     read: Spanned<Call>,
     value: Spanned<String>,
     step: Option<i64>,
+    #[serde(default, deserialize_with = "values::optional_duration")]
+    settle: Option<Duration>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -230,6 +234,7 @@ pub(super) fn check(src: &Source, t: &Spanned<RacesTable>) -> Result<RaceChecks,
                 read: c.call(w, "read", &l.read)?,
                 value: c.path(w, "value", &l.value)?,
                 step: l.step.unwrap_or(1),
+                settle: l.settle.unwrap_or(Duration::ZERO),
             })
         }
     };

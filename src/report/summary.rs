@@ -5,7 +5,7 @@ use super::ReportError;
 use crate::analysis::{
     GateResult, JudgedStep, Knee, RunFigures, StopCriteria, Thresholds, Tripped,
 };
-use crate::metrics::{FlowSummary, OpSummary, ScenarioSummary, StepSummary};
+use crate::metrics::{Finding, FlowSummary, OpSummary, ScenarioSummary, StepSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -61,6 +61,11 @@ pub struct StepRecord {
     /// percentiles of their histograms. Absent without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows: Option<FlowSummary>,
+    /// The first findings of the scenarios' `tally` steps: the defect, how many, where,
+    /// the request ids and the values seen, the likely cause (docs/results.md). Absent
+    /// without any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
 }
 
 impl StepRecord {
@@ -79,6 +84,7 @@ impl StepRecord {
             ops: step.ops.clone(),
             scenarios: step.scenarios.clone(),
             flows: step.flows.clone(),
+            findings: step.findings.clone(),
             figures,
         }
     }

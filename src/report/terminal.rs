@@ -1,6 +1,7 @@
 //! The terminal report: one table (a row per step), the knee in one sentence, the USL fit,
 //! with several operations or any scenario a table per operation and per scenario, every
-//! anomaly with a hint of what it usually means, error codes, and the gates. Returned as a
+//! anomaly with a hint of what it usually means, the correctness section of `tally` steps,
+//! error codes, and the gates. Returned as a
 //! string; ANSI colours only when the caller says the output is a terminal.
 
 use super::{RunStatus, RunSummary};
@@ -694,6 +695,14 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
                 let _ = writeln!(out, "    first in step {step}: {cause}");
             }
         }
+    }
+
+    let section = super::correctness::correctness_text(
+        &super::correctness::run_totals(run),
+        &super::correctness::run_findings(run),
+    );
+    if let Some(rest) = section.strip_prefix("Correctness:") {
+        let _ = write!(out, "\n{}{rest}", paint("Correctness:", BOLD, color));
     }
 
     let codes = error_codes(run);

@@ -385,7 +385,9 @@ impl Plan {
             .iter()
             .flat_map(|s| &s.steps)
             .map(|st| match &st.kind {
-                crate::profile::StepKind::Parallel(members) => members.len(),
+                crate::profile::StepKind::Parallel(members) => {
+                    members.iter().map(|m| m.copies as usize).sum()
+                }
                 _ => 1,
             })
             .fold(calls, usize::max)

@@ -28,6 +28,7 @@ mod run_hostile_defects;
 mod run_ops;
 mod run_profiles;
 mod run_progress;
+mod run_races;
 mod run_scenarios;
 mod run_scenarios_interop;
 mod run_sweep;

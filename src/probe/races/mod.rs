@@ -340,6 +340,7 @@ fn lost_updates(
                 read: tool_call("counter_read", key),
                 value: path("result.structuredContent.value"),
                 step: 1,
+                settle: Duration::ZERO,
             }
         }
         None => {
@@ -658,6 +659,7 @@ impl<'t> Wire<'t> {
             .map(|i| (format!("lost-add-{i}"), add, &vars))
             .collect();
         let adds = self.calls(&reqs, wait).await;
+        tokio::time::sleep(c.spec.settle).await;
         let after = self.one("lost-read-after", read, &vars, wait).await;
         verdict_lost_updates(&before, &adds, &after, &c.spec.value, c.spec.step, &key)
     }

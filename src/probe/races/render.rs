@@ -4,7 +4,7 @@
 
 use super::RaceReport;
 use crate::metrics::Finding;
-use crate::report::correctness_text;
+use crate::report::{correctness_text, totals_of};
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -37,7 +37,7 @@ pub fn render_races(r: &RaceReport) -> String {
         let _ = writeln!(out, "{:w0$}  {:w1$}  {}", c.check, c.verdict, c.summary);
     }
     let findings: Vec<Finding> = r.findings().cloned().collect();
-    let section = correctness_text(&findings);
+    let section = correctness_text(&totals_of(&findings), &findings);
     let _ = writeln!(out);
     if section.is_empty() {
         let _ = writeln!(out, "Correctness: nothing found");
