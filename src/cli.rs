@@ -46,7 +46,7 @@ pub(crate) enum Command {
     /// Tell how a server treats the cases that break pairing (batches, colliding and null ids,
     /// malformed JSON, unknown methods, cancellation), after connecting to it as a load run
     /// would: era and version agreed, capabilities, tools.
-    Probe(ProbeArgs),
+    Probe(Box<ProbeArgs>),
 }
 
 impl Command {
@@ -854,11 +854,11 @@ impl ProbeArgs {
                 }
                 RaceTarget::Endpoint(t)
             }
-            (None, None, true, p) => RaceTarget::Builtin(
+            (None, None, true, p) => RaceTarget::Builtin(Box::new(
                 p.as_ref()
                     .and_then(|p| p.target.get_ref().builtin.clone())
                     .unwrap_or_default(),
-            ),
+            )),
             (None, None, false, Some(p)) => RaceTarget::of_profile(p.target.get_ref(), &base)
                 .map_err(|e| usage(e.to_string()))?,
             (None, None, false, None) => unreachable!("clap requires a target"),

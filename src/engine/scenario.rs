@@ -628,7 +628,7 @@ fn tally_count(v: Value) -> Result<u64, String> {
             (None, Some(neg), _) => Err(format!(
                 "gave {neg}: a count is 0 or more (did another writer change what was read?)"
             )),
-            (None, None, Some(f)) if f.fract() == 0.0 && f >= 0.0 && f < 9e15 => Ok(f as u64),
+            (None, None, Some(f)) if f.fract() == 0.0 && (0.0..9e15).contains(&f) => Ok(f as u64),
             _ => Err(format!("gave {v}: a count is a whole number of 0 or more")),
         },
         other => Err(format!(

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub enum RaceTarget {
     /// The built-in target, started here (afresh for each first-call attempt).
-    Builtin(ServeConfig),
+    Builtin(Box<ServeConfig>),
     /// A URL (fresh only once: one first-call burst) or a stdio command (a fresh child for
     /// each attempt).
     Endpoint(Endpoint),
@@ -50,7 +50,7 @@ impl RaceTarget {
     /// profile's folder).
     pub fn of_profile(t: &TargetSpec, base: &std::path::Path) -> Result<RaceTarget, McpError> {
         if let Some(cfg) = &t.builtin {
-            return Ok(RaceTarget::Builtin(cfg.clone()));
+            return Ok(RaceTarget::Builtin(Box::new(cfg.clone())));
         }
         if let Some(url) = &t.url {
             let headers = t.headers.clone().into_iter().collect();
@@ -228,7 +228,7 @@ async fn start(
 ) -> Result<(Option<RunningTarget>, Connector), McpError> {
     let (running, endpoint) = match target {
         RaceTarget::Builtin(cfg) => {
-            let running = server::start_http(cfg.clone())
+            let running = server::start_http((**cfg).clone())
                 .await
                 .map_err(|e| McpError::Target(format!("the built-in target: {e}")))?;
             let url = running.url();
