@@ -20,7 +20,7 @@
 //!   `StepSink`.
 //! - [`report`]: sinks and readers: the run folder, terminal, report.html, progress.
 //! - [`run`]: `mcpload run`: flags and profile become a plan; the plan runs.
-//! - [`probe`]: `mcpload probe`: one verdict per pairing edge case.
+//! - [`probe`]: `mcpload probe`: one verdict per pairing edge case; `--races`, the race checks.
 
 pub mod analysis;
 pub mod client;

@@ -2,6 +2,7 @@
 //! probe of docs/metrics.md sends a small fixed exchange and reports a one-word verdict with its
 //! evidence (status, content type, ids answered). Verdicts are pure functions of what was
 //! observed ([`Observed`]), tested on their own; the exchanges run over the real transport.
+//! The race checks of `--races` are in [`races`].
 
 pub mod races;
 mod render;
