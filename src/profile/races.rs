@@ -213,6 +213,13 @@ pub(super) fn check(src: &Source, t: &Spanned<RacesTable>) -> Result<RaceChecks,
                     ),
                 ));
             }
+            if list.get_ref().is_empty() {
+                return Err(c.error(
+                    list.span(),
+                    "races",
+                    format!("field `checks`: name at least one of {}", CHECKS.join(", ")),
+                ));
+            }
             list.get_ref().clone()
         }
     };
@@ -464,6 +471,7 @@ attempts = 3
                 "[races]\nchecks = [\"lost\"]",
                 "unknown check `lost` (checks: first_call, lost_updates",
             ),
+            ("[races]\nchecks = []", "field `checks`: name at least one"),
             (
                 "[races]\nconcurrency = 0",
                 "p.toml:5:15: [races]: field `concurrency`: must be from 1 to 1024",

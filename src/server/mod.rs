@@ -88,7 +88,9 @@ pub(crate) struct Shared {
     sessions: Sessions,
     jobs: JobStore,
     tasks: TaskStore,
-    races: Races,
+    /// The race targets: shared, as if kept in one store, by whoever shares this target's
+    /// jobs.
+    races: Arc<Races>,
     /// Keys the `requestState` of input-required rounds.
     salt: u64,
     resumptions: Resumptions,
@@ -109,7 +111,7 @@ impl Shared {
             fault_seq: AtomicU64::new(0),
             sessions: Sessions::new(prefix),
             jobs: JobStore::new(&cfg),
-            races: Races::new(&cfg),
+            races: Arc::new(Races::new(&cfg)),
             tasks: TaskStore::new(&cfg, u64::from(prefix).rotate_left(32) ^ cfg.seed),
             salt: u64::from(prefix) ^ 0x6d72_7472_7374_6174,
             resumptions: Resumptions::new(cfg.sse_close_early, cfg.sse_resume_refuse),

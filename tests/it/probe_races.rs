@@ -149,7 +149,7 @@ fn idempotency_broken_one_time_in_n_gives_exactly_that_many_double_effects() {
 #[test]
 fn a_first_call_deadlock_is_found_over_http_within_the_budget() {
     let _share = machine::loading();
-    let server = serve(&["--lazy-init-ms", "1000", "--first-call-deadlock", "4"]);
+    let server = serve(&["--lazy-init-ms", "2000", "--first-call-deadlock", "4"]);
     let started = std::time::Instant::now();
     let r = races(
         &[
@@ -160,7 +160,7 @@ fn a_first_call_deadlock_is_found_over_http_within_the_budget() {
             "--hang-after",
             "500ms",
             "--slow-within",
-            "3s",
+            "4s",
         ],
         BUDGET,
     );
@@ -193,7 +193,7 @@ fn a_first_call_deadlock_is_found_over_stdio_on_each_fresh_child_and_slow_is_not
     let stuck = line(&serve_cmd(&[
         "--stdio",
         "--lazy-init-ms",
-        "1000",
+        "2000",
         "--first-call-deadlock",
         "4",
     ]));
@@ -210,7 +210,7 @@ fn a_first_call_deadlock_is_found_over_stdio_on_each_fresh_child_and_slow_is_not
             "--hang-after",
             "500ms",
             "--slow-within",
-            "3s",
+            "4s",
         ],
         BUDGET,
     );
@@ -285,7 +285,7 @@ fn the_profile_names_the_calls_and_the_builtin_target_starts_fresh_for_each_atte
         r#"
 [target.builtin]
 racy = true
-race_window_ms = 30
+race_window_ms = 100
 lazy_init_ms = 300
 
 [races]

@@ -130,6 +130,7 @@ pub async fn run_races(
     let chosen = |c: &str| checks.only.iter().any(|o| o == c);
     let mut bursts = Vec::new();
     let mut kept = None;
+    let mut last_server = None;
     let attempts = if chosen("first_call") { attempts } else { 0 };
     for a in 0..attempts {
         let (running, connector) = start(target, &opts).await?;
@@ -146,6 +147,7 @@ pub async fn run_races(
         let seen = Wire::new(&mut t).calls(&reqs, fc.slow_within).await;
         t.close().await;
         bursts.push(seen);
+        last_server = Some(std::sync::Arc::clone(&connected.server));
         // A URL's server goes on serving the other checks; a child or built-in server
         // started for a burst goes.
         if matches!(target, RaceTarget::Endpoint(Endpoint::Http { .. })) {
@@ -159,15 +161,22 @@ pub async fn run_races(
     };
     let wedged = kept.is_some() && first.counts.get(Defect::FirstCallHangs.name()) > Some(&0);
     let mut results = vec![first];
-    if wedged {
-        // The URL's server hangs: the other checks' calls would hang too.
-        for check in ["lost_updates", "idempotency", "read_your_write"] {
+    const LATER: [&str; 3] = ["lost_updates", "idempotency", "read_your_write"];
+    if wedged || !LATER.iter().any(|c| chosen(c)) {
+        // The URL's server hangs (the other checks' calls would hang too), or nothing more
+        // is to run.
+        for check in LATER {
             results.push(CheckResult::skipped(
                 check,
-                "the server hung on its first calls, and is fresh only once",
+                if wedged {
+                    "the server hung on its first calls, and is fresh only once"
+                } else {
+                    NOT_CHOSEN
+                },
             ));
         }
-        let (_, _, server) = kept.expect("a URL's server is kept");
+        let server = last_server
+            .ok_or_else(|| McpError::Target("[races] `checks` chose no check to run".into()))?;
         return Ok(RaceReport {
             target: target.describe(),
             transport: target.transport(),
