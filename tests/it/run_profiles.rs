@@ -183,9 +183,9 @@ fn every_shipped_profile_parses() {
         }
     }
     assert_eq!(
-        n, 10,
+        n, 11,
         "quickstart, closed-sweep, open-rate, batch-mix, stdio-child, everything-server, \
-         python-sdk-server, jobs, fan-out, everything-scenario"
+         python-sdk-server, jobs, fan-out, everything-scenario, tasks"
     );
 }
 
