@@ -183,9 +183,10 @@ fn every_shipped_profile_parses() {
         }
     }
     assert_eq!(
-        n, 12,
+        n, 13,
         "quickstart, closed-sweep, open-rate, batch-mix, stdio-child, everything-server, \
-         python-sdk-server, jobs, fan-out, everything-scenario, everything-tasks, replicas"
+         python-sdk-server, jobs, fan-out, everything-scenario, everything-tasks, replicas, \
+         tasks"
     );
 }
 
