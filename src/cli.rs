@@ -8,7 +8,7 @@ use mcpload::client::split_header;
 use mcpload::profile::{Levels, Spacing, parse_bytes, parse_duration};
 use mcpload::run::{LevelsFlag, Overrides, TargetFlag};
 use mcpload::server::{
-    self, AnswerMode, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
+    self, AnswerMode, Balance, BatchPolicy, FaultEvery, FaultOdds, HostileConfig, HostileKind,
     HostileTransport, Periods, ProgressFault, RejectStatus, ServeConfig, ServedEras, ServiceTime,
     Stall, TaskFault,
 };
@@ -44,8 +44,9 @@ pub(crate) enum Command {
     /// regressed beyond the tolerance.
     Compare(CompareArgs),
     /// Tell how a server treats the cases that break pairing (batches, colliding and null ids,
-    /// malformed JSON, unknown methods, cancellation), after connecting to it as a load run
-    /// would: era and version agreed, capabilities, tools.
+    /// malformed JSON, unknown methods, cancellation) and whether it runs tasks and asks for
+    /// input, after connecting to it as a load run would: era and version agreed,
+    /// capabilities, tools. With --races: what breaks only under concurrency.
     Probe(Box<ProbeArgs>),
 }
 
@@ -211,6 +212,16 @@ pub(crate) struct ServeArgs {
     /// With --sse-close-early: refuse those GETs (405), so the answers never come.
     #[arg(long)]
     pub sse_resume_refuse: bool,
+    /// N server replicas behind an in-process load balancer on the one port, each with its
+    /// own capacity model and sessions [default: 1].
+    #[arg(long, value_name = "N")]
+    pub replicas: Option<usize>,
+    /// How the load balancer picks a replica [default: round-robin].
+    #[arg(long, value_parser = one_of(&Balance::ALL, Balance::name, Balance::about))]
+    pub balance: Option<Balance>,
+    /// With --replicas: every replica knows every session (as if kept in a shared store).
+    #[arg(long)]
+    pub shared_sessions: bool,
     /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
     /// (slow-head, huge-body, sse-comments, id-float, die-mid-line, ...; docs/target.md).
     /// Only --stdio, --bind and --stats apply beside it.
@@ -288,6 +299,9 @@ impl ServeArgs {
             progress_fault: self.progress_fault.unwrap_or(d.progress_fault),
             sse_close_early: self.sse_close_early.unwrap_or(d.sse_close_early),
             sse_resume_refuse: self.sse_resume_refuse || d.sse_resume_refuse,
+            replicas: self.replicas.unwrap_or(d.replicas),
+            balance: self.balance.unwrap_or(d.balance),
+            shared_sessions: self.shared_sessions || d.shared_sessions,
         }
     }
 
@@ -518,6 +532,34 @@ pub(crate) struct ProbeArgs {
         requires = "slow_tool"
     )]
     pub slow_args: String,
+    /// The tool the task probe runs as a task (default: one whose taskSupport is required,
+    /// else optional; under 2026-07-28 one whose name says task).
+    #[arg(long, value_name = "TOOL")]
+    pub task_tool: Option<String>,
+    /// JSON arguments for --task-tool.
+    #[arg(
+        long,
+        default_value = "{}",
+        value_name = "JSON",
+        requires = "task_tool"
+    )]
+    pub task_args: String,
+    /// The longest the task probe waits for its task to end (then it is cancelled), and
+    /// the input_required probe for each answer.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub task_wait: Duration,
+    /// The tool the input_required probe calls (default: one whose name says input or
+    /// elicitation).
+    #[arg(long, value_name = "TOOL")]
+    pub input_tool: Option<String>,
+    /// JSON arguments for --input-tool.
+    #[arg(
+        long,
+        default_value = "{}",
+        value_name = "JSON",
+        requires = "input_tool"
+    )]
+    pub input_args: String,
     /// Save a stdio server's stderr to FILE.
     #[arg(long, value_name = "FILE")]
     pub stderr: Option<PathBuf>,
@@ -575,12 +617,12 @@ impl ProbeArgs {
             }
             (None, None) => unreachable!("clap requires --url or --stdio"),
         };
-        let slow_call = match self.slow_tool {
-            Some(tool) => {
-                let args = serde_json::from_str(&self.slow_args).context("--slow-args")?;
-                Some((tool, args))
-            }
-            None => None,
+        // A tool named on the command line, with its JSON arguments.
+        let named = |tool: Option<String>, args: &str, flag: &'static str| match tool {
+            Some(tool) => serde_json::from_str(args)
+                .context(flag)
+                .map(|args| Some((tool, args))),
+            None => Ok(None),
         };
         let opts = ConnectOptions {
             protocol: self.protocol,
@@ -589,7 +631,10 @@ impl ProbeArgs {
         let connector = Connector::new(target, opts)?;
         let probe_opts = mcpload::probe::ProbeOptions {
             wait: self.wait,
-            slow_call,
+            slow_call: named(self.slow_tool, &self.slow_args, "--slow-args")?,
+            task_call: named(self.task_tool, &self.task_args, "--task-args")?,
+            input_call: named(self.input_tool, &self.input_args, "--input-args")?,
+            task_wait: self.task_wait,
         };
         let report = mcpload::probe::run(&connector, &probe_opts).await?;
         let mut out = std::io::stdout().lock();
@@ -629,6 +674,14 @@ pub(crate) struct RunArgs {
     /// auto (detect the era) or a revision: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28.
     #[arg(long, value_name = "REVISION")]
     pub protocol: Option<mcpload::client::ProtocolChoice>,
+    /// HTTP: every 400 to a request carrying the session id means the session is gone (for
+    /// servers known to answer so, like the TypeScript SDK's examples).
+    #[arg(long)]
+    pub session_lost_on_400: bool,
+    /// A knob of the built-in target, KEY=VALUE as in [target.builtin], e.g. balance=sticky
+    /// (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = knob)]
+    pub builtin_knob: Vec<(String, String)>,
     /// Replace the mix with tools/call of this tool.
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
@@ -720,6 +773,14 @@ fn tool_args(text: &str) -> Result<toml::Table, String> {
     }
 }
 
+/// `--builtin-knob`: `KEY=VALUE`.
+fn knob(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+        _ => Err("expected KEY=VALUE, e.g. balance=sticky".into()),
+    }
+}
+
 /// `--duration`, `--timeout`, `--connect-timeout`: a duration of more than 0s.
 fn positive_duration(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
@@ -767,6 +828,8 @@ impl RunArgs {
             target,
             headers: self.headers,
             protocol: self.protocol,
+            session_lost_on_400: self.session_lost_on_400,
+            builtin_knobs: self.builtin_knob,
             tool: self.tool.map(|t| (t, self.args)),
             levels,
             duration: self.duration,

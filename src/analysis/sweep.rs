@@ -5,8 +5,8 @@
 use super::knee::Knee;
 use super::verdict::{StopCriteria, Tripped, judge};
 use crate::metrics::{
-    Finding, FlowSummary, OpSummary, ScenarioNames, ScenarioSummary, Stats, StepFacts, StepSummary,
-    Verdict,
+    Finding, FlowSummary, OpSummary, RetriesByCause, ScenarioNames, ScenarioSummary, Stats,
+    StepFacts, StepSummary, Verdict,
 };
 use std::collections::BTreeMap;
 
@@ -19,6 +19,8 @@ pub struct JudgedStep {
     pub tripped: Vec<Tripped>,
     /// Its error responses by JSON-RPC error code.
     pub errors_by_code: BTreeMap<i64, u64>,
+    /// Its retries by cause (`figures.retries` is their sum).
+    pub retries_by_cause: RetriesByCause,
     /// The knee of the sweep up to and including this step.
     pub knee: Knee,
     /// Per operation, and what belongs to none (ops.csv).
@@ -95,6 +97,7 @@ impl SweepJudge {
             figures,
             tripped: judgement.tripped,
             errors_by_code: stats.counters.errors_by_code.clone(),
+            retries_by_cause: RetriesByCause::of(&stats.counters),
             knee: Knee::of(&self.steps, &self.criteria),
             ops,
             scenarios,

@@ -100,6 +100,7 @@ impl Connector {
                     answer_budget: AnswerBudget::new(opts.max_answer_memory),
                     connect_timeout: opts.connect_timeout,
                     exchange_timeout: opts.exchange_timeout,
+                    session_lost_on_400: opts.session_lost_on_400,
                 };
                 Some(HttpSetup {
                     client: HttpClient::new(&url, &http_opts)?,

@@ -121,6 +121,9 @@ pub struct ConnectOptions {
     pub exchange_timeout: Option<Duration>,
     /// Run `tools/list` (all pages) while connecting.
     pub list_tools: bool,
+    /// HTTP: every 400 to a request that carried the session id says the session is gone
+    /// (servers known to answer so); otherwise only a 400 whose JSON-RPC error says so.
+    pub session_lost_on_400: bool,
     /// What `initialize` declares the client can do (legacy eras): the input kinds the
     /// profile's `[input]` answers server requests with.
     pub client_capabilities: serde_json::Map<String, serde_json::Value>,
@@ -138,6 +141,7 @@ impl Default for ConnectOptions {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             exchange_timeout: None,
             list_tools: true,
+            session_lost_on_400: false,
             client_capabilities: serde_json::Map::new(),
         }
     }

@@ -87,6 +87,12 @@ impl Ledger {
                     c.end(id, end);
                 }
             }
+            Event::Retried { ids, .. } => {
+                let now = std::time::Instant::now();
+                for id in &ids {
+                    c.retry(id, now);
+                }
+            }
             Event::Failed { exchange, ids, .. } => {
                 if let Some(ex) = exchange {
                     self.batch_answers.remove(&ex);
@@ -123,6 +129,56 @@ mod tests {
             written: now,
             deadline: now + Duration::from_secs(60),
         }
+    }
+
+    /// A request refused for its lost session and sent again: the attempt ends
+    /// `http_other`, the retry is a new request under the same id, and the iteration that
+    /// owns it hears only of the retry's end.
+    #[test]
+    fn a_retry_is_a_new_request_its_owner_waits_on() {
+        use crate::correlator::{Outcome, Owner, Tag};
+        let now = Instant::now();
+        let mut c = Correlator::default();
+        let mut l = Ledger::default();
+        let tag = Tag {
+            op: 2,
+            owner: Owner::new(1),
+            ..Tag::default()
+        };
+        c.register_tagged(Id::Num(1), sent(now), tag).unwrap();
+        let retried = Event::Retried {
+            exchange: ExchangeId(1),
+            ids: vec![Id::Num(1)],
+        };
+        assert_eq!(l.apply(&mut c, retried).ended, 0);
+        assert!(c.is_pending(&Id::Num(1)));
+        let mut settled = Vec::new();
+        c.take_settled(&mut settled);
+        assert!(settled.is_empty(), "{settled:?}");
+        let answer = Event::Message {
+            exchange: Some(ExchangeId(2)),
+            batch: false,
+            at: now,
+            bytes: Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+        };
+        assert_eq!(l.apply(&mut c, answer).ended, 1);
+        c.take_settled(&mut settled);
+        assert!(matches!(
+            settled.as_slice(),
+            [s] if matches!(s.outcome, Outcome::Answered { .. })
+        ));
+        let s = c.stats();
+        let k = &s.counters;
+        assert_eq!((k.requests, k.http_other, k.ok), (2, 1, 1));
+        assert_eq!(k.requests, k.ended());
+        assert_eq!(
+            s.ops[2].counters.requests, 2,
+            "both attempts count under the op"
+        );
+        assert!(
+            !c.retry(&Id::Num(1), now),
+            "an ended request is not retried"
+        );
     }
 
     #[test]

@@ -709,6 +709,35 @@ impl Correlator {
         self.stats.counters.batch_rejected += 1;
     }
 
+    /// Ends the pending attempt `id` as `http_other` (its session was gone) and registers its
+    /// retry under the same id, tag and due time, written `now` with the attempt's timeout
+    /// (docs/metrics.md, "Sessions"): a new request, in `requests`, whose owner waits on
+    /// it as on the attempt (so it is not told of the attempt's end). False (nothing counted)
+    /// when `id` was not pending.
+    pub fn retry(&mut self, id: &Id, now: Instant) -> bool {
+        let now_ns = self.ns(now);
+        let (op, progress, deadline) = match self.record_mut(id) {
+            Some(rec) if rec.state == State::Pending => {
+                let timeout = rec.deadline.saturating_sub(rec.written);
+                let seen = rec.progress.then_some(rec.progress_seen);
+                rec.written = now_ns;
+                rec.deadline = now_ns + timeout;
+                rec.progress_seen = 0;
+                rec.progress_high = 0.0;
+                (rec.op, seen, rec.deadline)
+            }
+            _ => return false,
+        };
+        if let Some(seen) = progress {
+            self.progress_call_ended(seen);
+        }
+        let counters = &mut self.stats.op_mut(op).counters;
+        count_end(counters, End::HttpOther);
+        counters.requests += 1;
+        self.early_deadlines.push(Reverse((deadline, id.clone())));
+        true
+    }
+
     /// Records a `Retry-After` value seen on a refusal.
     pub fn retry_after(&mut self, seconds: u64) {
         let c = &mut self.stats.counters;

@@ -317,7 +317,8 @@ pub enum Status {
 }
 
 impl Status {
-    fn parse(s: &str) -> Status {
+    /// The status named `s` (`Other` for a name that is none of the five).
+    pub fn parse(s: &str) -> Status {
         match s {
             "working" => Status::Working,
             "input_required" => Status::InputRequired,

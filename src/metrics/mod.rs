@@ -39,7 +39,8 @@ pub use scenario::{
 };
 
 pub use summary::{
-    Model, NO_OP, OpSummary, Percentiles, StepFacts, StepSummary, Verdict, us_to_ms,
+    Model, NO_OP, OpSummary, Percentiles, RetriesByCause, SessionSummary, StepFacts, StepSummary,
+    Verdict, us_to_ms,
 };
 
 use hdrhistogram::Histogram;
@@ -80,8 +81,10 @@ pub struct Counters {
     pub in_flight_max: u64,
     /// Error responses by their JSON-RPC error code (absent code: not counted here).
     pub errors_by_code: BTreeMap<i64, u64>,
-    /// Legacy HTTP sessions re-initialized after the server answered 404 for the session.
-    pub session_restarts: u64,
+    /// Legacy HTTP sessions opened anew after the server said the session was gone
+    /// (docs/metrics.md, "Sessions").
+    #[serde(default)]
+    pub reinitializations: u64,
     /// `notifications/progress` received (also counted in `server_messages`).
     pub progress_notifications: u64,
     /// Milliseconds spent with requests waiting because a child's stdin was full.
@@ -118,6 +121,24 @@ pub struct Counters {
     /// Calls that ended `missing` after progress came for them: a subset of `missing`.
     #[serde(default)]
     pub progress_then_missing: u64,
+    /// HTTP answers that said the session the request carried was gone (404, or a 400 that
+    /// says so).
+    #[serde(default)]
+    pub session_lost: u64,
+    /// Re-initializations that gave no usable session.
+    #[serde(default)]
+    pub reinit_failed: u64,
+    /// Microseconds spent re-initializing, summed over the re-initializations (completed or
+    /// failed).
+    #[serde(default)]
+    pub reinit_us: u64,
+    /// The longest re-initialization, in microseconds (merged by maximum).
+    #[serde(default)]
+    pub reinit_max_us: u64,
+    /// Requests sent again in a new session after theirs was lost: new requests (in
+    /// `requests`), the attempt each replaces ended `http_other`.
+    #[serde(default)]
+    pub retries_session: u64,
 }
 
 derived_counts!(Counters);
@@ -166,7 +187,7 @@ macro_rules! additive_counters {
             batches,
             batch_rejected,
             response_count_mismatch,
-            session_restarts,
+            reinitializations,
             progress_notifications,
             stdio_write_block_ms,
             expired_unsent,
@@ -177,7 +198,11 @@ macro_rules! additive_counters {
             progress_after_result,
             progress_down,
             progress_unknown_token,
-            progress_then_missing
+            progress_then_missing,
+            session_lost,
+            reinit_failed,
+            reinit_us,
+            retries_session
         )
     };
 }
@@ -206,6 +231,7 @@ impl AddAssign<&Counters> for Counters {
         additive_counters!(sum);
         self.retry_after_max_s = self.retry_after_max_s.max(o.retry_after_max_s);
         self.in_flight_max = self.in_flight_max.max(o.in_flight_max);
+        self.reinit_max_us = self.reinit_max_us.max(o.reinit_max_us);
         for (code, n) in &o.errors_by_code {
             *self.errors_by_code.entry(*code).or_default() += n;
         }

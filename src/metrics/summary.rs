@@ -231,6 +231,24 @@ pub struct StepSummary {
     pub progress_per_call_max: Option<u64>,
     #[serde(default)]
     pub progress_per_call_mean: Option<f64>,
+    /// HTTP answers that said the session the request carried was gone (docs/metrics.md,
+    /// "Sessions").
+    #[serde(default)]
+    pub session_lost: u64,
+    /// Sessions opened anew after a loss, and re-initializations that gave none.
+    #[serde(default)]
+    pub reinitializations: u64,
+    #[serde(default)]
+    pub reinit_failed: u64,
+    /// Milliseconds spent re-initializing (the load held meanwhile), summed over the
+    /// re-initializations of the step; and the longest one (empty when there was none).
+    #[serde(default)]
+    pub reinit_ms: f64,
+    #[serde(default)]
+    pub reinit_max_ms: Option<f64>,
+    /// Retries of every cause (summary.json's `retries_by_cause`).
+    #[serde(default)]
+    pub retries: u64,
     /// Correctness, counted by scenarios' `tally` steps (docs/metrics.md, "Correctness");
     /// empty when no tally of it ran in the step.
     #[serde(default)]
@@ -241,6 +259,75 @@ pub struct StepSummary {
     pub accepted_conflicts: Option<u64>,
     #[serde(default)]
     pub stale_reads: Option<u64>,
+}
+
+/// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum. A
+/// cause to come (token refresh) gets a field of its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetriesByCause {
+    /// Requests sent again in a new session after theirs was lost: each a new request (in
+    /// `requests`), the attempt it replaces ended `http_other`.
+    pub session_reinit: u64,
+    /// Requests sent on another connection because the idle one picked for them was found
+    /// closed before any byte of them was written (`reconnects_before_send`): no attempt
+    /// left, so not a new request.
+    pub reconnect_before_send: u64,
+}
+
+impl RetriesByCause {
+    pub fn of(c: &Counters) -> Self {
+        RetriesByCause {
+            session_reinit: c.retries_session,
+            reconnect_before_send: c.reconnects_before_send,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.session_reinit + self.reconnect_before_send
+    }
+}
+
+/// What a run's connections saw of their sessions, from the first handshake to the last
+/// DELETE, warm-ups included: summary.json's `sessions`, written at the run's end.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    pub session_lost: u64,
+    pub reinitializations: u64,
+    pub reinit_failed: u64,
+    pub reinit_ms: f64,
+    pub reinit_max_ms: Option<f64>,
+    pub retries_by_cause: RetriesByCause,
+}
+
+impl SessionSummary {
+    pub fn of(c: &Counters) -> Self {
+        let reinit = Reinit::of(c);
+        SessionSummary {
+            session_lost: c.session_lost,
+            reinitializations: c.reinitializations,
+            reinit_failed: c.reinit_failed,
+            reinit_ms: reinit.total_ms,
+            reinit_max_ms: reinit.max_ms,
+            retries_by_cause: RetriesByCause::of(c),
+        }
+    }
+}
+
+/// Time spent re-initializing, in milliseconds (3 decimals).
+struct Reinit {
+    total_ms: f64,
+    /// `None` when nothing was re-initialized.
+    max_ms: Option<f64>,
+}
+
+impl Reinit {
+    fn of(c: &Counters) -> Self {
+        Reinit {
+            total_ms: us_to_ms(c.reinit_us as f64),
+            max_ms: (c.reinitializations + c.reinit_failed > 0)
+                .then(|| us_to_ms(c.reinit_max_us as f64)),
+        }
+    }
 }
 
 /// Percentiles of one latency histogram in milliseconds (3 decimals), `None` when empty.
@@ -354,6 +441,7 @@ impl StepSummary {
         };
         let first_progress = Percentiles::of(&s.first_progress);
         let per_call = CountPercentiles::of(&s.progress_per_call);
+        let reinit = Reinit::of(c);
         StepSummary {
             step: f.step,
             model: f.model,
@@ -454,6 +542,12 @@ impl StepSummary {
             progress_per_call_p99: per_call.p99,
             progress_per_call_max: per_call.max,
             progress_per_call_mean: per_call.mean,
+            session_lost: c.session_lost,
+            reinitializations: c.reinitializations,
+            reinit_failed: c.reinit_failed,
+            reinit_ms: reinit.total_ms,
+            reinit_max_ms: reinit.max_ms,
+            retries: RetriesByCause::of(c).total(),
             lost_updates: None,
             double_effects: None,
             accepted_conflicts: None,

@@ -2,12 +2,17 @@
 //! probe of docs/metrics.md sends a small fixed exchange and reports a one-word verdict with its
 //! evidence (status, content type, ids answered). Verdicts are pure functions of what was
 //! observed ([`Observed`]), tested on their own; the exchanges run over the real transport.
+//! Task and input-required support are probed in [`tasks`].
 //! The race checks of `--races` are in [`races`].
 
 pub mod races;
 mod render;
+mod tasks;
 
 pub use render::render_table;
+pub use tasks::{
+    Answer, InputTrip, TaskOffer, TaskTrip, ToolTasks, task_offer, verdict_input, verdict_task,
+};
 
 use crate::client::{Connected, Connector, McpError, Operation, ServerInfo, ToolInfo};
 use crate::jsonrpc::{BatchWriter, Id, codes};
@@ -33,6 +38,15 @@ pub struct ProbeOptions {
     /// The tool the `cancel` probe calls, and its arguments (default: a tool that sleeps,
     /// found by its name and schema).
     pub slow_call: Option<(String, Value)>,
+    /// The tool the `task` probe runs as a task, and its arguments (default: one whose
+    /// `execution.taskSupport` allows it, or under 2026-07-28 one named for tasks).
+    pub task_call: Option<(String, Value)>,
+    /// The tool the `input_required` probe calls, and its arguments (default: one named for
+    /// input or elicitation).
+    pub input_call: Option<(String, Value)>,
+    /// The longest the `task` probe waits for its task to end (then it is cancelled), and
+    /// the `input_required` probe for each answer.
+    pub task_wait: Duration,
 }
 
 impl Default for ProbeOptions {
@@ -40,6 +54,9 @@ impl Default for ProbeOptions {
         ProbeOptions {
             wait: Duration::from_millis(1500),
             slow_call: None,
+            task_call: None,
+            input_call: None,
+            task_wait: Duration::from_secs(30),
         }
     }
 }
@@ -51,6 +68,8 @@ pub struct ProbeReport {
     /// `http` or `stdio`.
     pub transport: &'static str,
     pub server: ServerInfo,
+    /// What the server declares of tasks.
+    pub tasks: TaskOffer,
     pub probes: Vec<ProbeResult>,
 }
 
@@ -92,6 +111,12 @@ pub struct Evidence {
     pub unreadable: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The `task` probe's round trip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskTrip>,
+    /// The `input_required` probe's calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<InputTrip>,
 }
 
 /// One response as observed.
@@ -99,8 +124,11 @@ pub struct Evidence {
 pub struct Resp {
     /// `None`: the id was null or absent.
     pub id: Option<Id>,
-    pub result: bool,
+    /// The `result` member.
+    pub result: Option<Value>,
     pub error_code: Option<i64>,
+    /// The error's `data` member.
+    pub error_data: Option<Value>,
 }
 
 /// What one exchange (or two concurrent ones) brought back.
@@ -133,18 +161,23 @@ impl Observed {
             let id = m
                 .get("id")
                 .and_then(|i| serde_json::from_value::<Id>(i.clone()).ok());
+            let error = m.get("error");
             self.responses.push(Resp {
                 id,
-                result: m.get("result").is_some(),
-                error_code: m
-                    .get("error")
-                    .map(|e| e.get("code").and_then(Value::as_i64).unwrap_or(0)),
+                result: m.get("result").cloned(),
+                error_code: error.map(|e| e.get("code").and_then(Value::as_i64).unwrap_or(0)),
+                error_data: error.and_then(|e| e.get("data")).cloned(),
             });
         }
     }
 
     fn refused(&self) -> bool {
         self.status.iter().any(|s| *s >= 400)
+    }
+
+    /// The first response to `id`.
+    fn response(&self, id: &Id) -> Option<&Resp> {
+        self.responses.iter().find(|r| r.id.as_ref() == Some(id))
     }
 
     fn answered(&self, id: &Id) -> usize {
@@ -175,6 +208,7 @@ impl Observed {
             server_messages: self.server_messages,
             unreadable: self.unreadable,
             note: note.or_else(|| self.failure.clone()),
+            ..Evidence::default()
         }
     }
 
@@ -263,7 +297,7 @@ pub fn verdict_id_collision(o: &Observed, id: &Id) -> &'static str {
 pub fn verdict_null_id(o: &Observed) -> &'static str {
     if o.responses.iter().any(|r| r.error_code.is_some()) || o.refused() {
         "rejected_with_error"
-    } else if o.responses.iter().any(|r| r.result) {
+    } else if o.responses.iter().any(|r| r.result.is_some()) {
         "answered"
     } else {
         "silent"
@@ -320,6 +354,9 @@ pub async fn run(connector: &Connector, opts: &ProbeOptions) -> Result<ProbeRepo
     probes.push(p.malformed().await);
     probes.push(p.unknown_method().await?);
     probes.push(p.cancel(opts).await?);
+    let tasks = task_offer(&p.server);
+    probes.push(p.task(&tasks, opts).await?);
+    probes.push(p.input_required(opts).await?);
     p.transport.close().await;
     let transport = match p.transport {
         AnyTransport::Http(_) => "http",
@@ -329,6 +366,7 @@ pub async fn run(connector: &Connector, opts: &ProbeOptions) -> Result<ProbeRepo
         target: connector.target().describe(),
         transport,
         server: (*server).clone(),
+        tasks,
         probes,
     })
 }
@@ -392,12 +430,34 @@ impl Prober {
         matches!(self.transport, AnyTransport::Http(_))
     }
 
-    /// Sends `body` and collects what comes back: an HTTP answer read to its end, or stdio
-    /// lines until every id in `expect` was answered (plus a short grace) or `wait` passed.
+    /// Sends `body` and collects what comes back: an HTTP answer read to its end (within
+    /// four times `wait`), or stdio lines until every id in `expect` was answered (plus a short
+    /// grace) or `wait` passed.
     async fn exchange(&mut self, body: Bytes, headers: &McpHeaders, expect: &[Id]) -> Observed {
-        let wait = self.wait;
+        let wait = self.answer_wait();
+        self.exchange_within(body, headers, expect, wait).await
+    }
+
+    /// How long [`Prober::exchange`] waits: four times `wait` for an HTTP answer to end,
+    /// `wait` for stdio lines.
+    fn answer_wait(&self) -> Duration {
+        if self.is_http() {
+            self.wait * 4
+        } else {
+            self.wait
+        }
+    }
+
+    /// [`Prober::exchange`] bounded by `wait` on either transport.
+    async fn exchange_within(
+        &mut self,
+        body: Bytes,
+        headers: &McpHeaders,
+        expect: &[Id],
+        wait: Duration,
+    ) -> Observed {
         match &mut self.transport {
-            AnyTransport::Http(h) => match h.post_once(body, headers, wait * 4).await {
+            AnyTransport::Http(h) => match h.post_once(body, headers, wait).await {
                 Ok(reply) => {
                     let mut o = Observed {
                         status: vec![reply.status],
@@ -715,31 +775,48 @@ pub fn slow_call(tools: &[ToolInfo]) -> Option<(String, Value)> {
         {
             return None;
         }
-        let props = t.input_schema.get("properties")?.as_object()?;
-        let mut args = match arguments_for(&t.input_schema) {
-            Value::Object(m) => m,
-            _ => serde_json::Map::new(),
-        };
-        let mut timed = false;
-        for (name, schema) in props {
-            let numeric = matches!(
-                schema.get("type").and_then(Value::as_str),
-                Some("integer" | "number")
-            );
-            let n = name.to_ascii_lowercase();
-            if !numeric {
-                continue;
-            }
-            if n == "ms" || n.ends_with("_ms") || n.contains("millis") {
-                args.insert(name.clone(), json!(SLOW_CALL.as_millis() as u64));
-                timed = true;
-            } else if ["duration", "seconds", "secs", "delay"].contains(&n.as_str()) {
-                args.insert(name.clone(), json!(SLOW_CALL.as_secs()));
-                timed = true;
-            }
-        }
-        timed.then(|| (t.name.clone(), Value::Object(args)))
+        let (args, timed) = timed_arguments(t, SLOW_CALL);
+        timed.then(|| (t.name.clone(), args))
     })
+}
+
+/// `t`'s arguments made from its schema, every numeric duration argument set to `d`: one
+/// named in milliseconds (`ms`, `*_ms`, `*millis*`) or in seconds (`duration`, `seconds`,
+/// `secs`, `delay`; fractional when `d` is no whole number of seconds and the type allows).
+/// Also whether there was such an argument.
+fn timed_arguments(t: &ToolInfo, d: Duration) -> (Value, bool) {
+    let mut args = match arguments_for(&t.input_schema) {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    let mut timed = false;
+    let props = t
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten();
+    for (name, schema) in props {
+        let ty = schema.get("type").and_then(Value::as_str);
+        if !matches!(ty, Some("integer" | "number")) {
+            continue;
+        }
+        let n = name.to_ascii_lowercase();
+        let value = if n == "ms" || n.ends_with("_ms") || n.contains("millis") {
+            json!(d.as_millis() as u64)
+        } else if ["duration", "seconds", "secs", "delay"].contains(&n.as_str()) {
+            if d.subsec_nanos() == 0 || ty == Some("integer") {
+                json!(d.as_secs_f64().ceil() as u64)
+            } else {
+                json!(d.as_secs_f64())
+            }
+        } else {
+            continue;
+        };
+        args.insert(name.clone(), value);
+        timed = true;
+    }
+    (Value::Object(args), timed)
 }
 
 #[cfg(test)]

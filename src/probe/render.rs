@@ -1,7 +1,8 @@
 //! The probe report as a table for people (`--json` prints the report's serde form instead).
 
-use super::{Evidence, ProbeReport};
-use serde_json::Value;
+use super::{Evidence, ProbeReport, TaskOffer};
+use crate::client::TaskSupport;
+use serde_json::{Value, json};
 use std::fmt::Write;
 
 /// Renders the report: what was agreed with the server, its tools, then one row per probe.
@@ -25,9 +26,14 @@ pub fn render_table(r: &ProbeReport) -> String {
         .map(|m| m.keys().map(String::as_str).collect())
         .unwrap_or_default();
     let _ = writeln!(out, "capabilities  {}", caps.join(", "));
+    let _ = writeln!(out, "tasks         {}", offer(&r.tasks));
     let _ = writeln!(out, "tools         {}", s.tools.len());
     for t in &s.tools {
-        let _ = writeln!(out, "  {}({})", t.name, t.required.join(", "));
+        let task = match t.task_support {
+            TaskSupport::Forbidden => String::new(),
+            other => format!(" [task: {}]", json!(other).as_str().unwrap_or("?")),
+        };
+        let _ = writeln!(out, "  {}({}){task}", t.name, t.required.join(", "));
     }
     let _ = writeln!(out);
     let rows: Vec<(String, String, String)> = r
@@ -63,11 +69,15 @@ fn evidence(e: &Evidence) -> String {
     for ct in &e.content_type {
         parts.push(ct.split(';').next().unwrap_or(ct).to_string());
     }
-    parts.push(if e.answered.is_empty() {
-        "no response".to_string()
+    if let Some(t) = &e.task {
+        parts.push(t.describe());
+    } else if let Some(i) = &e.input {
+        parts.push(i.describe());
+    } else if e.answered.is_empty() {
+        parts.push("no response".to_string());
     } else {
-        format!("ids {}", e.answered.join(","))
-    });
+        parts.push(format!("ids {}", e.answered.join(",")));
+    }
     if !e.error_codes.is_empty() {
         let c: Vec<String> = e.error_codes.iter().map(i64::to_string).collect();
         parts.push(format!("errors {}", c.join(",")));
@@ -82,4 +92,26 @@ fn evidence(e: &Evidence) -> String {
         parts.push(n.clone());
     }
     parts.join("; ")
+}
+
+/// What the server declares of tasks, in words.
+fn offer(o: &TaskOffer) -> String {
+    match o.declared {
+        "none" => "none".into(),
+        "extension" => format!(
+            "extension {} (the server decides per call)",
+            crate::protocol::TASKS_EXTENSION
+        ),
+        declared => {
+            let mut what: Vec<String> = [("list", o.list), ("cancel", o.cancel)]
+                .iter()
+                .filter(|(_, on)| *on)
+                .map(|(n, _)| n.to_string())
+                .collect();
+            if !o.requests.is_empty() {
+                what.push(format!("task-augmented: {}", o.requests.join(", ")));
+            }
+            format!("{declared} ({})", what.join("; "))
+        }
+    }
 }

@@ -96,6 +96,10 @@ pub struct TargetSpec {
     /// `auto` (default: detect the era) or a revision such as `2025-06-18`.
     #[serde(default, deserialize_with = "values::protocol")]
     pub protocol: ProtocolChoice,
+    /// HTTP: every 400 to a request that carried the session id says the session is gone
+    /// (for servers known to answer an unknown session so).
+    #[serde(default)]
+    pub session_lost_on_400: bool,
 }
 
 /// How hard, and how long.

@@ -64,6 +64,7 @@ use crate::analysis::{
     CompareOptions, Comparison, GateResult, JudgedStep, Knee, StopCriteria, Thresholds, compare,
 };
 use crate::engine::{Second, SinkError, StepSink, SweepEnd};
+use crate::metrics::SessionSummary;
 use compare_text::render_comparison;
 use serde_json::Value;
 use std::fs;
@@ -317,6 +318,7 @@ impl RunFolder {
             steps: Vec::new(),
             knee: Knee::default(),
             gates: Vec::new(),
+            sessions: None,
         };
         let reporters: Vec<Box<dyn Reporter + Send>> = vec![
             Box::new(tables::StepsCsv::create(&dir)?),
@@ -390,6 +392,12 @@ impl RunFolder {
             SweepEnd::Aborted(why) => (RunStatus::Aborted, Some(why.clone())),
         };
         s.finished_at = Some(now_rfc3339());
+        self.each(|r, s| r.changed(s))
+    }
+
+    /// Records what the run's connections saw of their sessions, once they are closed.
+    pub fn record_sessions(&mut self, sessions: SessionSummary) -> Result<(), ReportError> {
+        self.summary.sessions = Some(sessions);
         self.each(|r, s| r.changed(s))
     }
 

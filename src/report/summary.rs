@@ -5,7 +5,9 @@ use super::ReportError;
 use crate::analysis::{
     GateResult, JudgedStep, Knee, RunFigures, StopCriteria, Thresholds, Tripped,
 };
-use crate::metrics::{Finding, FlowSummary, OpSummary, ScenarioSummary, StepSummary};
+use crate::metrics::{
+    Finding, FlowSummary, OpSummary, RetriesByCause, ScenarioSummary, SessionSummary, StepSummary,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -47,6 +49,9 @@ pub struct StepRecord {
     pub rejected: u64,
     /// Error responses by JSON-RPC error code (the code as a string key).
     pub errors_by_code: BTreeMap<String, u64>,
+    /// Retries by cause; steps.csv's `retries` is their sum.
+    #[serde(default)]
+    pub retries_by_cause: RetriesByCause,
     /// The stop criteria this step tripped (empty unless its verdict is `failed`).
     pub tripped: Vec<Tripped>,
     /// The step's ops.csv rows: one per operation, then the `-` row (what belongs to no
@@ -80,6 +85,7 @@ impl StepRecord {
                 .iter()
                 .map(|(code, n)| (code.to_string(), *n))
                 .collect(),
+            retries_by_cause: step.retries_by_cause,
             tripped: step.tripped.clone(),
             ops: step.ops.clone(),
             scenarios: step.scenarios.clone(),
@@ -117,6 +123,10 @@ pub struct RunSummary {
     pub knee: Knee,
     /// The threshold gates evaluated at the end of the run (empty before, or without any).
     pub gates: Vec<GateResult>,
+    /// Sessions over the whole run, handshakes, warm-ups and the closing DELETEs included;
+    /// `null` until the connections are closed.
+    #[serde(default)]
+    pub sessions: Option<SessionSummary>,
 }
 
 impl RunSummary {

@@ -233,15 +233,15 @@ pub(super) fn step_list(steps: &[u32]) -> String {
     format!("step{s} {}", list.join(", "))
 }
 
-/// What the knee and the USL fit count per second: iterations when the run had scenarios
-/// (they judge iterations, docs/metrics.md), else requests.
+/// What the knee and the USL fit count per second: iterations when the run had scenarios,
+/// calls when it had calls of several requests (they judge those, docs/metrics.md), else
+/// requests.
 pub(super) fn rate_unit(run: &RunSummary) -> &'static str {
-    if run
-        .steps
-        .iter()
-        .any(|s| s.figures.iterations_per_s.is_some())
-    {
+    let any = |f: fn(&StepSummary) -> bool| run.steps.iter().any(|s| f(&s.figures));
+    if any(|s| s.iterations_per_s.is_some()) {
         "iterations/s"
+    } else if any(|s| s.calls_per_s.is_some()) {
+        "calls/s"
     } else {
         "req/s"
     }

@@ -15,10 +15,10 @@ use crate::engine::{self, BatchShape, FanOut, SweepEnd, Workload};
 use crate::load::flow::{CannedInput, client_capabilities};
 use crate::load::mix::Mix;
 use crate::load::scenario::{self, Scenarios};
-use crate::metrics::Model;
+use crate::metrics::{Counters, Model, SessionSummary};
 use crate::report::{self, Finished, Progress, RunFolder, Secrets};
 use crate::server::{self, RunningTarget};
-use crate::transport::{AnyTransport, StdioOptions};
+use crate::transport::{AnyTransport, StdioOptions, Transport};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -139,6 +139,11 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     // The connections close first (a legacy session's DELETE must reach the target), then
     // the built-in target stops and its final counters are kept.
     engine::close_all(&mut transports).await;
+    let mut whole = Counters::default();
+    for t in &transports {
+        t.add_totals(&mut whole);
+    }
+    folder.record_sessions(SessionSummary::of(&whole))?;
     if let Some(b) = builtin {
         folder.record_target_stats(&b.shutdown().await)?;
     }
@@ -254,6 +259,7 @@ async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connecte
         connect_timeout: plan.load.connect_timeout,
         max_answer_memory: plan.load.max_answer_memory,
         list_tools: true,
+        session_lost_on_400: plan.target.session_lost_on_400,
         client_capabilities: plan.input.as_ref().map_or_else(Default::default, |i| {
             client_capabilities(Some(&CannedInput::new(i)), false)
         }),

@@ -47,6 +47,11 @@ pub struct Overrides {
     /// `(name, value)`; `${VAR}` in the value expands from the environment.
     pub headers: Vec<(String, String)>,
     pub protocol: Option<ProtocolChoice>,
+    /// Every HTTP 400 to a request that carried the session id says the session is gone.
+    pub session_lost_on_400: bool,
+    /// Knobs of the built-in target, `KEY=VALUE` as in `[target.builtin]` (the value in TOML
+    /// syntax, or a bare word).
+    pub builtin_knobs: Vec<(String, String)>,
     /// Replace the mix with `tools/call` of this tool, with these arguments.
     pub tool: Option<(String, Option<toml::Table>)>,
     pub levels: Option<LevelsFlag>,
@@ -135,6 +140,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
     if override_target(target, &o) {
         builtin_raw = json!({});
     }
+    set_builtin_knobs(target, &mut builtin_raw, &o.builtin_knobs)?;
     if target.builtin.is_none() && target.url.is_none() && target.stdio.is_none() {
         return Err(PlanError::Usage(
             "no target: give a profile, or --url URL, --stdio \"COMMAND ARGS\" or --builtin".into(),
@@ -225,7 +231,41 @@ fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
     if let Some(pr) = o.protocol {
         target.protocol = pr;
     }
+    target.session_lost_on_400 |= o.session_lost_on_400;
     o.target.is_some()
+}
+
+/// `--builtin-knob KEY=VALUE`: each sets a key of `[target.builtin]` (the value read as TOML,
+/// else as a string), and the table is read again.
+fn set_builtin_knobs(
+    target: &mut TargetSpec,
+    raw: &mut Value,
+    knobs: &[(String, String)],
+) -> Result<(), PlanError> {
+    if knobs.is_empty() {
+        return Ok(());
+    }
+    if target.builtin.is_none() {
+        return Err(PlanError::Usage(
+            "--builtin-knob: the target is not the built-in one (--builtin or [target.builtin])"
+                .into(),
+        ));
+    }
+    let mut table: toml::Table = serde_json::from_value(raw.clone()).unwrap_or_default();
+    for (key, value) in knobs {
+        let read = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"));
+        table.insert(
+            key.clone(),
+            read.unwrap_or_else(|| toml::Value::String(value.clone())),
+        );
+    }
+    let cfg = ServeConfig::deserialize(toml::Value::Table(table.clone()))
+        .map_err(|e| PlanError::Usage(format!("--builtin-knob: {e}")))?;
+    target.builtin = Some(cfg);
+    *raw = serde_json::to_value(&table).unwrap_or(Value::Null);
+    Ok(())
 }
 
 /// A mix of one operation: `tools/call` of `tool`.
@@ -412,6 +452,7 @@ impl Plan {
             "profile": self.source.as_ref().map(|s| s.path.display().to_string()),
             "target": target,
             "protocol": t.protocol.to_string(),
+            "session_lost_on_400": t.session_lost_on_400,
             "protocol_agreed": {
                 "revision": server.revision.as_str(),
                 "detection": server.detection,

@@ -167,6 +167,48 @@ impl FromStr for BatchPolicy {
     }
 }
 
+/// How the load balancer in front of `replicas` picks a replica (`--balance`, profile key
+/// `balance`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balance {
+    #[default]
+    RoundRobin,
+    Sticky,
+    Random,
+}
+
+impl Balance {
+    pub const ALL: [Balance; 3] = [Balance::RoundRobin, Balance::Sticky, Balance::Random];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Balance::RoundRobin => "round-robin",
+            Balance::Sticky => "sticky",
+            Balance::Random => "random",
+        }
+    }
+
+    /// What the value means (listed by `--help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            Balance::RoundRobin => "Each new connection goes to the next replica in turn",
+            Balance::Sticky => {
+                "A request with Mcp-Session-Id goes to the replica that handed the id out; \
+                 others go where their connection goes (round-robin)"
+            }
+            Balance::Random => "Each new connection goes to a replica drawn with --seed",
+        }
+    }
+}
+
+impl FromStr for Balance {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        parse_word("balance", s, &Balance::ALL, Balance::name)
+    }
+}
+
 /// The HTTP status of a POST refused by the capacity model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "u16")]
@@ -347,6 +389,8 @@ const JOB_TTL_MS_MAX: u64 = 7 * 24 * 3_600_000;
 const MAX_JOBS_MAX: usize = 1_000_000;
 /// Largest `max_tasks`: a task takes a few hundred bytes, so at most a few hundred MB.
 const MAX_TASKS_MAX: usize = 1_000_000;
+/// Largest `replicas`.
+const REPLICAS_MAX: usize = 64;
 
 /// Every knob of the built-in target. `Default` is a plain fast echo server on
 /// `127.0.0.1:0`: both eras, JSON answers, no capacity limit, no faults. A profile's
@@ -433,6 +477,13 @@ pub struct ServeConfig {
     pub sse_close_early: u64,
     /// With `sse_close_early`: such GETs are refused 405, so those answers never come.
     pub sse_resume_refuse: bool,
+    /// HTTP: server replicas behind one in-process load balancer on the one port, each with
+    /// its own capacity model and (unless `shared_sessions`) its own sessions.
+    pub replicas: usize,
+    /// How the load balancer picks a replica.
+    pub balance: Balance,
+    /// Every replica knows every session (as if kept in a shared store).
+    pub shared_sessions: bool,
     /// Races, a bug on purpose: `counter_add` reads, pauses `race_window_ms`, then writes
     /// what it read plus its increment, overwriting what others added meanwhile.
     pub racy: bool,
@@ -493,6 +544,9 @@ impl Default for ServeConfig {
             progress_fault: Periods::default(),
             sse_close_early: 0,
             sse_resume_refuse: false,
+            replicas: 1,
+            balance: Balance::RoundRobin,
+            shared_sessions: false,
             racy: false,
             race_window_ms: 1,
             read_lag_ms: 0,
@@ -551,6 +605,11 @@ impl ServeConfig {
             return Err(ConfigError::Invalid(
                 "body, line and connection limits must be > 0".into(),
             ));
+        }
+        if !(1..=REPLICAS_MAX).contains(&self.replicas) {
+            return Err(ConfigError::Invalid(format!(
+                "replicas must be from 1 to {REPLICAS_MAX}"
+            )));
         }
         self.validate_races()?;
         self.validate_jobs()
@@ -759,6 +818,7 @@ mod tests {
         same(&ServedEras::ALL, |v| v.name());
         same(&AnswerMode::ALL, |v| v.name());
         same(&BatchPolicy::ALL, |v| v.name());
+        same(&Balance::ALL, |v| v.name());
         assert!("Both".parse::<ServedEras>().is_err());
     }
 

@@ -4,6 +4,7 @@
 //! or SSE streams with their statuses, and `GET /stats`.
 
 use super::capacity::Admission;
+use super::fleet::Fleet;
 use super::handler::{Batch, Handled, Origin};
 use super::job::Job;
 use super::mcp::Headers;
@@ -36,13 +37,13 @@ const SESSION_NOT_FOUND: i64 = -32001;
 const GRACE: Duration = Duration::from_secs(3);
 
 /// Accepts connections until `stop` turns true; at most `max_connections` are open, more
-/// are closed at once and counted.
+/// are closed at once and counted. Each is assigned a replica of the fleet.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    fleet: Arc<Fleet>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let limit = Arc::new(Semaphore::new(shared.cfg.max_connections));
+    let limit = Arc::new(Semaphore::new(fleet.cfg().max_connections));
     let mut conns = JoinSet::new();
     loop {
         let accepted = tokio::select! {
@@ -59,19 +60,20 @@ pub(crate) async fn accept_loop(
             }
         };
         let Ok(permit) = Arc::clone(&limit).try_acquire_owned() else {
-            Stats::add(&shared.stats.connections_refused, 1);
+            Stats::add(&fleet.stats().connections_refused, 1);
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let shared = Arc::clone(&shared);
+        let fleet = Arc::clone(&fleet);
+        let replica = fleet.assign();
         let mut stop = stop.clone();
         conns.spawn(async move {
             let _permit = permit;
-            let stats = Arc::clone(&shared.stats);
+            let stats = Arc::clone(fleet.stats());
             let _open = stats.connection();
             let service = service_fn(move |req| {
-                let shared = Arc::clone(&shared);
-                async move { Ok::<_, Infallible>(handle(&shared, req).await) }
+                let fleet = Arc::clone(&fleet);
+                async move { Ok::<_, Infallible>(handle(&fleet, replica, req).await) }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -166,17 +168,23 @@ fn header<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
-    let resp = route(shared, req).await;
+/// Serves one request on a connection assigned to replica `conn`, by the replica the
+/// balancer routes it to.
+async fn handle(fleet: &Fleet, conn: usize, req: Request<Incoming>) -> Response<Body> {
+    let shared = fleet.route(conn, header(req.headers(), headers::SESSION_ID));
+    let resp = route(fleet, shared, req).await;
     shared.stats.status(resp.status().as_u16());
     resp
 }
 
-async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+async fn route(fleet: &Fleet, shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     if let Some(origin) = req.headers().get(header::ORIGIN)
         && !origin_allowed(shared, origin)
     {
         return text(403, "forbidden origin\n");
+    }
+    if req.uri().path() == "/mcp" {
+        Stats::add(&shared.replica.requests, 1);
     }
     match (req.method(), req.uri().path()) {
         (&Method::POST, "/mcp") => post(shared, req).await,
@@ -188,7 +196,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
             r
         }
-        (&Method::GET, "/stats") => match serde_json::to_vec(&shared.snapshot()) {
+        (&Method::GET, "/stats") => match serde_json::to_vec(&fleet.snapshot()) {
             Ok(body) => json(200, body),
             Err(_) => text(500, "stats\n"),
         },
@@ -243,8 +251,15 @@ fn delete(shared: &Shared, h: &HeaderMap) -> Response<Body> {
             Stats::add(&shared.stats.sessions_closed, 1);
             respond(200, "", Bytes::new())
         }
-        Some(_) => text(404, "unknown session\n"),
+        Some(_) => unknown_session(shared, text(404, "unknown session\n")),
     }
+}
+
+/// Counts an answer that the request's session is unknown, for the fleet and the replica.
+fn unknown_session(shared: &Shared, resp: Response<Body>) -> Response<Body> {
+    Stats::add(&shared.stats.unknown_session, 1);
+    Stats::add(&shared.replica.unknown_session, 1);
+    resp
 }
 
 async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
@@ -277,6 +292,7 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         Err(_) => return text(400, "body could not be read\n"),
     };
     let Some(admission) = shared.capacity.try_admit() else {
+        Stats::add(&shared.replica.rejected, 1);
         let reject = shared.cfg.reject.code();
         let mut r = text(reject, "at capacity, retry later\n");
         r.headers_mut().insert(
@@ -292,14 +308,12 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             Some(v) => Some(v),
             // Refused before parsing: not in the client view.
             None => {
-                return json(
-                    404,
-                    wire::null_id_error(&ErrorObject {
-                        code: SESSION_NOT_FOUND,
-                        message: "Session not found".into(),
-                        data: None,
-                    }),
-                );
+                let body = wire::null_id_error(&ErrorObject {
+                    code: SESSION_NOT_FOUND,
+                    message: "Session not found".into(),
+                    data: None,
+                });
+                return unknown_session(shared, json(404, body));
             }
         },
     };
@@ -370,6 +384,7 @@ async fn single(
         && shared.cfg.sessions
     {
         Stats::add(&shared.stats.sessions_opened, 1);
+        Stats::add(&shared.replica.sessions_opened, 1);
         if let Ok(id) = HeaderValue::from_str(&shared.sessions.open(v)) {
             resp.headers_mut().insert(headers::SESSION_ID, id);
         }
@@ -440,7 +455,11 @@ fn resume(shared: &Arc<Shared>, h: &HeaderMap) -> Response<Body> {
     };
     let session = header(h, headers::SESSION_ID);
     if shared.cfg.sessions && session.is_none_or(|s| shared.sessions.lookup(s).is_none()) {
-        return text(404, "unknown session\n");
+        let resp = text(404, "unknown session\n");
+        return match session {
+            Some(_) => unknown_session(shared, resp),
+            None => resp,
+        };
     }
     let answer = match shared.resumptions.resume(last, session, &shared.stats) {
         Resumed::Refused => {

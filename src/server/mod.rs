@@ -1,6 +1,7 @@
 //! The built-in reference MCP server (`mcpload serve`, profile target `builtin`): both MCP
 //! eras on one Streamable HTTP endpoint or on stdio, a capacity model, exact and seeded
-//! fault injection, and ground-truth counters to test a client's numbers against.
+//! fault injection, replicas behind an in-process load balancer (HTTP), and ground-truth
+//! counters to test a client's numbers against.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mcpload::server::ServeError> {
@@ -16,6 +17,7 @@
 mod capacity;
 mod config;
 mod faults;
+mod fleet;
 mod handler;
 mod hostile;
 mod http;
@@ -34,7 +36,8 @@ mod tasks;
 mod wire;
 
 pub use config::{
-    AnswerMode, BatchPolicy, ConfigError, RejectStatus, ServeConfig, ServedEras, ServiceTime, Stall,
+    AnswerMode, Balance, BatchPolicy, ConfigError, RejectStatus, ServeConfig, ServedEras,
+    ServiceTime, Stall,
 };
 pub use faults::{Anomaly, FaultEvery, FaultKind, FaultOdds, Periods, ProgressFault, TaskFault};
 pub use hostile::{
@@ -44,17 +47,18 @@ pub use hostile::{
 pub use races::RaceCounts;
 pub use stats::{
     ClientView, FaultCounts, InputCounts, JobCounts, OperationCounts, ProgressCounts,
-    StatsSnapshot, TaskCounts, TaskFaultCounts,
+    ReplicaCounts, StatsSnapshot, TaskCounts, TaskFaultCounts,
 };
 
 use capacity::Capacity;
 use faults::FaultPlan;
+use fleet::Fleet;
 use job_api::JobStore;
 use mcp::Protocol;
 use races::Races;
 use resume::Resumptions;
 use sessions::Sessions;
-use stats::Stats;
+use stats::{ReplicaStats, Stats};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -77,23 +81,26 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// State shared by every connection of one target.
+/// State shared by every connection of one target: of one replica, behind `replicas`.
+/// Only the capacity model, the replica's own counters and (unless `shared_sessions`) the
+/// sessions are a replica's own; the rest is the fleet's, as if kept in a shared store.
 pub(crate) struct Shared {
     cfg: ServeConfig,
     protocol: Protocol,
     capacity: Arc<Capacity>,
     faults: FaultPlan,
     stats: Arc<Stats>,
-    fault_seq: AtomicU64,
-    sessions: Sessions,
-    jobs: JobStore,
-    tasks: TaskStore,
+    fault_seq: Arc<AtomicU64>,
+    sessions: Arc<Sessions>,
+    jobs: Arc<JobStore>,
+    tasks: Arc<TaskStore>,
     /// The race targets: shared, as if kept in one store, by whoever shares this target's
     /// jobs.
     races: Arc<Races>,
     /// Keys the `requestState` of input-required rounds.
     salt: u64,
-    resumptions: Resumptions,
+    resumptions: Arc<Resumptions>,
+    replica: ReplicaStats,
 }
 
 impl Shared {
@@ -108,14 +115,44 @@ impl Shared {
             capacity: Arc::new(Capacity::new(&cfg, tokio::time::Instant::now())),
             faults: FaultPlan::new(cfg.fault, cfg.fault_random, cfg.seed),
             stats: Arc::new(Stats::default()),
-            fault_seq: AtomicU64::new(0),
-            sessions: Sessions::new(prefix),
-            jobs: JobStore::new(&cfg),
+            fault_seq: Arc::default(),
+            sessions: Arc::new(Sessions::new(prefix)),
+            jobs: Arc::new(JobStore::new(&cfg)),
             races: Arc::new(Races::new(&cfg)),
-            tasks: TaskStore::new(&cfg, u64::from(prefix).rotate_left(32) ^ cfg.seed),
+            tasks: Arc::new(TaskStore::new(
+                &cfg,
+                u64::from(prefix).rotate_left(32) ^ cfg.seed,
+            )),
             salt: u64::from(prefix) ^ 0x6d72_7472_7374_6174,
-            resumptions: Resumptions::new(cfg.sse_close_early, cfg.sse_resume_refuse),
+            resumptions: Arc::new(Resumptions::new(cfg.sse_close_early, cfg.sse_resume_refuse)),
+            replica: ReplicaStats::default(),
             cfg,
+        })
+    }
+
+    /// Replica `n` (from 1) of the fleet `self` is replica 0 of: a capacity model of its
+    /// own, and sessions of its own (their ids carry a prefix of their own) unless
+    /// `shared_sessions`.
+    fn sibling(&self, n: usize) -> Result<Shared, ConfigError> {
+        let sessions = if self.cfg.shared_sessions {
+            Arc::clone(&self.sessions)
+        } else {
+            Arc::new(Sessions::new(self.sessions.prefix().wrapping_add(n as u32)))
+        };
+        Ok(Shared {
+            protocol: Protocol::new(&self.cfg)?,
+            capacity: Arc::new(Capacity::new(&self.cfg, tokio::time::Instant::now())),
+            faults: FaultPlan::new(self.cfg.fault, self.cfg.fault_random, self.cfg.seed),
+            stats: Arc::clone(&self.stats),
+            fault_seq: Arc::clone(&self.fault_seq),
+            sessions,
+            jobs: Arc::clone(&self.jobs),
+            races: Arc::clone(&self.races),
+            tasks: Arc::clone(&self.tasks),
+            salt: self.salt,
+            resumptions: Arc::clone(&self.resumptions),
+            replica: ReplicaStats::default(),
+            cfg: self.cfg.clone(),
         })
     }
 
@@ -134,7 +171,7 @@ impl Shared {
 /// stops it.
 pub struct RunningTarget {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    fleet: Arc<Fleet>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
 }
@@ -152,7 +189,7 @@ impl RunningTarget {
 
     /// The counters now.
     pub fn stats(&self) -> StatsSnapshot {
-        self.shared.snapshot()
+        self.fleet.snapshot()
     }
 
     /// Stops accepting, lets answers in progress finish (a few seconds at most), and returns
@@ -192,19 +229,20 @@ pub(crate) fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// Starts the HTTP target on `config.bind` in the background of the current tokio runtime.
+/// Starts the HTTP target on `config.bind` in the background of the current tokio runtime:
+/// one server, or `replicas` of them behind a load balancer on the one port.
 pub async fn start_http(config: ServeConfig) -> Result<RunningTarget, ServeError> {
-    let shared = Arc::new(Shared::new(config)?);
-    let addr = shared.cfg.bind;
+    let fleet = Arc::new(Fleet::new(Shared::new(config)?)?);
+    let addr = fleet.cfg().bind;
     let listener = listen(addr).map_err(|source| ServeError::Bind { addr, source })?;
     let addr = listener
         .local_addr()
         .map_err(|source| ServeError::Bind { addr, source })?;
     let (stop, stopped) = watch::channel(false);
-    let task = tokio::spawn(http::accept_loop(listener, Arc::clone(&shared), stopped));
+    let task = tokio::spawn(http::accept_loop(listener, Arc::clone(&fleet), stopped));
     Ok(RunningTarget {
         addr,
-        shared,
+        fleet,
         stop,
         task: Some(task),
     })
@@ -221,6 +259,9 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    if config.replicas > 1 {
+        return Err(ConfigError::Invalid("replicas are served over HTTP only".into()).into());
+    }
     let shared = Arc::new(Shared::new(config)?);
     stdio::serve(Arc::clone(&shared), input, output).await?;
     Ok(shared.snapshot())

@@ -23,6 +23,17 @@ impl Sessions {
         }
     }
 
+    /// What every id this table hands out starts with.
+    pub(super) fn prefix(&self) -> u32 {
+        self.prefix
+    }
+
+    /// The prefix an id names, if it is shaped like one of ours.
+    pub(super) fn prefix_of(id: &str) -> Option<u32> {
+        let (prefix, _) = id.split_once('-')?;
+        u32::from_str_radix(prefix, 16).ok()
+    }
+
     /// Opens a session at `version` and returns its id.
     pub(super) fn open(&self, version: Revision) -> String {
         let generation = self.next.fetch_add(1, Relaxed) + 1;
@@ -31,8 +42,8 @@ impl Sessions {
     }
 
     fn slot(&self, id: &str) -> Option<(&AtomicU64, u64)> {
-        let (prefix, generation) = id.split_once('-')?;
-        if u32::from_str_radix(prefix, 16).ok()? != self.prefix || generation.len() != 16 {
+        let (_, generation) = id.split_once('-')?;
+        if Self::prefix_of(id)? != self.prefix || generation.len() != 16 {
             return None;
         }
         let generation = u64::from_str_radix(generation, 16).ok()?;

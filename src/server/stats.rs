@@ -171,6 +171,7 @@ pub(crate) struct Stats {
     pub sse_answers_on_resumption: AtomicU64,
     pub param_header_checks: AtomicU64,
     pub param_header_mismatches: AtomicU64,
+    pub unknown_session: AtomicU64,
     in_flight: AtomicU64,
     in_flight_max: AtomicU64,
     serving: AtomicU64,
@@ -338,6 +339,8 @@ impl Stats {
             tasks: TaskCounts::default(),
             input: self.input.snapshot(),
             progress: self.progress.snapshot(),
+            unknown_session: g(&self.unknown_session),
+            replicas: Vec::new(),
             races: RaceCounts::default(),
         }
     }
@@ -552,9 +555,59 @@ pub struct StatsSnapshot {
     /// Progress notifications of the `progress` tool.
     #[serde(default)]
     pub progress: ProgressCounts,
+    /// Answers that the request's session is unknown (404): a POST, a resuming GET or a
+    /// DELETE that carried an `Mcp-Session-Id` no replica that saw it knew.
+    #[serde(default)]
+    pub unknown_session: u64,
+    /// With `replicas` above 1, each replica's own counters (the fields above are the
+    /// fleet's totals); absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<ReplicaCounts>,
     /// The race targets: counters and the lazy initialisation.
     #[serde(default)]
     pub races: RaceCounts,
+}
+
+/// One replica's share (`--replicas`): what the load balancer sent it and what it answered.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaCounts {
+    /// Its number, from 0.
+    pub replica: usize,
+    /// Connections the balancer assigned to it (round-robin or random; with `sticky`, where
+    /// a request without a known session goes).
+    pub connections: u64,
+    /// HTTP requests to `/mcp` it handled (POST, GET, DELETE).
+    pub requests: u64,
+    /// Of those, answered 404 because it did not know their session.
+    pub unknown_session: u64,
+    /// Sessions it handed out.
+    pub sessions_opened: u64,
+    /// POSTs its capacity model refused (429 or 503).
+    pub rejected: u64,
+}
+
+/// A replica's live counters (see [`ReplicaCounts`]).
+#[derive(Debug, Default)]
+pub(crate) struct ReplicaStats {
+    pub connections: AtomicU64,
+    pub requests: AtomicU64,
+    pub unknown_session: AtomicU64,
+    pub sessions_opened: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+impl ReplicaStats {
+    pub(crate) fn snapshot(&self, replica: usize) -> ReplicaCounts {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        ReplicaCounts {
+            replica,
+            connections: g(&self.connections),
+            requests: g(&self.requests),
+            unknown_session: g(&self.unknown_session),
+            sessions_opened: g(&self.sessions_opened),
+            rejected: g(&self.rejected),
+        }
+    }
 }
 
 /// The task store's counters (see docs/target.md, "Tasks").

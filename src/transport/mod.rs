@@ -150,8 +150,8 @@ pub enum TransportError {
     Invalid(String),
 }
 
-/// What a transport reports. Terminal events (`Closed`, `Refused`, `Failed`) come exactly once
-/// per exchange, after all of that exchange's messages.
+/// What a transport reports. Terminal events (`Closed`, `Refused`, `Retried`, `Failed`) come
+/// exactly once per exchange, after all of that exchange's messages.
 #[derive(Debug)]
 pub enum Event {
     /// One JSON text: a JSON body, one SSE event's data, one stdio line. `exchange` is `None`
@@ -189,6 +189,12 @@ pub enum Event {
         batch_rejected: bool,
         error_code: Option<i64>,
     },
+    /// HTTP: the exchange was refused because the session it was sent in is gone (404, or a
+    /// 400 that says so) and its request is sent again in the new session, with the same id
+    /// (the server refused it before reading it, so no answer can come for this attempt).
+    /// This attempt ends `http_other`; the retry is registered anew (docs/metrics.md,
+    /// "Sessions").
+    Retried { exchange: ExchangeId, ids: Vec<Id> },
     /// The exchange failed in the transport (refused, reset, TLS, child gone): its pending
     /// ids are `transport_errors`.
     Failed {
@@ -199,6 +205,19 @@ pub enum Event {
     /// The transport is gone for good (a stdio child exited or closed its output): every
     /// pending request is `missing`; later sends fail as `transport_errors`.
     Down { error: TransportError },
+}
+
+impl Event {
+    /// Whether it ends its exchange.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Event::Closed { .. }
+                | Event::Refused { .. }
+                | Event::Retried { .. }
+                | Event::Failed { .. }
+        )
+    }
 }
 
 /// What cancelling a timed-out request found.
@@ -213,8 +232,22 @@ pub enum Cancelled {
 /// Counts the transport keeps itself; added into a step's [`Counters`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TransportCounters {
-    /// Legacy HTTP sessions re-initialized after a 404.
-    pub session_restarts: u64,
+    /// HTTP answers saying that the session the request carried is gone (docs/metrics.md,
+    /// "Sessions"): 404, or 400 with a JSON-RPC error that says so (any 400 with
+    /// `session_lost_on_400`), whatever the request was (load, handshake, a re-initialization
+    /// step, a cancel notification, the DELETE).
+    pub session_lost: u64,
+    /// Legacy HTTP sessions opened anew after a loss (`initialize` and
+    /// `notifications/initialized` both accepted).
+    pub reinitializations: u64,
+    /// Re-initializations that gave no usable session (the requests held for it fail).
+    pub reinit_failed: u64,
+    /// Time spent re-initializing (the load held meanwhile), summed, and the longest.
+    pub reinit_time: Duration,
+    pub reinit_max: Duration,
+    /// Requests sent again in the new session after their session was lost (each a new
+    /// request; the attempt it replaces ended `http_other`).
+    pub retries_session: u64,
     /// Time spent with bytes waiting because the child's stdin was full.
     pub stdio_write_block: Duration,
     /// HTTP requests sent on another connection because the idle one picked for them was
@@ -229,12 +262,25 @@ pub struct TransportCounters {
 impl TransportCounters {
     /// Adds these counts into `c` and starts afresh.
     pub fn drain_into(&mut self, c: &mut Counters) {
-        c.session_restarts += self.session_restarts;
+        c.session_lost += self.session_lost;
+        c.reinitializations += self.reinitializations;
+        c.reinit_failed += self.reinit_failed;
+        c.reinit_us += self.reinit_time.as_micros() as u64;
+        c.reinit_max_us = c.reinit_max_us.max(self.reinit_max.as_micros() as u64);
+        c.retries_session += self.retries_session;
         c.stdio_write_block_ms += self.stdio_write_block.as_millis() as u64;
         c.reconnects_before_send += self.reconnects_before_send;
         c.sse_resumptions += self.sse_resumptions;
         c.sse_resumptions_failed += self.sse_resumptions_failed;
         *self = TransportCounters::default();
+    }
+
+    /// Hands these counts over into `into`, and adds them to `handed` (what a transport has
+    /// handed over since it was made).
+    pub(crate) fn hand_over(&mut self, into: &mut Counters, handed: &mut Counters) {
+        let mut copy = *self;
+        copy.drain_into(handed);
+        self.drain_into(into);
     }
 }
 
@@ -267,6 +313,11 @@ pub trait Transport: Send {
 
     /// Adds the transport's own counters into `into` and resets them.
     fn take_counters(&mut self, into: &mut Counters);
+
+    /// Adds into `into` every count of its own the transport made since it was made: those
+    /// [`Transport::take_counters`] handed over (a warm-up's too) and those it holds now
+    /// (after [`Transport::close`]: its DELETE's).
+    fn add_totals(&self, into: &mut Counters);
 
     /// Ends the connection: DELETEs a legacy HTTP session, closes a child's stdin and waits
     /// briefly for it to exit (then kills it).
@@ -313,6 +364,13 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.take_counters(into),
             AnyTransport::Stdio(t) => t.take_counters(into),
+        }
+    }
+
+    fn add_totals(&self, into: &mut Counters) {
+        match self {
+            AnyTransport::Http(t) => t.add_totals(into),
+            AnyTransport::Stdio(t) => t.add_totals(into),
         }
     }
 

@@ -90,6 +90,8 @@ pub struct StdioTransport {
     ready: VecDeque<Event>,
     next_exchange: u64,
     counters: TransportCounters,
+    /// What `counters` handed over so far.
+    handed: Counters,
 }
 
 impl StdioTransport {
@@ -136,6 +138,7 @@ impl StdioTransport {
             ready: VecDeque::new(),
             next_exchange: 0,
             counters: TransportCounters::default(),
+            handed: Counters::default(),
         })
     }
 
@@ -318,7 +321,12 @@ impl Transport for StdioTransport {
             self.counters.stdio_write_block += now - *t;
             *t = now;
         }
-        self.counters.drain_into(into);
+        self.counters.hand_over(into, &mut self.handed);
+    }
+
+    fn add_totals(&self, into: &mut Counters) {
+        *into += &self.handed;
+        self.counters.clone().drain_into(into);
     }
 
     async fn close(&mut self) {

@@ -1,6 +1,7 @@
 //! `mcpload probe` (the binary, `--json`) against each real server: the verdicts match how
 //! each is known to behave (the "everything" server answers batches and loses one of two
-//! colliding ids; the Python server rejects batches; over stdio both stay silent).
+//! colliding ids, and runs its research query as a task; the Python server rejects batches
+//! and has no tasks; over stdio both stay silent).
 
 use crate::support::bin;
 use crate::support::machine;
@@ -81,6 +82,49 @@ fn everything_over_http_answers_batches_and_loses_a_colliding_id() {
         evidence(&r, "batch")["content_type"][0],
         "text/event-stream"
     );
+    assert_research_query_is_a_task(&r);
+}
+
+/// The everything server declares tasks (2025-11-25) and `simulate-research-query` requires
+/// one; the probe's round trip creates it, polls it at the advised interval through four
+/// stages of 1 s to `completed`, and takes its result with `tasks/result`.
+fn assert_research_query_is_a_task(r: &Value) {
+    assert_eq!(r["tasks"]["declared"], "capabilities.tasks", "{r:#}");
+    assert_eq!(r["tasks"]["requests"], serde_json::json!(["tools/call"]));
+    assert_eq!(
+        r["tasks"]["tools"],
+        serde_json::json!([{"name": "simulate-research-query", "task_support": "required"}])
+    );
+    expect(
+        r,
+        &[
+            ("task", None, "supported"),
+            ("input_required", None, "skipped"),
+        ],
+    );
+    let t = &evidence(r, "task")["task"];
+    assert_eq!(t["tool"], "simulate-research-query");
+    let statuses: Vec<&str> = t["statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(statuses[0], "working", "{t:#}");
+    assert_eq!(statuses[statuses.len() - 2..], ["completed", "completed"]);
+    assert_eq!(t["result"]["answer"], "complete", "{t:#}");
+    assert_eq!(t["result"]["is_error"], false, "{t:#}");
+    let interval = t["poll_interval_ms"].as_u64().unwrap();
+    let (polls, elapsed) = (
+        t["polls"].as_u64().unwrap(),
+        t["elapsed_ms"].as_u64().unwrap(),
+    );
+    assert!(elapsed >= 4000, "four stages of 1 s: {t:#}");
+    assert!(polls >= 2, "a terminal poll and its confirmation: {t:#}");
+    assert!(
+        (polls - 1) * interval <= elapsed,
+        "polled no faster than the advised interval: {t:#}"
+    );
 }
 
 #[test]
@@ -96,7 +140,12 @@ fn everything_over_stdio_is_silent_to_batches_null_ids_and_garbage() {
             ("null_id_request", None, "silent"),
             ("malformed_json", None, "silent"),
             ("unknown_method", None, "method_not_found"),
+            ("task", None, "supported"),
         ],
+    );
+    assert_eq!(
+        evidence(&r, "task")["task"]["tool"],
+        "simulate-research-query"
     );
 }
 
@@ -115,6 +164,9 @@ fn python_over_http_rejects_batches_in_both_eras() {
             ("malformed_json", None, "parse_error_with_null_id"),
             ("unknown_method", None, "method_not_found"),
             ("cancel", None, "stopped"),
+            // No tasks extension, and no tool that asks for input.
+            ("task", None, "unsupported"),
+            ("input_required", None, "skipped"),
         ],
     );
     assert_eq!(evidence(&r, "batch")["error_codes"][0], -32600);
@@ -209,6 +261,8 @@ fn the_table_names_every_probe() {
         "malformed_json",
         "unknown_method",
         "cancel",
+        "task",
+        "input_required",
     ] {
         assert!(
             table.lines().any(|l| l.starts_with(probe)),

@@ -35,7 +35,8 @@ time_to_terminal_p50_ms,time_to_terminal_p99_ms,polls_per_task_p50,input_rounds,
 input_unanswered,input_rounds_exceeded,progress_notifications,progress_calls,progress_after_result,progress_down,\
 progress_unknown_token,progress_then_missing,progressed_calls,first_progress_p50_ms,\
 first_progress_p90_ms,first_progress_p99_ms,first_progress_max_ms,progress_per_call_p50,\
-progress_per_call_p99,progress_per_call_max,progress_per_call_mean,lost_updates,double_effects,\
+progress_per_call_p99,progress_per_call_max,progress_per_call_mean,session_lost,\
+reinitializations,reinit_failed,reinit_ms,reinit_max_ms,retries,lost_updates,double_effects,\
 accepted_conflicts,stale_reads";
 
 /// timeseries.csv's columns, copied from docs/metrics.md.

@@ -183,9 +183,10 @@ fn every_shipped_profile_parses() {
         }
     }
     assert_eq!(
-        n, 11,
+        n, 14,
         "quickstart, closed-sweep, open-rate, batch-mix, stdio-child, everything-server, \
-         python-sdk-server, jobs, fan-out, everything-scenario, races"
+         python-sdk-server, jobs, fan-out, everything-scenario, everything-tasks, replicas, \
+         tasks, races"
     );
 }
 
@@ -198,5 +199,21 @@ fn a_progress_that_is_no_boolean_names_its_line_and_field() {
         ),
         &[],
         &["progress.toml:6:", "progress", "a boolean"],
+    );
+}
+
+#[test]
+fn a_builtin_knob_is_checked_as_the_profile_key_is() {
+    expect_error(
+        "knob",
+        TARGET,
+        &["--builtin-knob", "balance=least-loaded"],
+        &["--builtin-knob", "least-loaded", "round-robin"],
+    );
+    expect_error(
+        "knob-url",
+        "[target]\nurl = \"http://127.0.0.1:9/mcp\"\n",
+        &["--builtin-knob", "replicas=2"],
+        &["--builtin-knob: the target is not the built-in one"],
     );
 }

@@ -1,6 +1,7 @@
 //! The TypeScript "everything" server (npm, pinned) over Streamable HTTP and stdio: era
 //! detection falls back to `initialize`, tools are listed, 1 000 `tools/call` with 64 in
-//! flight all pair, and progress notifications on an SSE stream are counted.
+//! flight all pair, progress notifications on an SSE stream are counted, and a session it
+//! no longer knows (it answers 400, "No valid session ID provided") is opened anew.
 
 use crate::support::load::*;
 use crate::support::machine;
@@ -52,7 +53,7 @@ async fn everything_over_http_pairs_1000_calls_with_a_session() {
     );
     assert_all_ok(&out.counters, 1000);
     assert_eq!(out.counters.in_flight_max, 64);
-    assert_eq!(out.counters.session_restarts, 0);
+    assert_eq!(out.counters.reinitializations, 0);
 
     // trigger-long-running-operation reports progress on the call's SSE stream when given a
     // progress token: counted as server messages and as progress notifications.
@@ -105,6 +106,45 @@ async fn everything_over_http_pairs_1000_calls_with_a_session() {
     let out = drive(&mut other, 100, 16, TIMEOUT, |id| op.request(id)).await;
     assert_all_ok(&out.counters, 100);
     other.close().await;
+    conn.transport.close().await;
+}
+
+/// The server answers a request whose session it does not know with HTTP 400 and an error
+/// without id, "Bad Request: No valid session ID provided": the session is gone, so a new
+/// one is opened, and each refused request (ended `http_other`, its refusal no message) is
+/// sent again in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_over_http_a_forgotten_session_is_opened_anew_on_its_400() {
+    let _share = machine::loading();
+    let server = start_http(&everything_cmd("streamableHttp"));
+    let connector = Connector::new(
+        Endpoint::http(&server.url, vec![]),
+        ConnectOptions::default(),
+    )
+    .unwrap();
+    let mut conn = connector.connect().await.expect("connect");
+    let op = (conn.server)
+        .operation(
+            "tools/call",
+            Some(&json!({"name": "echo", "arguments": {"message": "hi"}})),
+        )
+        .unwrap();
+    let AnyTransport::Http(h) = &conn.transport else {
+        panic!("an HTTP transport")
+    };
+    let session = h.session().unwrap().to_str().unwrap().to_owned();
+    let status = session_request("DELETE", &server.url, &session, "").await;
+    assert!((200..300).contains(&status), "{status}");
+    let out = drive(&mut conn.transport, 100, 4, TIMEOUT, |id| op.request(id)).await;
+    let c = &out.counters;
+    assert_identity(c);
+    // At most the calls in flight went out in the forgotten session.
+    assert!((1..=4).contains(&c.session_lost), "{c:?}");
+    assert_eq!(c.http_other, c.session_lost, "{c:?}");
+    assert_eq!(c.retries_session, c.session_lost, "{c:?}");
+    assert_eq!((c.ok, c.requests), (100, 100 + c.session_lost), "{c:?}");
+    assert_eq!(c.reinitializations, 1, "{c:?}");
+    assert_eq!(c.anomalies(), 0, "{c:?}");
     conn.transport.close().await;
 }
 

@@ -13,24 +13,6 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Sends one request for a legacy session with a plain hyper client (not mcpload's):
-/// its HTTP status.
-async fn session_request(method: &str, url: &str, session: &str, body: &'static str) -> u16 {
-    use http_body_util::Full;
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Full<bytes::Bytes>>();
-    let req = http::Request::builder()
-        .method(method)
-        .uri(url)
-        .header("mcp-session-id", session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(Full::new(bytes::Bytes::from_static(body.as_bytes())))
-        .unwrap();
-    client.request(req).await.unwrap().status().as_u16()
-}
-
 fn http(url: &str, protocol: ProtocolChoice) -> Connector {
     let opts = ConnectOptions {
         protocol,
@@ -153,7 +135,8 @@ async fn python_http_legacy_session_is_restarted_after_404() {
     assert_eq!(c.anomalies(), 0, "the refusal itself is no anomaly: {c:?}");
 
     // End the session behind the transport's back: the server then answers 404, and the
-    // transport opens a new session once, holding later requests until it is ready.
+    // transport opens a new session once, holding later requests until it is ready; each
+    // request refused for the lost session is sent again in the new one (a new request).
     let AnyTransport::Http(h) = &conn.transport else {
         panic!("an HTTP transport")
     };
@@ -163,9 +146,12 @@ async fn python_http_legacy_session_is_restarted_after_404() {
     let out = drive(&mut conn.transport, 200, 16, TIMEOUT, |id| op.request(id)).await;
     let c = &out.counters;
     assert_identity(c);
-    assert_eq!(c.session_restarts, 1, "{c:?}");
+    assert_eq!((c.reinitializations, c.reinit_failed), (1, 0), "{c:?}");
     assert!((1..=16).contains(&c.http_other), "{c:?}");
-    assert_eq!(c.ok + c.http_other, 200, "{c:?}");
+    assert_eq!(c.session_lost, c.http_other, "{c:?}");
+    assert_eq!(c.retries_session, c.http_other, "{c:?}");
+    assert_eq!((c.ok, c.requests), (200, 200 + c.http_other), "{c:?}");
+    assert_eq!(c.null_id, 0, "the refusal's error is no message: {c:?}");
     let AnyTransport::Http(h) = &conn.transport else {
         unreachable!()
     };

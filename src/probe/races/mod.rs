@@ -551,7 +551,8 @@ impl Pending {
                     );
                 }
             }
-            Event::Unreadable { .. } => {}
+            // Sent again in a new session under the same id: its answer is still to come.
+            Event::Retried { .. } | Event::Unreadable { .. } => {}
         }
         answered
     }

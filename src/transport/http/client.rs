@@ -47,6 +47,9 @@ pub struct HttpOptions {
     pub connect_timeout: Duration,
     /// Longest an exchange may stay open (request, answer and stream); `None`: unbounded.
     pub exchange_timeout: Option<Duration>,
+    /// Every HTTP 400 to a request that carried a session id says the session is gone (for
+    /// servers known to answer so); otherwise only a 400 whose JSON-RPC error says so does.
+    pub session_lost_on_400: bool,
 }
 
 impl Default for HttpOptions {
@@ -58,6 +61,7 @@ impl Default for HttpOptions {
             answer_budget: AnswerBudget::default(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             exchange_timeout: None,
+            session_lost_on_400: false,
         }
     }
 }
@@ -224,6 +228,8 @@ pub(super) struct RequestHead {
     /// Custom `Mcp-Method` / `Mcp-Name` headers, sent when a request carries none of its own.
     custom_method: Option<HeaderValue>,
     custom_name: Option<HeaderValue>,
+    /// It carries `Mcp-Session-Id`.
+    pub(super) session: bool,
 }
 
 impl RequestHead {
@@ -244,6 +250,7 @@ impl RequestHead {
             (&VERSION_HEADER, version),
             (&SESSION_HEADER, session),
         ];
+        let carries_session = session.or_else(|| custom.get(SESSION_HEADER)).is_some();
         for (name, value) in ours {
             if let Some(v) = value.or_else(|| custom.get(name)) {
                 push_header(&mut w, name.as_str(), v.as_bytes());
@@ -258,6 +265,7 @@ impl RequestHead {
             prefix: w,
             custom_method: custom.get(METHOD_HEADER).cloned(),
             custom_name: custom.get(NAME_HEADER).cloned(),
+            session: carries_session,
         }
     }
 

@@ -52,6 +52,9 @@ pub(super) struct Request {
     /// A resumption's `Last-Event-ID` (a GET), and how many resumptions the answer has had.
     pub(super) last_event_id: Option<http::HeaderValue>,
     pub(super) resumptions: u32,
+    /// A single load request (of the legacy era: no headers of its own) that is sent again in
+    /// a new session if its session turns out gone (once: a retry is not retried).
+    pub(super) retriable: bool,
 }
 
 impl Request {
@@ -72,6 +75,7 @@ impl Request {
             limit,
             last_event_id: None,
             resumptions: 0,
+            retriable: false,
         }
     }
 
@@ -95,12 +99,21 @@ impl Request {
 /// What an exchange stream yields to the transport.
 pub(super) enum Item {
     /// One of a load exchange's events.
-    Event { event: Event, generation: u64 },
+    Event(Event),
+    /// A load exchange's terminal event, its answer saying that the session it was sent in
+    /// is gone; with the request to send again in the new session, when it may be.
+    Lost {
+        event: Event,
+        generation: u64,
+        resend: Option<Box<Request>>,
+    },
     /// A side exchange's whole answer, or why there is none (boxed: a load exchange's items
     /// stay small).
     Reply {
         exchange: ExchangeId,
         reply: Box<Result<Reply, TransportError>>,
+        /// The answer said the session the request carried is gone.
+        session_lost: bool,
     },
     /// The answer's SSE stream ended early: resume it with this GET after `delay`.
     Resume {
@@ -138,6 +151,22 @@ pub(super) enum Phase {
     Done,
 }
 
+/// What tells that a request's session is gone (docs/metrics.md, "Sessions"), for a request
+/// that carried a session id.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SessionWatch {
+    /// Every 400 says so (`session_lost_on_400`), not only one whose error does.
+    pub(super) any_400: bool,
+}
+
+impl SessionWatch {
+    /// Whether an answer of `status` says the session is gone; `says`: its body held a
+    /// JSON-RPC error saying the session is unknown.
+    fn lost(self, status: u16, says: bool) -> bool {
+        status == 404 || status == 400 && (self.any_400 || says)
+    }
+}
+
 /// What an exchange owes the transport's pool when it ends.
 enum Owed {
     /// The connection taken or being opened: it comes back closed (`None`) unless its answer
@@ -149,6 +178,9 @@ enum Owed {
 }
 
 /// What becomes of an answer.
+// A load exchange's events live in the exchange's one allocation (its box); boxing them
+// would add an allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum Sink {
     Events(Events),
     /// Boxed: only side exchanges pay for it.
@@ -174,6 +206,13 @@ struct Events {
     answered: bool,
     /// What follows the events: a resumption, or the failure of one.
     then: Option<Output>,
+    /// The request carried a session id: how to tell its loss.
+    watch: Option<SessionWatch>,
+    /// An error in the answer said the session is unknown.
+    said_unknown: bool,
+    /// The request's body, kept to send it again if its session is gone (a legacy request:
+    /// no headers of its own).
+    resend: Option<bytes::Bytes>,
 }
 
 /// A side exchange's answer, gathered until its end.
@@ -209,10 +248,15 @@ pub(super) struct Exchange {
     owed: Owed,
     /// The id its stream is closed under to cancel it, if it is.
     closable: Option<Id>,
+    /// The request carried a session id: how to tell its loss.
+    watch: Option<SessionWatch>,
+    /// Its answer said the session is gone.
+    lost: bool,
 }
 
 impl Exchange {
-    /// The exchange of `request`, started in `phase` (its connection dialing or taken).
+    /// The exchange of `request`, started in `phase` (its connection dialing or taken);
+    /// `watch` when the request carried a session id.
     pub(super) fn new(
         request: Request,
         phase: Phase,
@@ -220,6 +264,7 @@ impl Exchange {
         max: usize,
         budget: Option<AnswerBudget>,
         closable: Option<Id>,
+        watch: Option<SessionWatch>,
     ) -> Self {
         let sink = if request.whole {
             Sink::Whole(Box::new(Whole {
@@ -242,6 +287,9 @@ impl Exchange {
                 sse: false,
                 answered: false,
                 then: None,
+                watch,
+                said_unknown: false,
+                resend: request.retriable.then_some(request.out.body),
             })
         };
         Exchange {
@@ -256,6 +304,8 @@ impl Exchange {
             budget,
             owed: Owed::Lost,
             closable,
+            watch,
+            lost: false,
         }
     }
 
@@ -311,7 +361,15 @@ impl Exchange {
         else {
             return;
         };
-        self.sink.finish(status, retry_after_s, reader.kind());
+        self.finish(status, retry_after_s, reader.kind());
+    }
+
+    /// The answer ended: whether it says the session is gone is settled here.
+    fn finish(&mut self, status: u16, retry_after_s: Option<u64>, body: BodyKind) {
+        self.lost = self
+            .watch
+            .is_some_and(|w| w.lost(status, self.sink.said_unknown()));
+        self.sink.finish(status, retry_after_s, body);
     }
 
     /// The body ended whole: the connection may serve again.
@@ -338,7 +396,7 @@ impl Exchange {
             e.then = Some(Output::Resume(Box::new(request), delay));
             return;
         }
-        sink.finish(status, retry_after_s, reader.kind());
+        self.finish(status, retry_after_s, reader.kind());
     }
 
     fn poll_output(&mut self, cx: &mut Context<'_>) -> Poll<Option<Output>> {
@@ -440,13 +498,19 @@ impl futures_util::Stream for Exchange {
             return Poll::Ready(Some(conn));
         }
         Poll::Ready(out.map(|out| match out {
-            Output::Event(event) => Item::Event {
-                event,
-                generation: this.generation,
-            },
+            Output::Event(event) if this.lost && event.is_terminal() => {
+                this.lost = false;
+                Item::Lost {
+                    resend: this.sink.resend(&event),
+                    event,
+                    generation: this.generation,
+                }
+            }
+            Output::Event(event) => Item::Event(event),
             Output::Reply(reply) => Item::Reply {
                 exchange: this.exchange,
                 reply,
+                session_lost: std::mem::take(&mut this.lost),
             },
             Output::Resume(request, delay) => Item::Resume { request, delay },
             Output::ResumeFailed => Item::ResumeFailed,
@@ -483,6 +547,33 @@ impl futures_util::Stream for Flow {
 }
 
 impl Sink {
+    /// An error in the answer said the session is unknown.
+    fn said_unknown(&self) -> bool {
+        match self {
+            Sink::Events(e) => e.said_unknown,
+            Sink::Whole(w) => w.messages.iter().any(|(_, m)| says_session_unknown(m)),
+        }
+    }
+
+    /// The request of a load exchange refused for its lost session, to send again: a
+    /// single request, once.
+    fn resend(&mut self, end: &Event) -> Option<Box<Request>> {
+        let (Sink::Events(e), Event::Refused { ids, .. }) = (self, end) else {
+            return None;
+        };
+        let [id] = ids.as_slice() else {
+            return None;
+        };
+        let body = e.resend.take()?;
+        let out = Outgoing::single(body, Some(id.clone()), Default::default());
+        Some(Box::new(Request::load(
+            e.exchange,
+            out,
+            e.limit,
+            tokio::time::Instant::now(),
+        )))
+    }
+
     fn pop(&mut self) -> Option<Output> {
         match self {
             // A failed resumption is told before the end it goes with: the worker may stop
@@ -561,10 +652,37 @@ impl Whole {
 }
 
 impl Events {
+    /// Looks at a message of an answer of `status` (>= 400) to a request that carried a
+    /// session: whether an error in it says the session is unknown; whether it answers the
+    /// request itself (then the request has its end and is not sent again). True when it is
+    /// the server saying the session is gone, which is no message: an error for none of its
+    /// ids (id null, absent or another) in a 404, or in a 400 that says so (any 400 with
+    /// `session_lost_on_400`).
+    fn is_session_refusal(&mut self, status: u16, bytes: &[u8]) -> bool {
+        let Some(watch) = self.watch else {
+            return false;
+        };
+        if !matches!(status, 400 | 404) {
+            return false;
+        }
+        self.said_unknown |= status == 400 && says_session_unknown(bytes);
+        if !is_refusal_error(bytes, &self.ids) {
+            if response_id(bytes).is_some_and(|id| self.ids.contains(&id)) {
+                self.resend = None;
+            }
+            return false;
+        }
+        watch.lost(status, self.said_unknown)
+    }
+
     fn piece(&mut self, p: Piece, status: u16) {
         let exchange = Some(self.exchange);
         match p {
             Piece::Message(at, bytes) => {
+                if status >= 400 && self.is_session_refusal(status, &bytes) {
+                    // The refusal itself, like a refused batch's one error: not a message.
+                    return;
+                }
                 if self.batch && status >= 400 {
                     if !starts_array(&bytes) {
                         // The server's one answer to a batch it refused: the refusal itself.
@@ -614,6 +732,7 @@ impl Events {
             limit: self.limit,
             last_event_id: Some(last_event_id),
             resumptions: self.resumptions + 1,
+            retriable: false,
         })
     }
 
@@ -673,6 +792,57 @@ fn error_code(b: &[u8]) -> Option<i64> {
     serde_json::from_slice::<E>(b).ok().map(|e| e.error.code)
 }
 
+/// Whether a JSON text is an error response for none of `ids` (its id null, absent, or
+/// another): what a server answers a request it refused before reading it.
+fn is_refusal_error(b: &[u8], ids: &[Id]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct E<'a> {
+        #[serde(default)]
+        id: Option<Id>,
+        #[serde(borrow)]
+        error: Option<&'a serde_json::value::RawValue>,
+    }
+    serde_json::from_slice::<E>(b)
+        .is_ok_and(|e| e.error.is_some() && e.id.is_none_or(|id| !ids.contains(&id)))
+}
+
+/// Whether a JSON text is an error saying the request's session is unknown: the code the
+/// SDKs give it (-32001), or a message naming a session as not found, unknown, invalid,
+/// expired or terminated ("Bad Request: No valid session ID provided", "Session not
+/// found").
+pub(super) fn says_session_unknown(b: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct E {
+        error: C,
+    }
+    #[derive(serde::Deserialize)]
+    struct C {
+        #[serde(default)]
+        code: Option<i64>,
+        #[serde(default)]
+        message: String,
+    }
+    let Ok(e) = serde_json::from_slice::<E>(b) else {
+        return false;
+    };
+    let m = e.error.message.to_ascii_lowercase();
+    e.error.code == Some(SESSION_NOT_FOUND)
+        || m.contains("session")
+            && [
+                "not found",
+                "unknown",
+                "no valid",
+                "invalid",
+                "expired",
+                "terminated",
+            ]
+            .iter()
+            .any(|w| m.contains(w))
+}
+
+/// The JSON-RPC error code the SDKs' servers give an unknown session.
+const SESSION_NOT_FOUND: i64 = -32001;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -683,6 +853,29 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn a_phase_stays_small_enough_to_move_inline() {
         assert!(size_of::<Phase>() <= 112, "{} bytes", size_of::<Phase>());
+    }
+
+    #[test]
+    fn an_error_saying_the_session_is_unknown_is_recognised() {
+        for says in [
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":-32600,"message":"unknown session"}}"#,
+        ] {
+            assert!(says_session_unknown(says.as_bytes()), "{says}");
+            assert!(is_refusal_error(says.as_bytes(), &[Id::Num(7)]), "{says}");
+        }
+        for not in [
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: Mcp-Session-Id header is required"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"session":"not found"}}"#,
+            "Session not found",
+        ] {
+            assert!(!says_session_unknown(not.as_bytes()), "{not}");
+        }
+        let mine = br#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":""}}"#;
+        assert!(!is_refusal_error(mine, &[Id::Num(7)]));
+        assert!(is_refusal_error(mine, &[Id::Num(8)]));
     }
 
     #[test]

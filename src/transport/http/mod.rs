@@ -37,7 +37,7 @@ use crate::jsonrpc::Id;
 use crate::metrics::Counters;
 use client::RequestHead;
 use connection::Connection;
-use exchange::{Exchange, Flow, Item, Phase, Request};
+use exchange::{Exchange, Flow, Item, Phase, Request, SessionWatch};
 use futures_util::StreamExt;
 use futures_util::stream::{AbortHandle, Abortable, SelectAll};
 use http::{HeaderValue, Uri};
@@ -63,7 +63,12 @@ pub struct HttpTransport {
     generation: u64,
     legacy_init: Option<Arc<LegacyInit>>,
     restarting: bool,
-    held: Vec<(ExchangeId, Outgoing)>,
+    /// When the restart in progress began.
+    restart_began: tokio::time::Instant,
+    /// Load requests waiting for the restart to end (each sent then in the new session).
+    held: Vec<Request>,
+    /// Every HTTP 400 to a request that carried the session says it is gone.
+    session_lost_on_400: bool,
     cancel_style: CancelStyle,
     /// Abort handles of single-request exchanges, by request id (`CloseStream` only).
     streams: FxHashMap<Id, (ExchangeId, AbortHandle)>,
@@ -78,6 +83,8 @@ pub struct HttpTransport {
     next_exchange: u64,
     ready: VecDeque<Event>,
     counters: TransportCounters,
+    /// What `counters` handed over so far.
+    handed: Counters,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -105,7 +112,9 @@ impl HttpTransport {
             generation: 0,
             legacy_init: None,
             restarting: false,
+            restart_began: tokio::time::Instant::now(),
             held: Vec::new(),
+            session_lost_on_400: opts.session_lost_on_400,
             cancel_style: CancelStyle::Notify,
             streams: FxHashMap::default(),
             lingering: VecDeque::new(),
@@ -116,6 +125,7 @@ impl HttpTransport {
             next_exchange: 0,
             ready: VecDeque::new(),
             counters: TransportCounters::default(),
+            handed: Counters::default(),
         }
     }
 
@@ -140,7 +150,8 @@ impl HttpTransport {
         self.session.as_ref()
     }
 
-    /// Enables re-initialization when the server answers 404 for the session.
+    /// Enables re-initialization when the server says the session is gone (and the retry
+    /// of the requests it refused for it).
     pub fn set_legacy_init(&mut self, init: LegacyInit) {
         self.legacy_init = Some(Arc::new(init));
     }
@@ -198,6 +209,13 @@ impl HttpTransport {
             }
         };
         self.counters.reconnects_before_send += u64::from(found_closed);
+        let carries_session = request
+            .head
+            .as_ref()
+            .map_or(self.head.session, |h| h.session);
+        let watch = carries_session.then_some(SessionWatch {
+            any_400: self.session_lost_on_400,
+        });
         let exchange = request.exchange;
         // A single request's stream is closed to cancel it (2026-07-28), or to free its
         // connection for the requests behind it.
@@ -211,6 +229,7 @@ impl HttpTransport {
             self.max_message_bytes,
             Some(self.answer_budget.clone()),
             closable.clone(),
+            watch,
         ));
         let flow = if let Some(id) = closable {
             let (handle, reg) = AbortHandle::new_pair();
@@ -264,9 +283,24 @@ impl HttpTransport {
     /// Bookkeeping for what an exchange yielded; a load event is handed on.
     fn on_item(&mut self, item: Item) -> Option<Event> {
         match item {
-            Item::Event { event, generation } => {
-                self.on_event(&event, generation);
+            Item::Event(event) => {
+                self.on_event(&event);
                 return Some(event);
+            }
+            Item::Lost {
+                event,
+                generation,
+                resend,
+            } => {
+                self.counters.session_lost += 1;
+                self.on_event(&event);
+                if self.legacy_init.is_some() && generation == self.generation && !self.restarting {
+                    self.start_restart();
+                }
+                return Some(match resend {
+                    Some(request) => self.retry(event, request),
+                    None => event,
+                });
             }
             Item::Conn {
                 exchange,
@@ -279,7 +313,14 @@ impl HttpTransport {
                 self.answer_read(exchange);
                 self.on_conn(back);
             }
-            Item::Reply { exchange, reply } => self.on_reply(exchange, *reply),
+            Item::Reply {
+                exchange,
+                reply,
+                session_lost,
+            } => {
+                self.counters.session_lost += u64::from(session_lost);
+                self.on_reply(exchange, *reply);
+            }
             Item::Resume { request, delay } => {
                 self.counters.sse_resumptions += 1;
                 let at = request.resume_at(delay);
@@ -297,16 +338,12 @@ impl HttpTransport {
     }
 
     /// Bookkeeping for an event about to be handed over.
-    fn on_event(&mut self, event: &Event, generation: u64) {
-        let (exchange, ids, status) = match event {
-            Event::Closed { exchange, ids, .. } => (Some(*exchange), ids, None),
-            Event::Failed { exchange, ids, .. } => (*exchange, ids, None),
-            Event::Refused {
-                exchange,
-                ids,
-                status,
-                ..
-            } => (Some(*exchange), ids, Some(*status)),
+    fn on_event(&mut self, event: &Event) {
+        let (exchange, ids) = match event {
+            Event::Closed { exchange, ids, .. } | Event::Refused { exchange, ids, .. } => {
+                (Some(*exchange), ids)
+            }
+            Event::Failed { exchange, ids, .. } => (*exchange, ids),
             _ => return,
         };
         self.open -= 1;
@@ -315,14 +352,42 @@ impl HttpTransport {
                 self.forget_stream(id, exchange);
             }
         }
-        if status == Some(404)
-            && self.legacy_init.is_some()
-            && self.session.is_some()
-            && generation == self.generation
-            && !self.restarting
-        {
-            self.start_restart();
+    }
+
+    /// Sends `request`, refused (`refused`) because its session is gone, again in the new
+    /// session: once the restart in progress is over, or now when the session was already
+    /// replaced. The refusal becomes [`Event::Retried`].
+    fn retry(&mut self, refused: Event, mut request: Box<Request>) -> Event {
+        let Event::Refused { exchange, ids, .. } = refused else {
+            return refused;
+        };
+        request.exchange = self.next_exchange();
+        self.open += 1;
+        self.counters.retries_session += 1;
+        if self.restarting {
+            self.held.push(*request);
+        } else {
+            request.since = tokio::time::Instant::now();
+            self.launch(*request);
         }
+        Event::Retried { exchange, ids }
+    }
+
+    /// A load request about to be sent: one request alone may be sent again if its session
+    /// turns out gone (sessions are the legacy era's, whose requests carry no headers of
+    /// their own).
+    fn load_request(&self, ex: ExchangeId, out: Outgoing) -> Request {
+        let h = &out.headers;
+        let retriable = self.legacy_init.is_some()
+            && !out.batch
+            && out.ids.len() == 1
+            && h.method.is_none()
+            && h.name.is_none()
+            && h.params.is_none();
+        let mut request =
+            Request::load(ex, out, self.exchange_timeout, tokio::time::Instant::now());
+        request.retriable = retriable;
+        request
     }
 }
 
@@ -330,17 +395,22 @@ impl Transport for HttpTransport {
     fn send(&mut self, out: Outgoing) -> ExchangeId {
         let ex = self.next_exchange();
         self.open += 1;
+        let request = self.load_request(ex, out);
         if self.restarting {
-            self.held.push((ex, out));
+            self.held.push(request);
         } else {
-            let request =
-                Request::load(ex, out, self.exchange_timeout, tokio::time::Instant::now());
             self.launch(request);
         }
         ex
     }
 
     fn cancel(&mut self, id: &Id) -> Cancelled {
+        if let Some(at) = self.held.iter().position(|r| r.is_single(id)) {
+            // Held for a session restart: never sent.
+            self.held.remove(at);
+            self.open -= 1;
+            return Cancelled::Unsent;
+        }
         if self.pool.withdraw(|r| r.is_single(id)).is_some() {
             // Never sent: nothing to tell the server.
             self.open -= 1;
@@ -383,10 +453,18 @@ impl Transport for HttpTransport {
     }
 
     fn take_counters(&mut self, into: &mut Counters) {
-        self.counters.drain_into(into);
+        self.counters.hand_over(into, &mut self.handed);
+    }
+
+    fn add_totals(&self, into: &mut Counters) {
+        *into += &self.handed;
+        self.counters.clone().drain_into(into);
     }
 
     async fn close(&mut self) {
+        // A session restart in progress ends first: the server may have opened the new
+        // session already, and the DELETE must end that one.
+        self.finish_restart().await;
         // Every exchange in flight goes, with its connection; the idle ones stay for the
         // session's DELETE.
         self.exchanges = SelectAll::new();
@@ -650,6 +728,106 @@ mod tests {
             t.pool.counts(),
             (1, 1),
             "the closed one is no longer counted"
+        );
+    }
+
+    /// Issue #13: a burst of sends finds many idle connections the server closed (10,000
+    /// tasks' polls falling due together, after the target closed the connections idle for
+    /// 30 s). Each is found closed, however many the burst takes in one turn of the task:
+    /// tokio's cooperative budget (128 socket polls a turn) once made every look past it
+    /// read as quiet, and those requests were written to closed connections and lost.
+    #[tokio::test]
+    async fn a_burst_finds_every_idle_connection_the_server_closed() {
+        use crate::transport::wire_for_tests::read_request;
+        use tokio::io::AsyncWriteExt;
+        const N: usize = 300;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        // Answers every request; the first N connections are closed after their one answer.
+        let closed = Arc::new(AtomicUsize::new(0));
+        let counted = closed.clone();
+        tokio::spawn(async move {
+            let mut accepted = 0;
+            while let Ok((mut sock, _)) = listener.accept().await {
+                accepted += 1;
+                let close = (accepted <= N).then(|| counted.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    while read_request(&mut sock, &mut buf).await.is_some() {
+                        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            answer.len()
+                        );
+                        let _ = sock.write_all(head.as_bytes()).await;
+                        let _ = sock.write_all(answer).await;
+                        if let Some(c) = &close {
+                            drop(sock);
+                            c.fetch_add(1, SeqCst);
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let opts = HttpOptions {
+            pool_size: N,
+            ..HttpOptions::default()
+        };
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let ping = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        let burst = |t: &mut HttpTransport| {
+            for i in 0..N {
+                t.send(Outgoing::single(
+                    ping.clone(),
+                    Some(Id::Num(i as i64)),
+                    McpHeaders::default(),
+                ));
+            }
+        };
+        let answered = async |t: &mut HttpTransport| {
+            let mut ok = 0;
+            let mut ended = 0;
+            while ended < N {
+                let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+                    .await
+                    .expect("an answer or a failure");
+                match ev {
+                    Event::Closed { status: 200, .. } => (ok, ended) = (ok + 1, ended + 1),
+                    Event::Closed { .. } | Event::Failed { .. } => ended += 1,
+                    _ => {}
+                }
+            }
+            ok
+        };
+        // N connections at once, each answered, then closed by the server.
+        burst(&mut t);
+        assert_eq!(answered(&mut t).await, N);
+        assert_eq!(t.pool.counts(), (N, N));
+        let all_closed = async {
+            while closed.load(SeqCst) < N {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            // One more turn of the runtime, so that its reactor has seen every close.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        tokio::time::timeout(Duration::from_secs(10), all_closed)
+            .await
+            .expect("the server closes them");
+        // The next burst, sent in one turn, finds each closed and goes out on fresh ones.
+        burst(&mut t);
+        assert_eq!(
+            answered(&mut t).await,
+            N,
+            "every request of the burst answered"
+        );
+        let mut c = Counters::default();
+        t.take_counters(&mut c);
+        assert_eq!(
+            c.reconnects_before_send, 1,
+            "found in the burst's first send"
         );
     }
 

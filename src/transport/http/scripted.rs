@@ -30,7 +30,7 @@ pub fn read_answer(reads: Vec<Vec<u8>>, max: usize) -> Vec<String> {
         McpHeaders::default(),
     );
     let request = Request::load(ExchangeId(0), out, None, tokio::time::Instant::now());
-    let mut exchange = Exchange::new(request, Phase::Head(conn), 0, max, None, None);
+    let mut exchange = Exchange::new(request, Phase::Head(conn), 0, max, None, None, None);
     let mut cx = Context::from_waker(Waker::noop());
     let mut lines = Vec::new();
     let mut terminal = 0;
@@ -68,7 +68,8 @@ pub fn read_answer(reads: Vec<Vec<u8>>, max: usize) -> Vec<String> {
                 )
             }
             Item::ResumeFailed | Item::Due(_) => panic!("a first answer is never a resumption"),
-            Item::Event { event, .. } => {
+            Item::Lost { .. } => panic!("a request without a session never loses one"),
+            Item::Event(event) => {
                 assert_eq!(terminal, 0, "an event after the end: {event:?}");
                 match event {
                     Event::Message { bytes, .. } => {
@@ -95,6 +96,7 @@ pub fn read_answer(reads: Vec<Vec<u8>>, max: usize) -> Vec<String> {
                         terminal += 1;
                         format!("failed {error}")
                     }
+                    Event::Retried { .. } => panic!("only the transport retries"),
                     Event::Down { .. } => panic!("HTTP is never down"),
                 }
             }

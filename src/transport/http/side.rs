@@ -78,6 +78,7 @@ impl HttpTransport {
             limit: Some(limit),
             last_event_id: None,
             resumptions: 0,
+            retriable: false,
         });
     }
 

@@ -158,3 +158,26 @@ pub(crate) fn target_stats(url: &str) -> Value {
     };
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
+
+/// Sends one request for a legacy session with a plain hyper client (not mcpload's):
+/// its HTTP status.
+pub(crate) async fn session_request(
+    method: &str,
+    url: &str,
+    session: &str,
+    body: &'static str,
+) -> u16 {
+    use http_body_util::Full;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<bytes::Bytes>>();
+    let req = http::Request::builder()
+        .method(method)
+        .uri(url)
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(Full::new(bytes::Bytes::from_static(body.as_bytes())))
+        .unwrap();
+    client.request(req).await.unwrap().status().as_u16()
+}
