@@ -78,40 +78,10 @@ echo "$users users, ${secs}s, target $url, open-files limit: soft $(ulimit -Sn),
 PYTHONPATH="$root/benches" python3 - "$secs" "$out" "$run" \
     "$mcpload" run -q "$run/profile.toml" -c "$users" -d "${secs}s" --warmup 0s \
     --out "$run/run" <<'PY' && rm -rf "$run" || { echo "kept $run"; exit 1; }
-import csv, subprocess, sys, time
-from process_trend import fit, rss_limit, sample, verdict
+import csv, sys
+from process_trend import rss_flat, watch
 secs, csv_path, run_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-cmd = sys.argv[4:]
-
-log = open(f"{run_dir}/stdout.log", "w")
-p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-t0 = time.monotonic()
-deadline = t0 + secs + 120
-rows = []  # (t_s, rss_kib, fds, conns, cpu_s)
-peak = 0
-with open(csv_path, "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["t_s", "rss_kib", "fds", "conns", "cpu_s"])
-    k = 1
-    while p.poll() is None:
-        if time.monotonic() > deadline:
-            p.kill()
-            p.wait()
-            sys.exit(f"mcpload still running {secs + 120}s after start; killed")
-        time.sleep(max(0.0, t0 + k - time.monotonic()))
-        k += 1
-        try:
-            rss, fds, conns, cpu = sample(p.pid)
-            with open(f"/proc/{p.pid}/status") as s:
-                peak = next(int(l.split()[1]) for l in s if l.startswith("VmHWM:"))
-        except (FileNotFoundError, ProcessLookupError, StopIteration):
-            continue  # it ended between two looks
-        t = time.monotonic() - t0
-        rows.append((t, rss, fds, conns, cpu))
-        w.writerow([f"{t:.3f}", rss, fds, conns, f"{cpu:.2f}"])
-        f.flush()
-if p.returncode != 0:
-    sys.exit(f"mcpload run exited {p.returncode}; see {run_dir}/stdout.log")
+rows, peak = watch(sys.argv[4:], secs, csv_path, f"{run_dir}/stdout.log")
 step = next(csv.DictReader(open(f"{run_dir}/run/steps.csv")))
 print(f"requests {step['requests']} ({float(step['throughput_rps']):.0f}/s), errors "
       f"{step['errors']}, timeouts {step['timeouts']}, transport errors "
@@ -120,27 +90,8 @@ print(f"requests {step['requests']} ({float(step['throughput_rps']):.0f}/s), err
 if step["transport_error"]:
     print(f"first transport error: {step['transport_error']}")
 print("iterations: " + ", ".join(f"{k} {v}" for k, v in step.items() if k.startswith("iter")))
-
-mark = min(60.0, secs / 5)
-during = [r for r in rows if r[0] <= secs]
-steady = [r for r in during if r[0] >= mark]
-if len(steady) < 20:
-    sys.exit(f"{len(steady)} samples after {mark:.0f}s; raise SECS")
-first, last = steady[0], steady[-1]
-growth = 100 * (last[1] - first[1]) / first[1]
-span = last[0] - first[0]
-b, se, mean = fit([(r[0], r[1]) for r in steady])
-limit = rss_limit(mean)
-trend = verdict(b * span, se * span, limit)
-flat = abs(growth) <= 10 and trend == "flat"
+flat = rss_flat(rows, secs, peak)
 cpu_run = rows[-1][4]
-print(f"RSS peak {peak / 1024:.1f} MiB (VmHWM, the report included); at {first[0]:.0f}s "
-      f"{first[1] / 1024:.1f} MiB, at the step's end ({last[0]:.0f}s) {last[1] / 1024:.1f} MiB, "
-      f"{growth:+.1f}%; between them min {min(r[1] for r in steady) / 1024:.1f}, max "
-      f"{max(r[1] for r in steady) / 1024:.1f}, fitted slope {b * 60:+.1f} KiB/min, growth "
-      f"{b * span:+.0f} ± {2 * se * span:.0f} KiB, limit {limit:.0f}: {trend}")
-print(f"descriptors at most {max(r[2] for r in rows)}, TCP sockets at most "
-      f"{max(r[3] for r in rows)} (at the step's end {last[3]})")
 print(f"CPU {cpu_run:.1f} s over the run ({100 * cpu_run / rows[-1][0]:.0f} % of a core), "
       f"{1e6 * cpu_run / max(1, int(step['requests'])):.1f} us per request")
 print(f"verdict: RSS {'FLAT' if flat else 'NOT FLAT'}")

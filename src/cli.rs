@@ -48,7 +48,7 @@ pub(crate) enum Command {
     /// Tell how a server treats the cases that break pairing (batches, colliding and null ids,
     /// malformed JSON, unknown methods, cancellation) and whether it runs tasks and asks for
     /// input, after connecting to it as a load run would: era and version agreed,
-    /// capabilities, tools.
+    /// capabilities, tools. With --races: what breaks only under concurrency.
     Probe(Box<ProbeArgs>),
 }
 
@@ -162,6 +162,29 @@ pub(crate) struct ServeArgs {
     /// [default: 10000].
     #[arg(long, value_name = "N")]
     pub max_jobs: Option<usize>,
+    /// Job API, a bug on purpose: every Nth job_start naming a known request_key starts a
+    /// new job anyway (a double effect, or an accepted conflict); 0: off [default: 0].
+    #[arg(long, value_name = "N")]
+    pub job_key_break_every: Option<u64>,
+    /// Races, a bug on purpose: counter_add reads, pauses --race-window-ms, then writes,
+    /// overwriting what others added meanwhile (default: atomic).
+    #[arg(long)]
+    pub racy: bool,
+    /// With --racy: milliseconds between the read and the write (0: a yield) [default: 1].
+    #[arg(long, value_name = "MS")]
+    pub race_window_ms: Option<u64>,
+    /// Races: counter_read sees a write only MS after it was made (eventually consistent)
+    /// [default: 0].
+    #[arg(long, value_name = "MS")]
+    pub read_lag_ms: Option<u64>,
+    /// Races: the first tools/call starts a lazy initialisation of MS that every call waits
+    /// for [default: 0: none].
+    #[arg(long, value_name = "MS")]
+    pub lazy_init_ms: Option<u64>,
+    /// Races, a bug on purpose: K calls waiting on the lazy initialisation at once deadlock
+    /// it: they and every later call hang forever (needs --lazy-init-ms) [default: 0: off].
+    #[arg(long, value_name = "K")]
+    pub first_call_deadlock: Option<u32>,
     /// Tasks: a task's ttl in ms, and the most a 2025-11-25 `params.task.ttl` gets
     /// [default: 300000].
     #[arg(long, value_name = "MS")]
@@ -302,6 +325,12 @@ impl ServeArgs {
             job_lose_every: self.job_lose_every.unwrap_or(d.job_lose_every),
             job_ttl_ms: self.job_ttl_ms.unwrap_or(d.job_ttl_ms),
             max_jobs: self.max_jobs.unwrap_or(d.max_jobs),
+            job_key_break_every: self.job_key_break_every.unwrap_or(d.job_key_break_every),
+            racy: self.racy || d.racy,
+            race_window_ms: self.race_window_ms.unwrap_or(d.race_window_ms),
+            read_lag_ms: self.read_lag_ms.unwrap_or(d.read_lag_ms),
+            lazy_init_ms: self.lazy_init_ms.unwrap_or(d.lazy_init_ms),
+            first_call_deadlock: self.first_call_deadlock.unwrap_or(d.first_call_deadlock),
             task_ttl_ms: self.task_ttl_ms.unwrap_or(d.task_ttl_ms),
             task_poll_interval_ms: self
                 .task_poll_interval_ms
@@ -521,15 +550,16 @@ impl CompareArgs {
     }
 }
 
-/// Arguments of `mcpload probe`: one target, `--url` or `--stdio`.
+/// Arguments of `mcpload probe`: one target, `--url` or `--stdio` (with `--races` also
+/// `--builtin`, or a profile's `[target]`).
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["url", "stdio"])))]
+#[command(group(clap::ArgGroup::new("target").required(true).multiple(true).args(["url", "stdio", "builtin", "profile"])))]
 pub(crate) struct ProbeArgs {
     /// The server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["stdio", "builtin"])]
     pub url: Option<String>,
     /// Run the server as a child process and speak stdio: "COMMAND ARGS".
-    #[arg(long, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND", conflicts_with = "builtin")]
     pub stdio: Option<String>,
     /// An HTTP header "Name: value" for every request (repeatable); ${VAR} in the value is
     /// read from the environment, so secrets stay off the command line.
@@ -586,10 +616,48 @@ pub(crate) struct ProbeArgs {
     /// Save a stdio server's stderr to FILE.
     #[arg(long, value_name = "FILE")]
     pub stderr: Option<PathBuf>,
+    /// Run the race checks instead: first calls at once on a fresh server, lost updates,
+    /// idempotency, read-your-write (the calls from the profile's [races], else the
+    /// built-in target's tools when the server lists them).
+    #[arg(long)]
+    pub races: bool,
+    /// With --races: a profile whose [target] is probed (--url, --stdio, --builtin override
+    /// it) and whose [races] table names the calls.
+    #[arg(requires = "races", value_name = "PROFILE")]
+    pub profile: Option<PathBuf>,
+    /// With --races: the built-in target (its knobs from the profile's [target.builtin]),
+    /// started afresh for each first-call attempt.
+    #[arg(long, requires = "races")]
+    pub builtin: bool,
+    /// With --races: calls sent at once by each check [default: 64, or the profile's].
+    #[arg(long, value_name = "N", requires = "races")]
+    pub concurrency: Option<usize>,
+    /// With --races, over stdio or against the built-in target: first-call bursts, each on
+    /// a fresh child or server [default: 1] (a URL's server is fresh only once: 1).
+    #[arg(long, value_name = "N", requires = "races")]
+    pub attempts: Option<u32>,
+    /// With --races: a first call unanswered this long is waited for up to --slow-within;
+    /// answered by then it is slow, else it hangs [default: 2s].
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, requires = "races")]
+    pub hang_after: Option<Duration>,
+    /// With --races: how long a first call unanswered at --hang-after is waited for
+    /// [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, requires = "races")]
+    pub slow_within: Option<Duration>,
+    /// With --races: run only this check: first_call, lost_updates, idempotency,
+    /// read_your_write (repeatable) [default: the profile's, else all].
+    #[arg(long = "check", value_name = "CHECK", requires = "races", value_parser = PossibleValuesParser::new(mcpload::profile::races::CHECKS))]
+    pub checks: Vec<String>,
+    /// With --races: how long the other checks' calls may take [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, requires = "races")]
+    pub timeout: Option<Duration>,
 }
 
 impl ProbeArgs {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
+        if self.races {
+            return self.run_races().await;
+        }
         use mcpload::client::{ConnectOptions, Connector, Endpoint};
         let target = match (self.url, self.stdio) {
             (Some(url), _) => Endpoint::http(url, self.headers),
@@ -957,6 +1025,93 @@ impl RunArgs {
         }
         if !outcome.failed_gates.is_empty() {
             anyhow::bail!("thresholds failed: {}", outcome.failed_gates.join(", "));
+        }
+        Ok(())
+    }
+}
+
+impl ProbeArgs {
+    /// `probe --races`: the target and the checks from the profile and the flags.
+    async fn run_races(self) -> anyhow::Result<()> {
+        use mcpload::client::{Endpoint, ProtocolChoice};
+        use mcpload::probe::races::{RaceTarget, render_races, run_races};
+        let usage = |e: String| UsageError(anyhow::anyhow!(e));
+        let profile = match &self.profile {
+            Some(p) => Some(
+                mcpload::profile::Source::read(p)
+                    .and_then(|s| s.parse())
+                    .map_err(|e| usage(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let base = self
+            .profile
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let target = match (&self.url, &self.stdio, self.builtin, &profile) {
+            (Some(url), ..) => {
+                RaceTarget::Endpoint(Endpoint::http(url.clone(), self.headers.clone()))
+            }
+            (None, Some(cmd), ..) => {
+                let mut t = Endpoint::stdio(cmd).map_err(|e| usage(e.to_string()))?;
+                if let Endpoint::Stdio(o) = &mut t {
+                    o.stderr = self.stderr.clone();
+                }
+                RaceTarget::Endpoint(t)
+            }
+            (None, None, true, p) => RaceTarget::Builtin(Box::new(
+                p.as_ref()
+                    .and_then(|p| p.target.get_ref().builtin.clone())
+                    .unwrap_or_default(),
+            )),
+            (None, None, false, Some(p)) => RaceTarget::of_profile(p.target.get_ref(), &base)
+                .map_err(|e| usage(e.to_string()))?,
+            (None, None, false, None) => unreachable!("clap requires a target"),
+        };
+        let mut checks = profile
+            .as_ref()
+            .and_then(|p| p.races.clone())
+            .unwrap_or_default();
+        if let Some(n) = self.concurrency {
+            if !(1..=mcpload::profile::races::CONCURRENCY_MAX).contains(&n) {
+                return Err(usage(format!(
+                    "--concurrency {n}: from 1 to {}",
+                    mcpload::profile::races::CONCURRENCY_MAX
+                ))
+                .into());
+            }
+            checks.concurrency = n;
+        }
+        checks.timeout = self.timeout.unwrap_or(checks.timeout);
+        if !self.checks.is_empty() {
+            checks.only = self.checks.clone();
+        }
+        let fc = &mut checks.first_call;
+        fc.attempts = self.attempts.unwrap_or(fc.attempts).max(1);
+        fc.hang_after = self.hang_after.unwrap_or(fc.hang_after);
+        fc.slow_within = self.slow_within.unwrap_or(fc.slow_within);
+        if fc.slow_within <= fc.hang_after {
+            return Err(usage("--slow-within must be longer than --hang-after".into()).into());
+        }
+        if fc.attempts > 1 && matches!(target, RaceTarget::Endpoint(Endpoint::Http { .. })) {
+            eprintln!(
+                "mcpload: --attempts {}: a URL's server is fresh only once; one first-call burst",
+                fc.attempts
+            );
+        }
+        let protocol = match (self.protocol, &profile) {
+            (ProtocolChoice::Auto, Some(p)) => p.target.get_ref().protocol,
+            (chosen, _) => chosen,
+        };
+        let report = run_races(&target, &checks, protocol).await?;
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+        } else {
+            out.write_all(render_races(&report).as_bytes())?;
         }
         Ok(())
     }

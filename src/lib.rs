@@ -22,7 +22,8 @@
 //!   `StepSink`.
 //! - [`report`]: sinks and readers: the run folder, terminal, report.html, progress.
 //! - [`run`]: `mcpload run`: flags and profile become a plan; the plan runs.
-//! - [`probe`]: `mcpload probe`: one verdict per pairing edge case; tasks and input rounds.
+//! - [`probe`]: `mcpload probe`: one verdict per pairing edge case; tasks and input rounds;
+//!   `--races`, the race checks.
 
 pub mod analysis;
 pub mod auth;

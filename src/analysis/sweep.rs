@@ -5,8 +5,8 @@
 use super::knee::Knee;
 use super::verdict::{StopCriteria, Tripped, judge};
 use crate::metrics::{
-    FlowSummary, OpSummary, RetriesByCause, ScenarioNames, ScenarioSummary, Stats, StepFacts,
-    StepSummary, Verdict,
+    Finding, FlowSummary, OpSummary, RetriesByCause, ScenarioNames, ScenarioSummary, Stats,
+    StepFacts, StepSummary, Verdict,
 };
 use std::collections::BTreeMap;
 
@@ -29,6 +29,8 @@ pub struct JudgedStep {
     pub scenarios: Vec<ScenarioSummary>,
     /// Tasks and input rounds, whole (summary.json); none without them.
     pub flows: Option<FlowSummary>,
+    /// The first findings of the scenarios' `tally` steps, each with this step's number.
+    pub findings: Vec<Finding>,
 }
 
 impl JudgedStep {
@@ -82,6 +84,15 @@ impl SweepJudge {
         self.steps.push(judged);
         let ops = OpSummary::rows(&figures, stats, &self.op_names);
         let scenarios = ScenarioSummary::rows(&figures, &stats.scenarios, &self.scenario_names);
+        let findings = stats
+            .scenarios
+            .iter()
+            .flat_map(|sc| &sc.tallies.findings)
+            .map(|f| Finding {
+                step: Some(figures.step),
+                ..f.clone()
+            })
+            .collect();
         JudgedStep {
             figures,
             tripped: judgement.tripped,
@@ -91,6 +102,7 @@ impl SweepJudge {
             ops,
             scenarios,
             flows: stats.flows.as_deref().map(FlowSummary::of),
+            findings,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Scenario iterations inside one worker: starting them, sending each step's calls, taking
 //! up the answers the correlator hands back (captures, poll conditions, joins), timers for
-//! polls and think times, assertions, and the counts of scenarios.csv. Worker-local like the
+//! polls and think times, assertions, tallies of defects, and the counts of scenarios.csv. Worker-local like the
 //! rest of the hot loop; an iteration is addressed by its slot and a generation, so an answer
 //! that comes back for an iteration already ended is ignored.
 
@@ -10,7 +10,7 @@ use crate::correlator::{Class, End, Outcome, Owner, Sent, Settled, Tag};
 use crate::jsonrpc::Id;
 use crate::load::mix::Bound;
 use crate::load::scenario::{Call, Poll, Scenario, Scenarios, StepKind, draw};
-use crate::metrics::{EXPECT_PREFIX, ScenarioStats};
+use crate::metrics::{EXPECT_PREFIX, Finding, ScenarioStats};
 use crate::profile::expr::{Root, Scope};
 use crate::transport::{AnyTransport, Outgoing, Transport};
 use bytes::Bytes;
@@ -40,7 +40,12 @@ struct Iteration {
     /// Polls of the current poll step, and of the whole iteration.
     step_polls: u64,
     polls: u64,
+    /// With a `tally` step: the ids it sent (the first [`IDS_SENT_KEPT`]), for evidence.
+    sent: Option<Vec<Id>>,
 }
+
+/// Request ids an iteration keeps for a tally's evidence.
+const IDS_SENT_KEPT: usize = 256;
 
 /// How one iteration's turn ended.
 enum Turn {
@@ -132,6 +137,7 @@ impl Runner {
             member_failure: None,
             step_polls: 0,
             polls: 0,
+            sent: sc.list[scenario].tallies.then(Vec::new),
         });
         let turn = self.run_step(sc, s, t, slot, due, now);
         self.conclude(sc, slot, turn, now);
@@ -218,9 +224,18 @@ impl Runner {
             StepKind::Call(c) => self.send(s, t, slot, c, 0, due, now),
             StepKind::Poll(p) => self.send(s, t, slot, &p.call, 0, due, now),
             StepKind::Parallel(members) => {
+                // A member sent in copies collects each capture into a list.
+                let it = self.slots.get(slot);
+                for m in members.iter().filter(|m| m.copies > 1) {
+                    for c in &m.captures {
+                        it.vars.insert(c.var.clone(), Value::Array(Vec::new()));
+                    }
+                }
                 for (i, m) in members.iter().enumerate() {
-                    if let Turn::Failed(why) = self.send(s, t, slot, m, i, due, now) {
-                        return Turn::Failed(why);
+                    for _ in 0..m.copies {
+                        if let Turn::Failed(why) = self.send(s, t, slot, m, i, due, now) {
+                            return Turn::Failed(why);
+                        }
                     }
                 }
                 Turn::Waiting
@@ -248,6 +263,44 @@ impl Runner {
                                 c.source()
                             ));
                         }
+                    }
+                }
+                self.step_done(sc, slot, now);
+                self.run_step(sc, s, t, slot, now, now)
+            }
+            StepKind::Tally(counts) => {
+                let it = self.slots.get(slot);
+                let scope = Scope {
+                    vars: &it.vars,
+                    answer: None,
+                };
+                let mut counted = Vec::with_capacity(counts.len());
+                for (defect, e) in counts {
+                    match e
+                        .eval(&scope)
+                        .map_err(|e| e.to_string())
+                        .and_then(tally_count)
+                    {
+                        Ok(n) => counted.push((*defect, n, e)),
+                        Err(why) => {
+                            return Turn::Failed(format!(
+                                "{}: tally {defect} = {}: {why}",
+                                step.name,
+                                e.source()
+                            ));
+                        }
+                    }
+                }
+                let tallies = &mut self.stats[index].tallies;
+                for (defect, n, e) in counted {
+                    tallies.add(defect, n);
+                    if n > 0 {
+                        let mut f =
+                            Finding::new(defect, n, format!("{}/{}", scenario.name, step.name))
+                                .ids(it.sent.iter().flatten());
+                        f.values
+                            .extend(it.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+                        tallies.keep(f.value("tally", e.source()));
                     }
                 }
                 self.step_done(sc, slot, now);
@@ -332,6 +385,11 @@ impl Runner {
             return Turn::Failed(format!("id {id} collided"));
         }
         it.waiting.push((id.clone(), member));
+        if let Some(sent) = &mut it.sent
+            && sent.len() < IDS_SENT_KEPT
+        {
+            sent.push(id.clone());
+        }
         t.send(Outgoing::single(
             Bytes::copy_from_slice(s.buf),
             Some(id),
@@ -434,7 +492,7 @@ impl Runner {
                     }),
                 }
             }
-            StepKind::Expect(_) | StepKind::Think(_) => Turn::Waiting,
+            StepKind::Expect(_) | StepKind::Tally(_) | StepKind::Think(_) => Turn::Waiting,
         };
         self.conclude(sc, slot, turn, now);
     }
@@ -530,7 +588,8 @@ fn error_code(error: &Value) -> String {
         .map_or_else(|| "?".into(), Value::to_string)
 }
 
-/// Stores each capture's value, or names the first that found nothing.
+/// Stores each capture's value (a member sent in copies: appends it to the list), or names
+/// the first that found nothing.
 fn capture(
     step: &str,
     call: &Call,
@@ -545,7 +604,12 @@ fn capture(
         match c.path.lookup(&scope) {
             Some(v) => {
                 let v = v.clone();
-                vars.insert(c.var.clone(), v);
+                match vars.get_mut(&c.var) {
+                    Some(Value::Array(list)) if call.copies > 1 => list.push(v),
+                    _ => {
+                        vars.insert(c.var.clone(), v);
+                    }
+                }
             }
             None => {
                 return Err(format!("{step}: capture {}: {} not found", c.var, c.path));
@@ -553,6 +617,24 @@ fn capture(
         }
     }
     Ok(())
+}
+
+/// A tally's value as a count: `true` is 1, `false` 0, a whole number of 0 or more itself.
+fn tally_count(v: Value) -> Result<u64, String> {
+    match &v {
+        Value::Bool(b) => Ok(u64::from(*b)),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(c), ..) => Ok(c),
+            (None, Some(neg), _) => Err(format!(
+                "gave {neg}: a count is 0 or more (did another writer change what was read?)"
+            )),
+            (None, None, Some(f)) if f.fract() == 0.0 && (0.0..9e15).contains(&f) => Ok(f as u64),
+            _ => Err(format!("gave {v}: a count is a whole number of 0 or more")),
+        },
+        other => Err(format!(
+            "gave {other}: a count is a whole number of 0 or more, or true / false"
+        )),
+    }
 }
 
 /// The answer's `pollInterval` in milliseconds (in `result`, or in its `structuredContent`).

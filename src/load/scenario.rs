@@ -6,7 +6,7 @@
 use super::mix::{CsvData, Mix, MixOp, OpNames, Request, toml_to_json};
 use super::template::Rng;
 use crate::client::ServerInfo;
-use crate::metrics::ScenarioNames;
+use crate::metrics::{Defect, ScenarioNames};
 use crate::profile::expr::Expr;
 use crate::profile::{self, Capture, PollRules, Think};
 use std::sync::Arc;
@@ -70,6 +70,8 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     /// Whether any step polls (then polls per iteration are recorded).
     pub polls: bool,
+    /// Whether any step tallies (then an iteration keeps the ids it sent, for evidence).
+    pub tallies: bool,
 }
 
 #[derive(Debug)]
@@ -86,14 +88,19 @@ pub enum StepKind {
     Parallel(Vec<Call>),
     /// Assertions over the iteration's variables.
     Expect(Vec<Expr>),
+    /// Defects counted from the iteration's variables.
+    Tally(Vec<(Defect, Expr)>),
     Think(Think),
 }
 
-/// One request of a step and what it takes out of the answer.
+/// One request of a step (sent `copies` times at once in a parallel step) and what it takes
+/// out of the answer.
 #[derive(Debug)]
 pub struct Call {
     pub op: MixOp,
     pub captures: Vec<Capture>,
+    /// With more than one, each capture collects a list of the copies' values.
+    pub copies: u32,
 }
 
 #[derive(Debug)]
@@ -135,9 +142,11 @@ pub fn compile(
                 kind: StepKind::Call(Call {
                     op: op.clone(),
                     captures: Vec::new(),
+                    copies: 1,
                 }),
             }],
             polls: false,
+            tallies: false,
         })
         .collect();
     for sc in scenarios {
@@ -188,6 +197,7 @@ pub fn compile(
                 Ok::<_, String>(Call {
                     op,
                     captures: captures.to_vec(),
+                    copies: 1,
                 })
             };
         let mut steps = Vec::with_capacity(sc.steps.len());
@@ -203,10 +213,16 @@ pub fn compile(
                 profile::StepKind::Parallel(members) => StepKind::Parallel(
                     members
                         .iter()
-                        .map(|m| call(&st.name, Some(&m.name), &m.call, &m.captures))
+                        .map(|m| {
+                            call(&st.name, Some(&m.name), &m.call, &m.captures).map(|c| Call {
+                                copies: m.copies,
+                                ..c
+                            })
+                        })
                         .collect::<Result<_, _>>()?,
                 ),
                 profile::StepKind::Expect(checks) => StepKind::Expect(checks.clone()),
+                profile::StepKind::Tally(counts) => StepKind::Tally(counts.clone()),
                 profile::StepKind::Think(t) => StepKind::Think(*t),
             };
             steps.push(Step {
@@ -219,6 +235,7 @@ pub fn compile(
             weight: sc.weight as f64,
             csv,
             polls: steps.iter().any(|s| matches!(s.kind, StepKind::Poll(_))),
+            tallies: steps.iter().any(|s| matches!(s.kind, StepKind::Tally(_))),
             steps,
         });
     }

@@ -26,10 +26,12 @@ macro_rules! derived_counts {
     };
 }
 
+mod correctness;
 mod flow;
 mod scenario;
 mod summary;
 
+pub use correctness::{Defect, FINDINGS_KEPT, Finding, IDS_KEPT, Tallies};
 pub use flow::{FlowCounters, FlowStats, FlowSummary};
 
 pub use scenario::{

@@ -4,6 +4,7 @@
 //! poll's time to its terminal state). The rows of scenarios.csv.
 
 use super::LatencyHistogram;
+use super::correctness::Tallies;
 use super::summary::{CountPercentiles, Model, Percentiles, StepSummary, per_second, share};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -92,12 +93,14 @@ impl AddAssign<&RunCounts> for RunCounts {
     }
 }
 
-/// One scenario's figures in one step: whole iterations, and each of its steps.
+/// One scenario's figures in one step: whole iterations, each of its steps, and what its
+/// `tally` steps counted.
 #[derive(Clone, Debug, Default)]
 pub struct ScenarioStats {
     pub iterations: RunCounts,
     /// By scenario step, in the scenario's order.
     pub parts: Vec<RunCounts>,
+    pub tallies: Tallies,
 }
 
 impl ScenarioStats {
@@ -112,6 +115,7 @@ impl AddAssign<&ScenarioStats> for ScenarioStats {
         for (i, p) in o.parts.iter().enumerate() {
             *self.part_mut(i) += p;
         }
+        self.tallies += &o.tallies;
     }
 }
 

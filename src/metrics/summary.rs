@@ -1,7 +1,7 @@
 //! The serialisable figures of one step: one row of steps.csv, one entry of summary.json.
 //! Field order is the column order of docs/metrics.md; extra columns come after `verdict`.
 
-use super::{Counters, FlowSummary, LatencyHistogram, RunCounts, Stats};
+use super::{Counters, Defect, FlowSummary, LatencyHistogram, RunCounts, Stats, Tallies};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -249,6 +249,16 @@ pub struct StepSummary {
     /// Retries of every cause (summary.json's `retries_by_cause`).
     #[serde(default)]
     pub retries: u64,
+    /// Correctness, counted by scenarios' `tally` steps (docs/metrics.md, "Correctness");
+    /// empty when no tally of it ran in the step.
+    #[serde(default)]
+    pub lost_updates: Option<u64>,
+    #[serde(default)]
+    pub double_effects: Option<u64>,
+    #[serde(default)]
+    pub accepted_conflicts: Option<u64>,
+    #[serde(default)]
+    pub stale_reads: Option<u64>,
     /// Of `http_other`: requests refused 401 and 403 (docs/metrics.md, "Authorization").
     #[serde(default)]
     pub http_401: u64,
@@ -601,6 +611,10 @@ impl StepSummary {
             reinit_ms: reinit.total_ms,
             reinit_max_ms: reinit.max_ms,
             retries: RetriesByCause::of(c).total(),
+            lost_updates: None,
+            double_effects: None,
+            accepted_conflicts: None,
+            stale_reads: None,
             http_401: c.http_401,
             http_403: c.http_403,
             token_requests: c.token_requests,
@@ -651,9 +665,15 @@ impl StepSummary {
             return self;
         }
         let mut all = RunCounts::default();
+        let mut tallies = Tallies::default();
         for sc in &s.scenarios {
             all += &sc.iterations;
+            tallies += &sc.tallies;
         }
+        self.lost_updates = tallies.get(Defect::LostUpdates);
+        self.double_effects = tallies.get(Defect::DoubleEffects);
+        self.accepted_conflicts = tallies.get(Defect::AcceptedConflicts);
+        self.stale_reads = tallies.get(Defect::StaleReads);
         let lat = Percentiles::of(&all.latency);
         self.iterations_started = Some(all.started);
         self.iterations_completed = Some(all.completed);

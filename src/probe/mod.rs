@@ -3,7 +3,9 @@
 //! evidence (status, content type, ids answered). Verdicts are pure functions of what was
 //! observed ([`Observed`]), tested on their own; the exchanges run over the real transport.
 //! Task and input-required support are probed in [`tasks`].
+//! The race checks of `--races` are in [`races`].
 
+pub mod races;
 mod render;
 mod tasks;
 

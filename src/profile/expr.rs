@@ -1,6 +1,6 @@
-//! The expression language of scenario steps (`until`, `expect`, `capture`): paths into the
-//! answer and the iteration's variables, literals, arithmetic, comparisons, `in`, `and` /
-//! `or` / `not`. Parsed once when the profile is read (errors name a column); evaluated
+//! The expression language of scenario steps (`until`, `expect`, `capture`, `tally`): paths
+//! into the answer and the iteration's variables, literals, arithmetic, comparisons, `in`,
+//! `and` / `or` / `not`, and the functions `len` and `distinct`. Parsed once when the profile is read (errors name a column); evaluated
 //! without panicking, each failure said in words (docs/profiles.md, "Expressions").
 
 use serde_json::{Map, Number, Value};
@@ -172,6 +172,48 @@ enum Node {
     And(Box<Node>, Box<Node>),
     Or(Box<Node>, Box<Node>),
     Binary(BinOp, Box<Node>, Box<Node>),
+    Call(Func, Box<Node>),
+}
+
+/// A function of one argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Func {
+    /// The number of members of a list or an object, of characters of a text.
+    Len,
+    /// A list's members, each once (the first of those equal), in order.
+    Distinct,
+}
+
+impl Func {
+    const ALL: [(&'static str, Func); 2] = [("len", Func::Len), ("distinct", Func::Distinct)];
+
+    fn named(name: &str) -> Option<Func> {
+        Func::ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+    }
+
+    fn apply(self, v: &Value) -> Result<Value, EvalError> {
+        match (self, v) {
+            (Func::Len, Value::Array(a)) => Ok(a.len().into()),
+            (Func::Len, Value::Object(m)) => Ok(m.len().into()),
+            (Func::Len, Value::String(s)) => Ok(s.chars().count().into()),
+            (Func::Distinct, Value::Array(a)) => {
+                let mut out: Vec<Value> = Vec::new();
+                for x in a {
+                    if !out.iter().any(|y| json_eq(x, y)) {
+                        out.push(x.clone());
+                    }
+                }
+                Ok(Value::Array(out))
+            }
+            (Func::Len, other) => fail(format!(
+                "`len` needs a list, an object or a text, got {}",
+                describe(other)
+            )),
+            (Func::Distinct, other) => {
+                fail(format!("`distinct` needs a list, got {}", describe(other)))
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,7 +293,7 @@ impl Expr {
                     }
                 }
                 Node::List(items) => items.iter().for_each(|i| walk(i, out)),
-                Node::Not(a) | Node::Neg(a) => walk(a, out),
+                Node::Not(a) | Node::Neg(a) | Node::Call(_, a) => walk(a, out),
                 Node::And(a, b) | Node::Or(a, b) | Node::Binary(_, a, b) => {
                     walk(a, out);
                     walk(b, out);
@@ -644,6 +686,21 @@ impl Parser {
                 "true" => Ok(Node::Lit(Value::Bool(true))),
                 "false" => Ok(Node::Lit(Value::Bool(false))),
                 "null" => Ok(Node::Lit(Value::Null)),
+                _ if self.peek() == Some(&Token::Punct("(")) => {
+                    let Some(f) = Func::named(&w) else {
+                        let names: Vec<&str> = Func::ALL.iter().map(|(n, _)| *n).collect();
+                        return Err(self.error_at(
+                            column,
+                            format!("unknown function `{w}` (functions: {})", names.join(", ")),
+                        ));
+                    };
+                    self.at += 1;
+                    let arg = self.nested(Self::or)?;
+                    if !self.eat_punct(")") {
+                        return Err(self.unexpected("`)`"));
+                    }
+                    Ok(Node::Call(f, Box::new(arg)))
+                }
                 _ => self.path(&w, column).map(Node::Path),
             },
             _ => {
@@ -744,6 +801,7 @@ fn eval<'a>(n: &'a Node, scope: &Scope<'a>) -> Result<Cow<'a, Value>, EvalError>
             let (x, y) = (eval(a, scope)?, eval(b, scope)?);
             binary(*op, &x, &y).map(Cow::Owned)
         }
+        Node::Call(f, a) => f.apply(eval(a, scope)?.as_ref()).map(Cow::Owned),
     }
 }
 
@@ -866,7 +924,7 @@ fn as_f64(n: &Number) -> f64 {
 
 /// JSON equality, numbers compared by value (`1 == 1.0`). Bounded by the depth of the
 /// values, which serde_json bounds when it parses an answer.
-fn json_eq(a: &Value, b: &Value) -> bool {
+pub fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(i), Some(j)) => i == j,
@@ -1043,6 +1101,33 @@ mod tests {
         assert!(Expr::parse("").is_err());
         assert!(Path::parse("result.a + 1").is_err());
         assert!(Path::parse("1").is_err());
+    }
+
+    #[test]
+    fn len_and_distinct_count_members() {
+        let vars = json!({"ids": ["j1", "j2", "j1", 1, 1.0], "m": {"a": 1}, "t": "héllo"});
+        let get = |t: &str| run(t, vars.clone(), json!({"result": {}}));
+        assert_eq!(get("len(var.ids)").unwrap(), 5);
+        assert_eq!(get("distinct(var.ids)").unwrap(), json!(["j1", "j2", 1]));
+        assert_eq!(get("len(distinct(var.ids)) - 1").unwrap(), 2);
+        assert_eq!(get("len(var.m) + len(var.t)").unwrap(), 6);
+        assert!(get("len(1)").unwrap_err().message.contains("`len` needs"));
+        assert!(
+            get("distinct('ab')")
+                .unwrap_err()
+                .message
+                .contains("a string")
+        );
+        let e = Expr::parse("count(var.ids)").unwrap_err();
+        assert_eq!(e.column, 1);
+        assert!(e.message.contains("unknown function `count`"), "{e}");
+        assert!(Expr::parse("len(var.ids").is_err());
+        assert_eq!(
+            Expr::parse("len(distinct(var.a)) == var.b")
+                .unwrap()
+                .var_names(),
+            vec!["a", "b"]
+        );
     }
 
     #[test]

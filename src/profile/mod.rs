@@ -3,6 +3,7 @@
 
 mod auth;
 pub mod expr;
+pub mod races;
 pub mod scenario;
 pub mod template;
 mod values;
@@ -68,6 +69,12 @@ pub struct Profile {
     /// Gates checked at the end of the run, e.g. `"p99_ms<250"`; any failing exits 1.
     #[serde(default)]
     pub thresholds: Vec<Spanned<String>>,
+    /// `[races]` as written; [`Source::parse`] checks it into `races`.
+    #[serde(default, rename = "races")]
+    pub(crate) races_table: Option<Spanned<races::RacesTable>>,
+    /// What `probe --races` calls (checked, filled by [`Source::parse`]).
+    #[serde(skip)]
+    pub races: Option<races::RaceChecks>,
 }
 
 /// Where the load goes: exactly one of `builtin`, `url`, `stdio`.
@@ -440,6 +447,11 @@ impl Source {
         })?;
         self.check(&p)?;
         p.scenarios = scenario::check(self, &p.scenario_tables)?;
+        p.races = p
+            .races_table
+            .as_ref()
+            .map(|t| races::check(self, t))
+            .transpose()?;
         Ok(p)
     }
 

@@ -1,11 +1,12 @@
-//! Scenarios: `[[scenario]]` tables of ordered steps (call, poll, parallel, expect, think)
-//! whose answers feed variables to later steps. Read as written, then checked into typed
+//! Scenarios: `[[scenario]]` tables of ordered steps (call, poll, parallel, expect, tally,
+//! think) whose answers feed variables to later steps. Read as written, then checked into typed
 //! [`Scenario`]s with parsed expressions and paths; every mistake names its place in the file.
 
 use super::expr::{Expr, ExprError, Path, is_identifier};
 use super::template::{self, Hole, Piece};
 use super::values::{self, TemplateText, parse_duration};
 use super::{ProfileError, Source, one, required_field};
+use crate::metrics::Defect;
 use serde::{Deserialize, Deserializer, de};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -45,18 +46,22 @@ pub enum StepKind {
     Parallel(Vec<Member>),
     /// Conditions on the variables, each of which must hold.
     Expect(Vec<Expr>),
+    /// Counts of defects worked out from the variables, added to the step's correctness
+    /// counts (what `expect`, pass or fail, cannot say: how many).
+    Tally(Vec<(Defect, Expr)>),
     /// A pause.
     Think(Think),
 }
 
 impl StepKind {
-    /// `call`, `poll`, `parallel`, `expect` or `think`: the step's table key.
+    /// `call`, `poll`, `parallel`, `expect`, `tally` or `think`: the step's table key.
     pub fn word(&self) -> &'static str {
         match self {
             StepKind::Call { .. } => "call",
             StepKind::Poll(_) => "poll",
             StepKind::Parallel(_) => "parallel",
             StepKind::Expect(_) => "expect",
+            StepKind::Tally(_) => "tally",
             StepKind::Think(_) => "think",
         }
     }
@@ -122,14 +127,21 @@ pub struct PollRules {
     pub max_time: Option<Duration>,
 }
 
-/// One request of a parallel step.
+/// One request of a parallel step (or `copies` of it, sent at once).
 #[derive(Clone, Debug)]
 pub struct Member {
     /// Written, or the call's label; unique within the step.
     pub name: String,
     pub call: Call,
+    /// Each capture collects a list, one value per copy in the order the answers came,
+    /// when `copies` is above 1.
     pub captures: Vec<Capture>,
+    /// Identical requests sent at once (default 1).
+    pub copies: u32,
 }
+
+/// Most `copies` of a parallel member.
+pub const COPIES_MAX: u32 = 1024;
 
 /// A pause.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -167,6 +179,7 @@ struct StepTable {
     poll: Option<Spanned<MemberTable>>,
     parallel: Option<Vec<Spanned<MemberTable>>>,
     expect: Option<Spanned<Expects>>,
+    tally: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     think: Option<Spanned<toml::Value>>,
     capture: Option<Captures>,
     until: Option<Spanned<String>>,
@@ -191,6 +204,7 @@ struct MemberTable {
     prompt: Option<String>,
     params: Option<toml::Table>,
     capture: Option<Captures>,
+    copies: Option<Spanned<u32>>,
 }
 
 type Captures = BTreeMap<String, Spanned<String>>;
@@ -312,6 +326,7 @@ impl Checker<'_> {
             ("poll", t.poll.is_some()),
             ("parallel", t.parallel.is_some()),
             ("expect", t.expect.is_some()),
+            ("tally", t.tally.is_some()),
             ("think", t.think.is_some()),
         ];
         let given: Vec<&str> = kinds.iter().filter(|k| k.1).map(|k| k.0).collect();
@@ -328,7 +343,7 @@ impl Checker<'_> {
                     span,
                     &provisional,
                     format!(
-                        "give exactly one of `call`, `poll`, `parallel`, `expect`, `think` (found {found})"
+                        "give exactly one of `call`, `poll`, `parallel`, `expect`, `tally`, `think` (found {found})"
                     ),
                 ));
             }
@@ -407,9 +422,48 @@ impl Checker<'_> {
                 }
                 StepKind::Expect(exprs)
             }
+            "tally" => StepKind::Tally(self.tally(&name, t.tally.as_ref().expect("given"))?),
             _ => StepKind::Think(self.think(&name, t.think.as_ref().expect("given"))?),
         };
         Ok(Step { name, kind })
+    }
+
+    /// `tally = { lost_updates = "EXPR", ... }`: each key a defect a scenario may count,
+    /// each expression reading earlier captures.
+    fn tally(
+        &self,
+        name: &str,
+        t: &Spanned<BTreeMap<String, Spanned<String>>>,
+    ) -> Result<Vec<(Defect, Expr)>, ProfileError> {
+        let counts: Vec<&str> = Defect::TALLIED.iter().map(|d| d.name()).collect();
+        if t.get_ref().is_empty() {
+            return Err(self.error(
+                t.span(),
+                name,
+                format!(
+                    "field `tally`: give at least one count ({}), e.g. tally = {{ lost_updates = \"64 - (var.after - var.before)\" }}",
+                    counts.join(", ")
+                ),
+            ));
+        }
+        let mut out = Vec::new();
+        for (key, text) in t.get_ref() {
+            let Some(defect) = Defect::named(key).filter(|d| Defect::TALLIED.contains(d)) else {
+                return Err(self.error(
+                    text.span(),
+                    name,
+                    format!(
+                        "field `tally`: unknown count `{key}` (counts: {})",
+                        counts.join(", ")
+                    ),
+                ));
+            };
+            out.push((
+                defect,
+                self.expr(name, "tally", text.get_ref(), text.span())?,
+            ));
+        }
+        Ok(out)
     }
 
     fn poll(
@@ -491,10 +545,24 @@ impl Checker<'_> {
             for c in &captures {
                 siblings.insert(c.var.clone(), member.clone());
             }
+            let copies = match &m.get_ref().copies {
+                None => 1,
+                Some(n) if (1..=COPIES_MAX).contains(n.get_ref()) => *n.get_ref(),
+                Some(n) => {
+                    return Err(self.error(
+                        n.span(),
+                        name,
+                        format!(
+                            "member `{member}`: field `copies`: must be from 1 to {COPIES_MAX}"
+                        ),
+                    ));
+                }
+            };
             members.push(Member {
                 name: member,
                 call,
                 captures,
+                copies,
             });
         }
         for (m, table) in members.iter().zip(tables) {
@@ -515,6 +583,9 @@ impl Checker<'_> {
         if word != "parallel" {
             if m.name.is_some() {
                 return bad("`name` belongs to the step (or to a `parallel` member)".into());
+            }
+            if m.copies.is_some() {
+                return bad("`copies` belongs to a `parallel` member".into());
             }
             if m.capture.is_some() {
                 return bad(
@@ -910,6 +981,53 @@ step = [{ call = { method = "ping" } }, { think = "100ms" }, { think = { mean = 
             parse("").unwrap().load.graceful_stop_or_timeout(),
             Duration::from_secs(5)
         );
+    }
+
+    #[test]
+    fn copies_and_tallies_read_into_steps() {
+        let p = parse(
+            r#"
+[[scenario]]
+name = "c"
+  [[scenario.step]]
+  call = { method = "tools/call", tool = "counter_read" }
+  capture = { before = "result.structuredContent.value" }
+  [[scenario.step]]
+  parallel = [{ name = "add", method = "tools/call", tool = "counter_add", copies = 16, capture = { got = "result.structuredContent.value" } }]
+  [[scenario.step]]
+  tally = { lost_updates = "16 - len(var.got)", stale_reads = "var.before != 0" }
+"#,
+        )
+        .unwrap();
+        let steps = &p.scenarios[0].steps;
+        let StepKind::Parallel(members) = &steps[1].kind else {
+            panic!()
+        };
+        assert_eq!((members[0].name.as_str(), members[0].copies), ("add", 16));
+        let StepKind::Tally(counts) = &steps[2].kind else {
+            panic!()
+        };
+        let read: Vec<(Defect, &str)> = counts.iter().map(|(d, e)| (*d, e.source())).collect();
+        assert_eq!(
+            read,
+            [
+                (Defect::LostUpdates, "16 - len(var.got)"),
+                (Defect::StaleReads, "var.before != 0")
+            ]
+        );
+        assert_eq!(steps[2].name, "3-tally");
+        let e = error(
+            "[[scenario]]\nname = \"a\"\n[[scenario.step]]\nparallel = [{ method = \"ping\", copies = 0 }]\n",
+        );
+        assert!(e.contains("field `copies`: must be from 1 to 1024"), "{e}");
+        let e = error(
+            "[[scenario]]\nname = \"a\"\n[[scenario.step]]\ntally = { first_call_hangs = \"1\" }\n",
+        );
+        assert!(e.contains("unknown count `first_call_hangs`"), "{e}");
+        let e = error(
+            "[[scenario]]\nname = \"a\"\n[[scenario.step]]\ntally = { lost_updates = \"var.n\" }\n",
+        );
+        assert!(e.contains("`var.n` is read before it is set"), "{e}");
     }
 
     #[test]

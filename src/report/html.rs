@@ -196,6 +196,10 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
                         }
                     }
                 }
+                (super::correctness::correctness_html(
+                    &super::correctness::run_totals(run),
+                    &super::correctness::run_findings(run),
+                ))
                 @let codes = error_codes(run);
                 @if !codes.is_empty() {
                     h2 { "Error responses by code" }

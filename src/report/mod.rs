@@ -42,6 +42,7 @@
 //! ```
 
 mod compare_text;
+mod correctness;
 mod hlog;
 mod html;
 mod plots;
@@ -51,6 +52,7 @@ mod summary;
 mod tables;
 mod terminal;
 
+pub use correctness::{Total, correctness_html, correctness_text, totals_of};
 pub use hlog::{Interval, read_hlog, step_histograms};
 pub use progress::Progress;
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};

@@ -6,7 +6,7 @@ use crate::analysis::{
     GateResult, JudgedStep, Knee, RunFigures, StopCriteria, Thresholds, Tripped,
 };
 use crate::metrics::{
-    AuthSummary, FlowSummary, OpSummary, RetriesByCause, ScenarioSummary, SessionSummary,
+    AuthSummary, Finding, FlowSummary, OpSummary, RetriesByCause, ScenarioSummary, SessionSummary,
     StepSummary,
 };
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,11 @@ pub struct StepRecord {
     /// percentiles of their histograms. Absent without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows: Option<FlowSummary>,
+    /// The first findings of the scenarios' `tally` steps: the defect, how many, where,
+    /// the request ids and the values seen, the likely cause (docs/results.md). Absent
+    /// without any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
 }
 
 impl StepRecord {
@@ -86,6 +91,7 @@ impl StepRecord {
             ops: step.ops.clone(),
             scenarios: step.scenarios.clone(),
             flows: step.flows.clone(),
+            findings: step.findings.clone(),
             figures,
         }
     }

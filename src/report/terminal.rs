@@ -1,6 +1,7 @@
 //! The terminal report: one table (a row per step), the knee in one sentence, the USL fit,
 //! with several operations or any scenario a table per operation and per scenario, every
-//! anomaly with a hint of what it usually means, error codes, and the gates. Returned as a
+//! anomaly with a hint of what it usually means, the correctness section of `tally` steps,
+//! error codes, and the gates. Returned as a
 //! string; ANSI colours only when the caller says the output is a terminal.
 
 use super::{RunStatus, RunSummary};
@@ -243,15 +244,15 @@ pub(super) fn step_list(steps: &[u32]) -> String {
     format!("step{s} {}", list.join(", "))
 }
 
-/// What the knee and the USL fit count per second: iterations when the run had scenarios
-/// (they judge iterations, docs/metrics.md), else requests.
+/// What the knee and the USL fit count per second: iterations when the run had scenarios,
+/// calls when it had calls of several requests (they judge those, docs/metrics.md), else
+/// requests.
 pub(super) fn rate_unit(run: &RunSummary) -> &'static str {
-    if run
-        .steps
-        .iter()
-        .any(|s| s.figures.iterations_per_s.is_some())
-    {
+    let any = |f: fn(&StepSummary) -> bool| run.steps.iter().any(|s| f(&s.figures));
+    if any(|s| s.iterations_per_s.is_some()) {
         "iterations/s"
+    } else if any(|s| s.calls_per_s.is_some()) {
+        "calls/s"
     } else {
         "req/s"
     }
@@ -730,6 +731,14 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
                 let _ = writeln!(out, "    first in step {step}: {cause}");
             }
         }
+    }
+
+    let section = super::correctness::correctness_text(
+        &super::correctness::run_totals(run),
+        &super::correctness::run_findings(run),
+    );
+    if let Some(rest) = section.strip_prefix("Correctness:") {
+        let _ = write!(out, "\n{}{rest}", paint("Correctness:", BOLD, color));
     }
 
     let codes = error_codes(run);

@@ -449,6 +449,8 @@ fn flags_only_profile() -> Profile {
         input: None,
         criteria: Criteria::default(),
         thresholds: Vec::new(),
+        races_table: None,
+        races: None,
     }
 }
 
@@ -471,7 +473,9 @@ impl Plan {
             .iter()
             .flat_map(|s| &s.steps)
             .map(|st| match &st.kind {
-                crate::profile::StepKind::Parallel(members) => members.len(),
+                crate::profile::StepKind::Parallel(members) => {
+                    members.iter().map(|m| m.copies as usize).sum()
+                }
                 _ => 1,
             })
             .fold(calls, usize::max)

@@ -524,6 +524,24 @@ pub struct ServeConfig {
     pub balance: Balance,
     /// Every replica knows every session (as if kept in a shared store).
     pub shared_sessions: bool,
+    /// Races, a bug on purpose: `counter_add` reads, pauses `race_window_ms`, then writes
+    /// what it read plus its increment, overwriting what others added meanwhile.
+    pub racy: bool,
+    /// With `racy`: milliseconds between the read and the write (0: a yield).
+    pub race_window_ms: u64,
+    /// Races: `counter_read` sees a write only this many milliseconds after it was made
+    /// (eventually consistent reads); 0: at once.
+    pub read_lag_ms: u64,
+    /// Races: the first `tools/call` starts a lazy initialisation this long that every call
+    /// waits for; 0: none.
+    pub lazy_init_ms: u64,
+    /// Races, a bug on purpose: when this many calls wait on the lazy initialisation at
+    /// once, it deadlocks: they, and every call after, hang forever; 0: never.
+    pub first_call_deadlock: u32,
+    /// Job API, a bug on purpose: every Nth `job_start` naming a known `request_key`
+    /// starts a new job anyway (a double effect, or an accepted conflict when its input
+    /// differs); 0: off.
+    pub job_key_break_every: u64,
     /// HTTP: every MCP request needs a bearer token of this target's own authorization
     /// server, served on the same port (docs/target.md, "Authorization").
     pub auth: bool,
@@ -591,6 +609,12 @@ impl Default for ServeConfig {
             replicas: 1,
             balance: Balance::RoundRobin,
             shared_sessions: false,
+            racy: false,
+            race_window_ms: 1,
+            read_lag_ms: 0,
+            lazy_init_ms: 0,
+            first_call_deadlock: 0,
+            job_key_break_every: 0,
             auth: false,
             auth_client_id: "mcpload".into(),
             auth_client_secret_env: "MCPLOAD_CLIENT_SECRET".into(),
@@ -664,7 +688,37 @@ impl ServeConfig {
                 "replicas must be from 1 to {REPLICAS_MAX}"
             )));
         }
+        self.validate_races()?;
         self.validate_jobs()
+    }
+
+    /// The race knobs: a deadlock needs a lazy initialisation, and two calls to wait.
+    fn validate_races(&self) -> Result<(), ConfigError> {
+        for (name, value, max) in [
+            ("race_window_ms", self.race_window_ms, JOB_ITEM_MS_MAX),
+            ("read_lag_ms", self.read_lag_ms, JOB_QUEUE_MS_MAX),
+            ("lazy_init_ms", self.lazy_init_ms, JOB_QUEUE_MS_MAX),
+        ] {
+            if value > max {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} must be at most {max}"
+                )));
+            }
+        }
+        match self.first_call_deadlock {
+            0 => Ok(()),
+            1 => Err(ConfigError::Invalid(
+                "first_call_deadlock must be 0 (off) or 2 or more: the calls that wait on \
+                 each other"
+                    .into(),
+            )),
+            _ if self.lazy_init_ms == 0 => Err(ConfigError::Invalid(
+                "first_call_deadlock needs lazy_init_ms: the initialisation the first calls \
+                 wait on"
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The job API's and the tasks' knobs: every job ends within a day and is held a while.
@@ -895,6 +949,38 @@ mod tests {
         for bad in [r#"{"task_ttl_ms":0}"#, r#"{"max_tasks":0}"#] {
             let cfg: ServeConfig = serde_json::from_str(bad).unwrap();
             assert!(cfg.validate().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn race_knobs_read_and_check() {
+        let cfg: ServeConfig = toml::from_str(
+            r#"
+            racy = true
+            race_window_ms = 5
+            read_lag_ms = 50
+            lazy_init_ms = 100
+            first_call_deadlock = 4
+            job_key_break_every = 3
+            "#,
+        )
+        .unwrap();
+        assert!(cfg.racy);
+        assert_eq!((cfg.race_window_ms, cfg.read_lag_ms), (5, 50));
+        assert_eq!((cfg.lazy_init_ms, cfg.first_call_deadlock), (100, 4));
+        assert_eq!(cfg.job_key_break_every, 3);
+        assert!(cfg.validate().is_ok());
+        for (bad, says) in [
+            (r#"{"first_call_deadlock":2}"#, "needs lazy_init_ms"),
+            (
+                r#"{"first_call_deadlock":1,"lazy_init_ms":5}"#,
+                "0 (off) or 2 or more",
+            ),
+            (r#"{"read_lag_ms":3600001}"#, "read_lag_ms must be at most"),
+        ] {
+            let cfg: ServeConfig = serde_json::from_str(bad).unwrap();
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
         }
     }
 

@@ -71,6 +71,8 @@ struct Inner {
     /// `request_key` → the job it started.
     keys: HashMap<String, u64>,
     next: u64,
+    /// Starts that named a known `request_key`, for `job_key_break_every`.
+    known_key_starts: u64,
     counts: JobCounts,
 }
 
@@ -85,6 +87,8 @@ pub(crate) struct JobStore {
     ttl: Duration,
     max: usize,
     seed: u64,
+    /// `job_key_break_every`: every Nth start naming a known key starts a job anyway.
+    key_break_every: u64,
     inner: Mutex<Inner>,
 }
 
@@ -106,10 +110,12 @@ impl JobStore {
             ttl: Duration::from_millis(cfg.job_ttl_ms),
             max: cfg.max_jobs,
             seed: cfg.seed,
+            key_break_every: cfg.job_key_break_every,
             inner: Mutex::new(Inner {
                 jobs: BTreeMap::new(),
                 keys: HashMap::new(),
                 next: 1,
+                known_key_starts: 0,
                 counts: JobCounts::default(),
             }),
         }
@@ -123,14 +129,15 @@ impl JobStore {
             if now.duration_since(oldest.get().created) < self.ttl {
                 break;
             }
-            let gone = oldest.remove();
-            inner.forget_key(gone.request_key);
+            let (number, gone) = oldest.remove_entry();
+            inner.forget_key(number, gone.request_key);
         }
         (inner, now)
     }
 
     /// `job_start`: a new job of `items` items, or the one `request_key` started before
-    /// with the same input.
+    /// with the same input (with `job_key_break_every`, every Nth such start is a new job
+    /// all the same: the bug idempotency checks look for).
     pub(crate) fn start(
         &self,
         items: u64,
@@ -142,6 +149,17 @@ impl JobStore {
             && let Some(&number) = inner.keys.get(key)
             && let Some(job) = inner.jobs.get(&number)
         {
+            inner.known_key_starts += 1;
+            if self.key_break_every > 0
+                && inner.known_key_starts.is_multiple_of(self.key_break_every)
+            {
+                if job.items == items {
+                    inner.counts.double_effects += 1;
+                } else {
+                    inner.counts.accepted_conflicts += 1;
+                }
+                return self.create(inner, items, request_key, now);
+            }
             if job.items != items {
                 inner.counts.conflicts += 1;
                 return Err(ErrorObject {
@@ -160,14 +178,25 @@ impl JobStore {
                 "state": self.progress(number, job, now).state.name(),
             }));
         }
+        self.create(inner, items, request_key, now)
+    }
+
+    /// A new job (its key remembered, unless the key names a job already).
+    fn create(
+        &self,
+        inner: &mut Inner,
+        items: u64,
+        request_key: Option<String>,
+        now: Instant,
+    ) -> Result<Value, ErrorObject> {
         if inner.jobs.len() >= self.max {
             let finished = inner
                 .jobs
                 .iter()
                 .find(|(n, job)| self.progress(**n, job, now).state.is_terminal())
                 .map(|(n, _)| *n);
-            match finished.and_then(|n| inner.jobs.remove(&n)) {
-                Some(gone) => inner.forget_key(gone.request_key),
+            match finished.and_then(|n| inner.jobs.remove_entry(&n)) {
+                Some((n, gone)) => inner.forget_key(n, gone.request_key),
                 None => {
                     inner.counts.refused_full += 1;
                     return Err(ErrorObject {
@@ -184,7 +213,7 @@ impl JobStore {
         let number = inner.next;
         inner.next += 1;
         if let Some(key) = &request_key {
-            inner.keys.insert(key.clone(), number);
+            inner.keys.entry(key.clone()).or_insert(number);
         }
         let job = Entry {
             created: now,
@@ -195,6 +224,20 @@ impl JobStore {
         inner.jobs.insert(number, job);
         inner.counts.created += 1;
         Ok(json!({"job_id": job_id(number), "state": state.name()}))
+    }
+
+    /// `job_lookup`: the jobs held that `request_key` started, oldest first: more than one
+    /// is a double effect.
+    pub(crate) fn lookup(&self, key: &str) -> Value {
+        let (mut inner, _) = self.lock();
+        inner.counts.lookups += 1;
+        let ids: Vec<String> = inner
+            .jobs
+            .iter()
+            .filter(|(_, job)| job.request_key.as_deref() == Some(key))
+            .map(|(n, _)| job_id(*n))
+            .collect();
+        json!({"request_key": key, "count": ids.len(), "job_ids": ids})
     }
 
     /// `job_status`: state and items processed.
@@ -336,8 +379,11 @@ impl Inner {
         }
     }
 
-    fn forget_key(&mut self, key: Option<String>) {
-        if let Some(key) = key {
+    /// Job `number` is gone: its key no longer names it.
+    fn forget_key(&mut self, number: u64, key: Option<String>) {
+        if let Some(key) = key
+            && self.keys.get(&key) == Some(&number)
+        {
             self.keys.remove(&key);
         }
     }
@@ -444,6 +490,51 @@ mod tests {
             (c.created, c.refused_full, c.unknown_job, c.live),
             (4, 1, 1, 2)
         );
+    }
+
+    #[tokio::test]
+    async fn a_broken_key_starts_a_job_every_nth_time_and_lookup_finds_them() {
+        let jobs = store(ServeConfig {
+            job_key_break_every: 3,
+            ..ServeConfig::default()
+        });
+        let first = id_of(&jobs.start(2, Some("k".into())).unwrap());
+        // Known-key starts 1, 2 replay; 3 starts a new job; 4 conflicts; 5 replays; 6 is
+        // a conflict accepted as a new job.
+        let ids: Vec<Result<String, i64>> = [2, 2, 2, 5, 2, 5]
+            .into_iter()
+            .map(|items| {
+                jobs.start(items, Some("k".into()))
+                    .map(|v| id_of(&v))
+                    .map_err(|e| e.code)
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                Ok(first.clone()),
+                Ok(first.clone()),
+                Ok("job-2".into()),
+                Err(KEY_CONFLICT),
+                Ok(first.clone()),
+                Ok("job-3".into()),
+            ]
+        );
+        let found = jobs.lookup("k");
+        assert_eq!(found["job_ids"], json!([first, "job-2", "job-3"]));
+        assert_eq!(found["count"], 3);
+        assert_eq!(jobs.lookup("other")["count"], 0);
+        let c = jobs.counts();
+        assert_eq!(
+            (
+                c.double_effects,
+                c.accepted_conflicts,
+                c.conflicts,
+                c.replays
+            ),
+            (1, 1, 1, 3)
+        );
+        assert_eq!((c.created, c.lookups), (3, 2));
     }
 
     #[tokio::test]

@@ -1,7 +1,8 @@
 //! The methods the target serves: a validated call with its arguments read ([`Call`]), the
 //! tools (`echo`, `sleep`, `fail`, `tool_error`, `payload`, `progress`, the job API's
-//! `job_start`, `job_status`, `job_report`, the task tools `slow_task` and `task_only`, and
-//! `ask_input` with its input-required rounds), the `tasks/*` methods, the
+//! `job_start`, `job_status`, `job_report`, `job_lookup`, the race targets `counter_add` and
+//! `counter_read`, the task tools `slow_task` and `task_only`, and `ask_input` with its
+//! input-required rounds), the `tasks/*` methods, the
 //! `mem://item/{n}` resources, the `greet` prompt, `initialize` / `server/discover`, and
 //! their results.
 
@@ -11,6 +12,7 @@ use super::input::{AskInput, Step};
 use super::job_api::{ITEMS_MAX, REQUEST_KEY_MAX};
 use super::mcp::{ClientCaps, Params};
 use super::param_tools;
+use super::races;
 use super::stats::Stats;
 use super::tasks::{NewTask, TaskOutcome};
 use super::wire::{Outcome, Progress};
@@ -45,6 +47,15 @@ pub(crate) enum Call {
     },
     JobStatus(String),
     JobReport(String),
+    /// `job_lookup`: the jobs a `request_key` started.
+    JobLookup(String),
+    /// `counter_add`: `by` added to counter `key`.
+    CounterAdd {
+        key: String,
+        by: u64,
+    },
+    /// `counter_read`: counter `key` as readers see it.
+    CounterRead(String),
     /// `slow_task` or `task_only`: work of `ms` that ends as `outcome` says, run now or as a
     /// task.
     TaskTool {
@@ -68,6 +79,29 @@ pub(crate) enum Call {
     GetPrompt(String),
     /// Validation of the arguments failed: answered with this error.
     Invalid(ErrorObject),
+}
+
+impl Call {
+    /// A call of a tool (what a lazy initialisation holds up).
+    fn is_tool(&self) -> bool {
+        matches!(
+            self,
+            Call::Echo(_)
+                | Call::Sleep(_)
+                | Call::Fail(..)
+                | Call::ToolError(_)
+                | Call::Payload(_)
+                | Call::Progress { .. }
+                | Call::JobStart { .. }
+                | Call::JobStatus(_)
+                | Call::JobReport(_)
+                | Call::JobLookup(_)
+                | Call::CounterAdd { .. }
+                | Call::CounterRead(_)
+                | Call::TaskTool { .. }
+                | Call::AskInput(_)
+        )
+    }
 }
 
 /// How a task tool's call runs.
@@ -153,6 +187,9 @@ pub(crate) async fn execute(
     let ok = |v: Value, cacheable: bool| Outcome::Result(finish(v, modern, cacheable));
     let jobs = &shared.jobs;
     let tasks = &shared.tasks;
+    if prep.call.is_tool() {
+        shared.races.before_tool_call().await;
+    }
     match prep.call {
         Call::Initialize(v) => Outcome::Result(finish(
             json!({
@@ -225,6 +262,9 @@ pub(crate) async fn execute(
         Call::JobStart { items, request_key } => structured(jobs.start(items, request_key), modern),
         Call::JobStatus(id) => structured(jobs.status(&id), modern),
         Call::JobReport(id) => structured(jobs.report(&id), modern),
+        Call::JobLookup(key) => structured(Ok(jobs.lookup(&key)), modern),
+        Call::CounterAdd { key, by } => structured(shared.races.add(key, by).await, modern),
+        Call::CounterRead(key) => structured(Ok(shared.races.read(key)), modern),
         Call::ResourcesList => {
             let resources: Vec<Value> = (1..=3)
                 .map(|n| {
@@ -452,6 +492,10 @@ pub(crate) fn tool_call(p: &Params, version: Revision, caps: ClientCaps) -> Call
         job_id: Option<String>,
         #[serde(default)]
         outcome: Option<String>,
+        #[serde(default)]
+        key: Option<String>,
+        #[serde(default)]
+        by: Option<u64>,
     }
     let Some(name) = p.name.as_deref() else {
         return Call::Invalid(invalid_params("tools/call needs `name`"));
@@ -619,6 +663,36 @@ pub(crate) fn tool_call(p: &Params, version: Revision, caps: ClientCaps) -> Call
                 }
             })
         }
+        "job_lookup" => match args.request_key {
+            Some(k) if k.len() <= REQUEST_KEY_MAX => Ok(Call::JobLookup(k)),
+            Some(_) => Err(invalid_params(format!(
+                "Invalid arguments for tool job_lookup: `request_key` over {REQUEST_KEY_MAX} bytes"
+            ))),
+            None => Err(invalid_params(
+                "Invalid arguments for tool job_lookup: missing `request_key`",
+            )),
+        },
+        "counter_add" | "counter_read" => {
+            let key = args.key.unwrap_or_else(|| races::DEFAULT_KEY.to_owned());
+            if key.len() > races::KEY_MAX {
+                Err(invalid_params(format!(
+                    "Invalid arguments for tool {name}: `key` over {} bytes",
+                    races::KEY_MAX
+                )))
+            } else if name == "counter_read" {
+                Ok(Call::CounterRead(key))
+            } else {
+                let by = args.by.unwrap_or(1);
+                if by > races::BY_MAX {
+                    Err(invalid_params(format!(
+                        "Invalid arguments for tool counter_add: `by` above {}",
+                        races::BY_MAX
+                    )))
+                } else {
+                    Ok(Call::CounterAdd { key, by })
+                }
+            }
+        }
         "job_status" | "job_report" => match args.job_id {
             Some(id) if name == "job_status" => Ok(Call::JobStatus(id)),
             Some(id) => Ok(Call::JobReport(id)),
@@ -650,9 +724,9 @@ pub(crate) fn prompt_call(p: &Params) -> Call {
 }
 
 const INSTRUCTIONS: &str = "mcpload's built-in reference target: echo, sleep, fail, tool_error, \
-payload and progress tools, a job API (job_start, job_status, job_report), task tools \
-(slow_task, task_only), input-required rounds (ask_input, 2026-07-28), mem://item/{n} \
-resources and a greet prompt.";
+payload and progress tools, a job API (job_start, job_status, job_report, job_lookup), a \
+counter (counter_add, counter_read), task tools (slow_task, task_only), input-required rounds \
+(ask_input, 2026-07-28), mem://item/{n} resources and a greet prompt.";
 
 fn server_info() -> Value {
     json!({"name": "mcpload-serve", "version": env!("CARGO_PKG_VERSION")})
@@ -819,6 +893,42 @@ static TOOLS_LIST: LazyLock<[String; 4]> = LazyLock::new(|| {
              (an error while it runs).",
             json!({"job_id": text("The job_id job_start answered")}),
             &["job_id"],
+        ),
+        tool(
+            "job_lookup",
+            "The jobs held that `request_key` started (`job_ids`, `count`): more than one \
+             is a double effect.",
+            json!({"request_key": {
+                "type": "string",
+                "maxLength": REQUEST_KEY_MAX,
+                "description": "The idempotency key job_start was given",
+            }}),
+            &["request_key"],
+        ),
+        tool(
+            "counter_add",
+            "Adds `by` to the counter `key` and answers the value it left (`key`, `value`).",
+            json!({
+                "key": {
+                    "type": "string",
+                    "maxLength": races::KEY_MAX,
+                    "default": races::DEFAULT_KEY,
+                    "description": "The counter",
+                },
+                "by": int(0, races::BY_MAX, "The increment (default 1)"),
+            }),
+            &[],
+        ),
+        tool(
+            "counter_read",
+            "The value of the counter `key` (`key`, `value`; 0 for a counter never added to).",
+            json!({"key": {
+                "type": "string",
+                "maxLength": races::KEY_MAX,
+                "default": races::DEFAULT_KEY,
+                "description": "The counter",
+            }}),
+            &[],
         ),
         tool(
             "slow_task",

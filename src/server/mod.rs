@@ -28,6 +28,7 @@ mod job_api;
 mod mcp;
 mod methods;
 mod param_tools;
+mod races;
 mod resume;
 mod sessions;
 mod stats;
@@ -45,6 +46,7 @@ pub use hostile::{
     HostileConfig, HostileKind, HostileStats, HostileTransport, RunningHostile,
     serve_hostile_stdio, start_hostile_http,
 };
+pub use races::RaceCounts;
 pub use stats::{
     ClientView, FaultCounts, InputCounts, JobCounts, OperationCounts, ProgressCounts,
     ReplicaCounts, StatsSnapshot, TaskCounts, TaskFaultCounts,
@@ -55,6 +57,7 @@ use faults::FaultPlan;
 use fleet::Fleet;
 use job_api::JobStore;
 use mcp::Protocol;
+use races::Races;
 use resume::Resumptions;
 use sessions::Sessions;
 use stats::{ReplicaStats, Stats};
@@ -93,6 +96,9 @@ pub(crate) struct Shared {
     sessions: Arc<Sessions>,
     jobs: Arc<JobStore>,
     tasks: Arc<TaskStore>,
+    /// The race targets: shared, as if kept in one store, by whoever shares this target's
+    /// jobs.
+    races: Arc<Races>,
     /// Keys the `requestState` of input-required rounds.
     salt: u64,
     resumptions: Arc<Resumptions>,
@@ -116,6 +122,7 @@ impl Shared {
             fault_seq: Arc::default(),
             sessions: Arc::new(Sessions::new(prefix)),
             jobs: Arc::new(JobStore::new(&cfg)),
+            races: Arc::new(Races::new(&cfg)),
             tasks: Arc::new(TaskStore::new(
                 &cfg,
                 u64::from(prefix).rotate_left(32) ^ cfg.seed,
@@ -149,6 +156,7 @@ impl Shared {
             fault_seq: Arc::clone(&self.fault_seq),
             sessions,
             jobs: Arc::clone(&self.jobs),
+            races: Arc::clone(&self.races),
             tasks: Arc::clone(&self.tasks),
             salt: self.salt,
             resumptions: Arc::clone(&self.resumptions),
@@ -163,6 +171,7 @@ impl Shared {
         StatsSnapshot {
             jobs: self.jobs.counts(),
             tasks: self.tasks.counts(),
+            races: self.races.counts(),
             auth: self.auth.as_ref().map(|a| a.counts()),
             ..self.stats.snapshot()
         }

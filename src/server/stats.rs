@@ -3,6 +3,7 @@
 //! served at `GET /stats` and written by `--stats FILE`.
 
 use super::faults::FaultKind;
+use super::races::RaceCounts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -33,7 +34,7 @@ const STATUSES: [u16; 10] = [400, 401, 403, 404, 405, 406, 413, 415, 429, 503];
 
 /// The operations counted without a lock: every method, tool, prompt and listed resource
 /// the target serves. Others get a slot on first sight, up to [`OTHER_OPERATIONS_MAX`].
-pub(super) const KNOWN_OPERATIONS: [&str; 32] = [
+pub(super) const KNOWN_OPERATIONS: [&str; 35] = [
     "initialize",
     "ping",
     "server/discover",
@@ -48,6 +49,9 @@ pub(super) const KNOWN_OPERATIONS: [&str; 32] = [
     "job_start",
     "job_status",
     "job_report",
+    "job_lookup",
+    "counter_add",
+    "counter_read",
     "slow_task",
     "task_only",
     "ask_input",
@@ -337,6 +341,7 @@ impl Stats {
             progress: self.progress.snapshot(),
             unknown_session: g(&self.unknown_session),
             replicas: Vec::new(),
+            races: RaceCounts::default(),
             auth: None,
         }
     }
@@ -450,6 +455,17 @@ pub struct JobCounts {
     pub unknown_job: u64,
     /// Jobs held now (not expired).
     pub live: u64,
+    /// `job_key_break_every`: `job_start` calls that named a known `request_key` with the
+    /// same input and started a new job all the same.
+    #[serde(default)]
+    pub double_effects: u64,
+    /// `job_key_break_every`: `job_start` calls that named a known `request_key` with
+    /// another input and started a new job instead of being refused.
+    #[serde(default)]
+    pub accepted_conflicts: u64,
+    /// `job_lookup` calls answered.
+    #[serde(default)]
+    pub lookups: u64,
 }
 
 /// The target's counters at one moment (`GET /stats`, `--stats FILE`).
@@ -548,6 +564,9 @@ pub struct StatsSnapshot {
     /// fleet's totals); absent otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<ReplicaCounts>,
+    /// The race targets: counters and the lazy initialisation.
+    #[serde(default)]
+    pub races: RaceCounts,
     /// With `auth`: the authorization server's and the protected resource's counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<super::auth::AuthCounts>,

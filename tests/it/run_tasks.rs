@@ -143,6 +143,53 @@ fn tasks_run_to_their_end_as_each_revision_says() {
     }
 }
 
+/// A task of known work time polled at a known interval takes that time over the interval in
+/// polls, within one: the server's `pollInterval`, and the profile's `poll_interval` where it
+/// is the shorter. (Each poll waits its interval after the answer before, so a busy machine
+/// can only make a task need fewer polls, never more.)
+#[test]
+fn polls_per_task_follow_the_interval_within_one_poll() {
+    let _share = machine::loading();
+    let job_ms = 500;
+    for (revision, server_ms, profile_ms) in [
+        ("2025-11-25", 100, None),
+        ("2026-07-28", 100, None),
+        ("2026-07-28", 250, Some(100)),
+    ] {
+        let target = serve(&["--task-poll-interval-ms", &server_ms.to_string()]);
+        let dir = scratch(&format!("tasks-polls-{revision}-{server_ms}"));
+        let interval =
+            profile_ms.map_or(String::new(), |ms| format!("poll_interval = \"{ms}ms\"\n"));
+        let body = format!(
+            "[[mix]]\nmethod = \"tools/call\"\ntool = \"slow_task\"\nargs = {{ ms = {job_ms} }}\n\
+             task = true\ntask_timeout = \"3s\"\n{interval}"
+        );
+        let r = run_tasks(&dir, &url_of(&target.url), revision, &body, "4");
+        let poll_ms = profile_ms.map_or(server_ms, |p| p.min(server_ms));
+        let expected = job_ms / poll_ms;
+        let case = format!("{revision}, pollInterval {server_ms} ms, profile {profile_ms:?}");
+        let ended = r.n("tasks_completed");
+        assert!(ended >= 4, "{case}: {ended} tasks");
+        assert_eq!(r.n("tasks_created"), ended, "{case}");
+        assert_eq!(
+            r.n("task_polls"),
+            truth(&target_stats(&target.url), "/tasks/polls")
+        );
+        let within = |polls: u64, what: &str| {
+            assert!(
+                polls.abs_diff(expected) <= 1,
+                "{case}: {what} {polls} polls, expected {job_ms} / {poll_ms} = {expected}"
+            );
+        };
+        within(r.n("polls_per_task_p50"), "p50");
+        within(r.flow("polls_per_task_max").as_u64().unwrap(), "max");
+        within(
+            (r.n("task_polls") as f64 / ended as f64).round() as u64,
+            "mean",
+        );
+    }
+}
+
 /// Each task fault of the target shows as its anomaly, exactly as often as the target
 /// played it, in both revisions.
 #[test]
@@ -418,5 +465,75 @@ task = "auto"
     assert_eq!(
         r.n("calls"),
         r.op("slow_task", "requests") + r.op("echo", "requests")
+    );
+}
+
+/// The shipped profiles/tasks.toml, a sweep of live tasks against the built-in target with a
+/// task capacity, finds the knee at that capacity. Up to the capacity every task gets a slot
+/// at once and each user adds its share of throughput; past it the extra tasks only wait.
+/// The expectations come from the profile's own knobs (capacity, job time, poll interval).
+#[test]
+fn a_sweep_of_live_tasks_finds_the_knee_at_the_task_capacity() {
+    let _share = machine::measuring();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/tasks.toml");
+    let shipped: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let int = |v: &toml::Value| v.as_integer().unwrap() as u64;
+    let builtin = &shipped["target"]["builtin"];
+    let capacity = int(&builtin["task_capacity"]);
+    let poll_ms = int(&builtin["task_poll_interval_ms"]);
+    let job_ms = int(&shipped["mix"][0]["args"]["ms"]);
+    let levels: Vec<u64> = shipped["load"]["concurrency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(int)
+        .collect();
+    // The sweep steps onto the capacity, then past it by at least half (what a saturated
+    // step needs, docs/metrics.md "The knee").
+    let at = levels.iter().position(|l| *l == capacity).unwrap();
+    assert!(at > 0 && 2 * levels[at + 1] >= 3 * capacity, "{levels:?}");
+
+    let dir = scratch("tasks-knee");
+    let out_dir = dir.join("run");
+    let out = run(&[path.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let rows = steps(&out_dir);
+    let s = summary(&out_dir);
+    let got: Vec<u64> = rows.iter().map(|r| num(r, "concurrency") as u64).collect();
+    assert_eq!(got, levels);
+    // A task whose slot was free ends before its first `ceil(job / poll)` polls are done.
+    let polls_free = job_ms.div_ceil(poll_ms);
+    for (i, r) in rows.iter().enumerate() {
+        assert_identity(r);
+        let users = levels[i];
+        let step = format!("{users} live tasks: {r:?}");
+        assert_eq!(num(r, "calls_failed"), 0.0, "{step}");
+        assert_eq!(num(r, "task_anomalies"), 0.0, "{step}");
+        assert!(num(r, "tasks_live_max") as u64 <= users, "{step}");
+        // At most min(users, capacity) tasks work at once, each `job_ms`: the calls ended
+        // in the measured time, and at most one more per user still running at its end.
+        let working = users.min(capacity) as f64;
+        let ceiling = working * 1000.0 / job_ms as f64 + users as f64 / num(r, "duration_s");
+        assert!(
+            num(r, "calls_per_s") <= ceiling,
+            "{step}: ceiling {ceiling}"
+        );
+        let max_polls = s["steps"][i]["flows"]["polls_per_task_max"]
+            .as_u64()
+            .unwrap();
+        if users <= capacity {
+            assert_eq!(r["verdict"], "ok", "{step}");
+            assert!(max_polls <= polls_free, "{step}: no task waits for a slot");
+        } else {
+            // The tasks past the capacity waited for a slot: polled more than once.
+            assert!(max_polls > polls_free, "{step}: no task waited");
+        }
+    }
+    assert_eq!(rows[at + 1]["verdict"], "saturated", "{rows:?}");
+    assert_eq!(
+        s["knee"]["saturation_point"].as_f64(),
+        Some(capacity as f64),
+        "{}",
+        s["knee"]
     );
 }

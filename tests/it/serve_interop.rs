@@ -63,8 +63,11 @@ fn assert_session_worked(v: &Value, who: &str) {
     assert_eq!(
         tools(v),
         [
+            "counter_add",
+            "counter_read",
             "echo",
             "fail",
+            "job_lookup",
             "job_report",
             "job_start",
             "job_status",

@@ -98,6 +98,9 @@ fn jobs_expected(set: &[(&str, u64)]) -> BTreeMap<String, u64> {
         "items_lost",
         "unknown_job",
         "live",
+        "double_effects",
+        "accepted_conflicts",
+        "lookups",
     ]
     .iter()
     .map(|k| (k.to_string(), 0))

@@ -49,6 +49,9 @@ async fn legacy_handshake_session_and_methods() {
             "job_start",
             "job_status",
             "job_report",
+            "job_lookup",
+            "counter_add",
+            "counter_read",
             "slow_task",
             "task_only"
         ]
@@ -228,7 +231,7 @@ async fn modern_discovery_and_header_rules() {
     let (hs, body) = modern(json!(1), "tools/list", json!({}));
     let tl = c.post(&hs, &body).await.json();
     assert_eq!(tl["result"]["resultType"], "complete");
-    assert_eq!(tl["result"]["tools"].as_array().unwrap().len(), 12);
+    assert_eq!(tl["result"]["tools"].as_array().unwrap().len(), 15);
     let (hs, body) = modern(
         json!(2),
         "tools/call",

@@ -40,7 +40,7 @@ fn call(conn: &Connected, tool: &str, args: serde_json::Value) -> mcpload::clien
 
 /// Runs `f` under a generous bound: a hang is a failure, not a stuck test.
 async fn bounded<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(60), f)
+    tokio::time::timeout(Duration::from_secs(180), f)
         .await
         .expect("finished without hanging")
 }
@@ -237,9 +237,15 @@ async fn a_10_mb_answer_pairs_within_the_bound_and_is_dropped_beyond_it() {
     let ten_mb = json!({"bytes": 10_000_000});
     let mut conn = connect_http(&server.url, opts(ProtocolChoice::Auto)).await;
     let op = call(&conn, "payload", ten_mb.clone());
-    let out = bounded(drive(&mut conn.transport, 3, 3, TIMEOUT, |id| {
-        op.request(id)
-    }))
+    // Three 10 MB answers at once take a debug build seconds of CPU each; on a busy machine
+    // well past TIMEOUT. What is tested is that they pair, not how fast.
+    let out = bounded(drive(
+        &mut conn.transport,
+        3,
+        3,
+        Duration::from_secs(150),
+        |id| op.request(id),
+    ))
     .await;
     assert_all_ok(&out.counters, 3);
 

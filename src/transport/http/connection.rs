@@ -147,10 +147,26 @@ impl Stream {
     /// Whether the server has neither closed the stream nor sent anything since the last
     /// answer. Costs no system call unless the socket has news; TLS records that carry no
     /// data (a TLS 1.3 session ticket) are read and leave the stream quiet.
+    ///
+    /// Looked at outside tokio's cooperative budget: once the task has spent it (128 socket
+    /// polls in one turn, as when a burst of sends takes many idle connections at once, or
+    /// 10,000 tasks' polls fall due together), every readiness poll is `Pending`, which would
+    /// read as quiet, and a connection the server closed long ago would take the request
+    /// and lose it.
     fn is_quiet(&mut self) -> bool {
         let mut cx = Context::from_waker(std::task::Waker::noop());
+        let look = tokio::task::coop::unconstrained(std::future::poll_fn(|cx| {
+            Poll::Ready(self.quiet_now(cx))
+        }));
+        match std::pin::pin!(look).poll(&mut cx) {
+            Poll::Ready(quiet) => quiet,
+            Poll::Pending => unreachable!("the look is always ready"),
+        }
+    }
+
+    fn quiet_now(&mut self, cx: &mut Context<'_>) -> bool {
         match self {
-            Stream::Tcp(tcp) => match tcp.poll_read_ready(&mut cx) {
+            Stream::Tcp(tcp) => match tcp.poll_read_ready(cx) {
                 Poll::Pending => true,
                 Poll::Ready(Err(_)) => false,
                 // Readiness may be left over from the last answer's read: look once.
@@ -168,10 +184,10 @@ impl Stream {
                 ) {
                     return false;
                 }
-                match tcp.poll_read_ready(&mut cx) {
+                match tcp.poll_read_ready(cx) {
                     Poll::Pending => true,
                     Poll::Ready(Err(_)) => false,
-                    Poll::Ready(Ok(())) => Pin::new(&mut **tls).poll_fill_buf(&mut cx).is_pending(),
+                    Poll::Ready(Ok(())) => Pin::new(&mut **tls).poll_fill_buf(cx).is_pending(),
                 }
             }
             #[cfg(any(test, fuzzing))]

@@ -901,6 +901,106 @@ mod tests {
         );
     }
 
+    /// Issue #13: a burst of sends finds many idle connections the server closed (10,000
+    /// tasks' polls falling due together, after the target closed the connections idle for
+    /// 30 s). Each is found closed, however many the burst takes in one turn of the task:
+    /// tokio's cooperative budget (128 socket polls a turn) once made every look past it
+    /// read as quiet, and those requests were written to closed connections and lost.
+    #[tokio::test]
+    async fn a_burst_finds_every_idle_connection_the_server_closed() {
+        use crate::transport::wire_for_tests::read_request;
+        use tokio::io::AsyncWriteExt;
+        const N: usize = 300;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        // Answers every request; the first N connections are closed after their one answer.
+        let closed = Arc::new(AtomicUsize::new(0));
+        let counted = closed.clone();
+        tokio::spawn(async move {
+            let mut accepted = 0;
+            while let Ok((mut sock, _)) = listener.accept().await {
+                accepted += 1;
+                let close = (accepted <= N).then(|| counted.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    while read_request(&mut sock, &mut buf).await.is_some() {
+                        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            answer.len()
+                        );
+                        let _ = sock.write_all(head.as_bytes()).await;
+                        let _ = sock.write_all(answer).await;
+                        if let Some(c) = &close {
+                            drop(sock);
+                            c.fetch_add(1, SeqCst);
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let opts = HttpOptions {
+            pool_size: N,
+            ..HttpOptions::default()
+        };
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let ping = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        let burst = |t: &mut HttpTransport| {
+            for i in 0..N {
+                t.send(Outgoing::single(
+                    ping.clone(),
+                    Some(Id::Num(i as i64)),
+                    McpHeaders::default(),
+                ));
+            }
+        };
+        let answered = async |t: &mut HttpTransport| {
+            let mut ok = 0;
+            let mut ended = 0;
+            while ended < N {
+                let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+                    .await
+                    .expect("an answer or a failure");
+                match ev {
+                    Event::Closed { status: 200, .. } => (ok, ended) = (ok + 1, ended + 1),
+                    Event::Closed { .. } | Event::Failed { .. } => ended += 1,
+                    _ => {}
+                }
+            }
+            ok
+        };
+        // N connections at once, each answered, then closed by the server.
+        burst(&mut t);
+        assert_eq!(answered(&mut t).await, N);
+        assert_eq!(t.pool.counts(), (N, N));
+        let all_closed = async {
+            while closed.load(SeqCst) < N {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            // One more turn of the runtime, so that its reactor has seen every close.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        tokio::time::timeout(Duration::from_secs(10), all_closed)
+            .await
+            .expect("the server closes them");
+        // The next burst, sent in one turn, finds each closed and goes out on fresh ones.
+        burst(&mut t);
+        assert_eq!(
+            answered(&mut t).await,
+            N,
+            "every request of the burst answered"
+        );
+        let mut c = Counters::default();
+        t.take_counters(&mut c);
+        assert_eq!(
+            c.reconnects_before_send, 1,
+            "found in the burst's first send"
+        );
+    }
+
     /// Issue #11, defect 1: once a request is written, a connection that fails is the
     /// request's end (a POST sent again could take effect twice).
     #[tokio::test]
