@@ -1131,17 +1131,10 @@ mod tests {
         (url, client, accepted, deletes)
     }
 
-    #[tokio::test]
-    async fn https_handshake_load_cancels_and_delete_stay_within_the_pool() {
-        let (url, tls, accepted, deletes) = tls_legacy_server().await;
-        let opts = HttpOptions {
-            pool_size: 3,
-            ..HttpOptions::default()
-        };
-        let client = HttpClient::with_tls(&url, &opts, Some(tls)).unwrap();
-        let mut t = HttpTransport::new(client, &opts);
-        let wait = Duration::from_secs(10);
-        // The handshake, as the connector does it.
+    /// The legacy handshake as the connector does it: `initialize` (answered 200 with one
+    /// message and a session id), then `notifications/initialized` (202); re-initialization
+    /// armed with both.
+    pub(super) async fn open_legacy_session(t: &mut HttpTransport, wait: Duration) {
         let initialize =
             Bytes::from_static(br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{}}"#);
         let reply = t
@@ -1162,6 +1155,19 @@ mod tests {
             initialize,
             initialized,
         });
+    }
+
+    #[tokio::test]
+    async fn https_handshake_load_cancels_and_delete_stay_within_the_pool() {
+        let (url, tls, accepted, deletes) = tls_legacy_server().await;
+        let opts = HttpOptions {
+            pool_size: 3,
+            ..HttpOptions::default()
+        };
+        let client = HttpClient::with_tls(&url, &opts, Some(tls)).unwrap();
+        let mut t = HttpTransport::new(client, &opts);
+        let wait = Duration::from_secs(10);
+        open_legacy_session(&mut t, wait).await;
         // 200 calls, 8 in flight: more than the pool, so some wait for a connection. Now and
         // then the newest call is given up: one still waiting is withdrawn unsent, one sent
         // gets a cancel notification (a side request, ahead of the load) and its stream is

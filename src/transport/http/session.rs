@@ -292,26 +292,7 @@ mod tests {
             ..HttpOptions::default()
         };
         let mut t = HttpTransport::new(HttpClient::new(url, &opts).unwrap(), &opts);
-        let wait = Duration::from_secs(10);
-        let initialize =
-            Bytes::from_static(br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{}}"#);
-        let reply = t
-            .post_once(initialize.clone(), &McpHeaders::default(), wait)
-            .await
-            .unwrap();
-        t.set_protocol_version(Some("2025-06-18"));
-        t.set_session(reply.session_id);
-        let initialized =
-            Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        let reply = t
-            .post_once(initialized.clone(), &McpHeaders::default(), wait)
-            .await
-            .unwrap();
-        assert_eq!(reply.status, 202);
-        t.set_legacy_init(LegacyInit {
-            initialize,
-            initialized,
-        });
+        super::super::tests::open_legacy_session(&mut t, Duration::from_secs(10)).await;
         t
     }
 
