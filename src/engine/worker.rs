@@ -3,6 +3,7 @@
 
 use super::flow::{Flows, TaskIds};
 use super::scenario::Runner;
+use super::segment::{Segment, part};
 use super::timer::SendTimer;
 use super::{Order, Report, StepOrder, Workload};
 use crate::correlator::{Correlator, Ledger, Sent, Tag};
@@ -108,6 +109,7 @@ impl Worker {
                 batch: &mut batch,
                 worker: self.index,
                 workers: self.workers,
+                segment: self.work.segment,
                 timeout: self.work.timeout,
             };
             self.step(order, &mut ctx, &mut ledger, &mut units, &mut orders)
@@ -125,7 +127,9 @@ impl Worker {
         orders: &mut mpsc::UnboundedReceiver<Order>,
     ) {
         let work = Arc::clone(&self.work);
-        let now = Instant::now();
+        // The step begins when the coordinator says, not when the order arrives: on a common
+        // clock, at the slot's instant.
+        let now = order.start;
         let mut st = StepState {
             phase: if work.warmup.is_zero() {
                 Phase::Measure
@@ -373,15 +377,15 @@ impl Worker {
         let w = &self.work;
         match w.model {
             Model::Closed => {
-                let clients = share(st.order.level, self.index, self.workers);
+                let users = w.segment.share(st.order.level.round() as u64);
+                let clients = part(users, self.index.into(), self.workers.into());
                 st.ready = std::iter::repeat_n(now, clients as usize).collect();
             }
             Model::Open => {
-                let rate = st.order.level / self.workers as f64;
-                let phase = self.index as f64 / self.workers as f64;
+                let rate = st.order.level;
+                let lane = w.segment.lane(self.index, self.workers);
                 let seed = w.seed ^ ((st.order.step as u64) << 20) ^ self.index as u64;
-                st.arrivals =
-                    (rate > 0.0).then(|| Arrivals::new(now, rate, w.spacing, phase, seed));
+                st.arrivals = (rate > 0.0).then(|| Arrivals::new(now, rate, w.spacing, lane, seed));
             }
         }
     }
@@ -467,7 +471,7 @@ impl Worker {
         s.buf.clear();
         match &w.batch {
             None => {
-                let (id, seq) = next_id(s.seq, self.index, self.workers);
+                let (id, seq) = next_id(s.seq, self.index, self.workers, s.segment);
                 let op = w.mix.pick(&mut s.renderer.rng);
                 let headers = op.render(s.buf, &id, seq, s.renderer);
                 let tag = Tag {
@@ -488,7 +492,7 @@ impl Worker {
                 batch.clear();
                 let mut ids = Vec::with_capacity(b.size);
                 for _ in 0..b.size {
-                    let (id, seq) = next_id(s.seq, self.index, self.workers);
+                    let (id, seq) = next_id(s.seq, self.index, self.workers, s.segment);
                     let op = w.mix.pick(&mut s.renderer.rng);
                     op.render(batch.member(), &id, seq, s.renderer);
                     let tag = Tag {
@@ -618,17 +622,19 @@ pub(super) struct Sending<'a> {
     pub batch: &'a mut BatchWriter,
     pub worker: u32,
     pub workers: u32,
+    /// The run's segment (request sequence numbers are unique over the segments).
+    pub segment: Segment,
     /// How long a request may wait for its answer.
     pub timeout: Duration,
 }
 
 /// A fresh id (unique in the run: the worker's index sits in the high bits) and the
-/// request's run-wide sequence number for `{{seq}}`.
-pub(super) fn next_id(seq: &mut u64, worker: u32, workers: u32) -> (Id, u64) {
+/// request's run-wide sequence number for `{{seq}}` (unique over the segments too).
+pub(super) fn next_id(seq: &mut u64, worker: u32, workers: u32, segment: Segment) -> (Id, u64) {
     let local = *seq;
     *seq += 1;
     let id = Id::Num(((worker as i64) << 40) | local as i64);
-    (id, local * workers as u64 + worker as u64)
+    (id, segment.seq(local * workers as u64 + worker as u64))
 }
 
 impl StepState {
@@ -642,12 +648,6 @@ impl StepState {
             .retain(|ids| ids.iter().any(|id| c.is_pending(id)));
         self.open_batches.len()
     }
-}
-
-/// Worker `i`'s share of `level` clients among `n` workers.
-pub(super) fn share(level: f64, i: u32, n: u32) -> u64 {
-    let total = level.round() as u64;
-    total / n as u64 + u64::from((i as u64) < total % n as u64)
 }
 
 /// The params of the filler notifications mixed into batches.
