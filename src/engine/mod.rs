@@ -230,8 +230,9 @@ pub async fn sweep(
         // late start, or one after a drain past its bound) begins at once.
         let slot = clock.map(|c| run_start + c.slot_offset(i));
         if let Some(at) = slot.filter(|at| *at > Instant::now()) {
+            let mut timer = timer::SendTimer::new();
             tokio::select! {
-                _ = tokio::time::sleep_until(at.into()) => {}
+                _ = timer.wait(Some(at)) => {}
                 _ = cancel.cancelled() => {
                     end = SweepEnd::Interrupted;
                     break;
@@ -257,7 +258,8 @@ pub async fn sweep(
         for o in &crew.orders {
             let _ = o.send(Order::Step(order));
         }
-        let measure_at = clock.map(|c| order.start + c.measure_offset);
+        // The measured time starts on the schedule even when the step began a little late.
+        let measure_at = clock.zip(slot).map(|(c, at)| at + c.measure_offset);
         let collected = collect_step(&mut crew, order, measure_at, &work, sink, run_start).await?;
         let step = match collected {
             StepOutcome::Done(step) => *step,

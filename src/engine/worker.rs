@@ -210,11 +210,13 @@ impl Worker {
                 st.ready
                     .extend(std::iter::repeat_n(now + work.think_time, freed));
             }
+            // What fell due before the sending phase ended goes out even when the worker
+            // woke after the end (late, its lag recorded): the step's schedule is its load.
+            if let Some(end) = st.sending_end(&work).filter(|_| self.down.is_none()) {
+                self.send_due(&mut st, s, units, end, now);
+            }
             if self.advance(&mut st, s, ledger, units, now) {
                 break;
-            }
-            if matches!(st.phase, Phase::Warmup | Phase::Measure) {
-                self.send_due(&mut st, s, units, now);
             }
         }
     }
@@ -390,20 +392,23 @@ impl Worker {
         }
     }
 
-    /// Starts what is due: one unit per free virtual user (closed loop), one per arrival
-    /// (open loop; past `max_in_flight` units in flight the arrival is dropped). A unit is a
-    /// scenario iteration when the run has scenarios, else a request or a batch.
+    /// Starts what is due by `now` and before the phase's `end`: one unit per free virtual
+    /// user (closed loop), one per arrival (open loop; past `max_in_flight` units in flight
+    /// the arrival is dropped). A unit is a scenario iteration when the run has scenarios,
+    /// else a request or a batch.
     fn send_due(
         &mut self,
         st: &mut StepState,
         s: &mut Sending<'_>,
         units: &mut Units,
+        end: Instant,
         now: Instant,
     ) {
         let w = Arc::clone(&self.work);
         match w.model {
             Model::Closed => {
-                while st.ready.front().is_some_and(|t| *t <= now) && !units.full() {
+                let due = |t: Instant| t <= now && t < end;
+                while st.ready.front().is_some_and(|t| due(*t)) && !units.full() {
                     st.ready.pop_front();
                     if let Some(batch) = self.start_one(s, units, now, now) {
                         st.open_batches.push_back(batch);
@@ -418,7 +423,7 @@ impl Worker {
                     .max_in_flight
                     .div_ceil(self.workers as usize)
                     .max(w.batch_size());
-                while arrivals.next_due() <= now {
+                while arrivals.next_due() <= now && arrivals.next_due() < end {
                     let due = arrivals.advance();
                     let busy = match units {
                         Units::Requests => s.corr.in_flight() + w.batch_size() > cap,
@@ -638,6 +643,16 @@ pub(super) fn next_id(seq: &mut u64, worker: u32, workers: u32, segment: Segment
 }
 
 impl StepState {
+    /// When the current sending phase ends: the warm-up at the measured time's start, the
+    /// measured time after its duration; `None` when the worker is not sending.
+    fn sending_end(&self, work: &Workload) -> Option<Instant> {
+        match self.phase {
+            Phase::Warmup => Some(self.measure_start),
+            Phase::Measure => Some(self.measure_start + work.duration),
+            _ => None,
+        }
+    }
+
     /// Closed loop: virtual clients waiting for an answer. With batches, a client waits
     /// until every request of its batch has ended.
     fn outstanding(&mut self, c: &Correlator) -> usize {

@@ -142,7 +142,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         folder.set_segment(SegmentRecord {
             index: plan.segment.index,
             count: plan.segment.count,
-            start_at: clock.map(|c| humantime::format_rfc3339(c.start_at).to_string()),
+            start_at: clock.map(|c| segment::rfc3339(c.start_at)),
             start_late_ms: None,
             steps: Vec::new(),
         })?;
@@ -378,7 +378,7 @@ fn common_clock(start_at: SystemTime, work: &Workload, quiet: bool) -> Result<Cl
             "--start-at {}: {:.1} s in the past, more than one step's slot ({:.1} s: warm-up, \
              its drain bound, duration, drain bound); give every segment a start ahead of all \
              their launches",
-            humantime::format_rfc3339(start_at),
+            segment::rfc3339(start_at),
             late.as_secs_f64(),
             clock.slot.as_secs_f64()
         )));
@@ -390,7 +390,7 @@ fn common_clock(start_at: SystemTime, work: &Workload, quiet: bool) -> Result<Cl
         eprintln!(
             "mcpload: segment {} starts at {} (in {wait:.1} s); each step's slot is {:.1} s",
             work.segment,
-            humantime::format_rfc3339(start_at),
+            segment::rfc3339(start_at),
             clock.slot.as_secs_f64()
         );
     }

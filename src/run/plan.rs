@@ -541,7 +541,7 @@ impl Plan {
             "thresholds": self.threshold_texts,
             "seed": self.seed,
             "segment": self.segment.is_split().then_some(self.segment),
-            "start_at": self.sweep.start_at.map(|t| humantime::format_rfc3339(t).to_string()),
+            "start_at": self.sweep.start_at.map(|t| super::segment::rfc3339(t)),
         });
         spec.redact = t
             .headers

@@ -124,6 +124,19 @@ pub fn start_at_from(
         })
 }
 
+/// `t` in RFC 3339 UTC, to the second, the millisecond or the nanosecond, whichever
+/// holds it exactly (as a start is usually written).
+pub(crate) fn rfc3339(t: SystemTime) -> String {
+    let nanos = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    match nanos {
+        0 => humantime::format_rfc3339_seconds(t).to_string(),
+        n if n % 1_000_000 == 0 => humantime::format_rfc3339_millis(t).to_string(),
+        _ => humantime::format_rfc3339_nanos(t).to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +230,8 @@ mod tests {
             e.starts_with("--start-at tomorrow: not an RFC 3339 time"),
             "{e}"
         );
+        assert_eq!(rfc3339(utc.unwrap()), "2026-12-02T10:00:00Z");
+        assert_eq!(rfc3339(offset.unwrap()), "2026-12-02T10:00:00.500Z");
         let e = start_at_from(None, &env(&[("MCPLOAD_START_AT", "12:00")])).unwrap_err();
         assert!(
             e.starts_with("MCPLOAD_START_AT=12:00: not an RFC 3339"),
