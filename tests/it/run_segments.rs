@@ -261,9 +261,13 @@ fn segments_started_at_different_moments_line_their_steps_up() {
 fn a_segment_runs_every_step_past_a_failed_one() {
     let _share = machine::loading();
     let dir = scratch("segments-failure");
-    // Every 3rd call fails: each step is failed at the default 1% error rate.
-    let server = serve(&["--fault", "drop=3"]);
+    // Every call answers a JSON-RPC error: each step fails at the default 1% error rate.
+    let server = serve(&[]);
     let args = [
+        "--tool",
+        "fail",
+        "--args",
+        r#"{"code": -32000}"#,
         "-c",
         "1,2,3",
         "-d",
@@ -271,7 +275,7 @@ fn a_segment_runs_every_step_past_a_failed_one() {
         "--warmup",
         "0s",
         "--timeout",
-        "300ms",
+        "1s",
     ];
     let whole = dir.join("whole");
     let out = bin()
