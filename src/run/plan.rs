@@ -541,7 +541,7 @@ impl Plan {
             "thresholds": self.threshold_texts,
             "seed": self.seed,
             "segment": self.segment.is_split().then_some(self.segment),
-            "start_at": self.sweep.start_at.map(|t| super::segment::rfc3339(t)),
+            "start_at": self.sweep.start_at.map(super::segment::rfc3339),
         });
         spec.redact = t
             .headers
