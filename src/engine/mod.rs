@@ -11,7 +11,7 @@ mod slots;
 mod timer;
 mod worker;
 
-pub use segment::{Clock, SLOT_MARGIN, Segment, SlotShape, WallClock, part};
+pub use segment::{Clock, Segment, SlotShape};
 pub use sink::{FanOut, Second, SinkError, StepSink, StepStart, StepWindow};
 
 use crate::analysis::{StopCriteria, SweepJudge};
@@ -189,7 +189,7 @@ pub async fn sweep(
     // Seconds count from the common start when there is one, so that step k's seconds line
     // up over the segments.
     let run_start = clock.as_ref().map_or_else(Instant::now, Clock::origin);
-    let wall = WallClock::now();
+    let wall = segment::WallClock::now();
     let (report_tx, reports) = mpsc::unbounded_channel();
     let mut crew = Crew {
         orders: Vec::new(),

@@ -28,7 +28,7 @@ impl std::fmt::Display for Segment {
 
 /// Part `i` (0-based) of `n` of `total` whole units: `total / n`, one more for the first
 /// `total % n` parts, so the `n` parts add up to `total` exactly.
-pub fn part(total: u64, i: u64, n: u64) -> u64 {
+pub(crate) fn part(total: u64, i: u64, n: u64) -> u64 {
     total / n + u64::from(i < total % n)
 }
 
@@ -85,7 +85,7 @@ impl Segment {
 
 /// Slack added to each bounded wait of a slot: the workers look at the clock every few
 /// milliseconds, and the coordinator hands each step to the run folder between steps.
-pub const SLOT_MARGIN: Duration = Duration::from_millis(200);
+pub(crate) const SLOT_MARGIN: Duration = Duration::from_millis(200);
 
 /// The common clock of a run started with `--start-at`: every step gets a slot of the same
 /// length, computed from the schedule alone, and step `k` (1-based) starts its warm-up at
@@ -94,10 +94,10 @@ pub const SLOT_MARGIN: Duration = Duration::from_millis(200);
 pub struct Clock {
     pub start_at: SystemTime,
     /// From a slot's start to its measured time's start: the warm-up, then (with a warm-up)
-    /// the bound on its drain and [`SLOT_MARGIN`].
+    /// the bound on its drain and the 0.2 s margin.
     pub measure_offset: Duration,
     /// The whole slot: `measure_offset`, the measured time, the bound on the step's drain and
-    /// [`SLOT_MARGIN`].
+    /// the 0.2 s margin.
     pub slot: Duration,
 }
 
@@ -150,14 +150,14 @@ impl Clock {
 /// Instants of this process read as wall-clock Unix milliseconds, against one reading of
 /// both clocks.
 #[derive(Clone, Copy, Debug)]
-pub struct WallClock {
+pub(crate) struct WallClock {
     instant: Instant,
     unix_ms: f64,
 }
 
 impl WallClock {
     /// Reads both clocks now.
-    pub fn now() -> WallClock {
+    pub(crate) fn now() -> WallClock {
         let (instant, wall) = (Instant::now(), SystemTime::now());
         let unix_ms = wall
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -166,7 +166,7 @@ impl WallClock {
     }
 
     /// `at` as Unix milliseconds.
-    pub fn unix_ms(&self, at: Instant) -> f64 {
+    pub(crate) fn unix_ms(&self, at: Instant) -> f64 {
         match at.checked_duration_since(self.instant) {
             Some(after) => self.unix_ms + after.as_secs_f64() * 1000.0,
             None => self.unix_ms - self.instant.duration_since(at).as_secs_f64() * 1000.0,

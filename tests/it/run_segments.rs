@@ -371,3 +371,38 @@ fn bad_segment_values_are_usage_errors_naming_their_source() {
     );
     assert!(!dir.join("run").join("summary.json").exists());
 }
+
+#[test]
+fn a_segment_whose_stdio_target_dies_ends_there() {
+    let _share = machine::loading();
+    let dir = scratch("segments-target-down").join("run");
+    let command = format!(
+        "{} serve --stdio --hostile die-mid-line --hostile-every 7",
+        env!("CARGO_BIN_EXE_mcpload")
+    );
+    let out = run(&[
+        "--stdio",
+        &command,
+        "--protocol",
+        "2025-03-26",
+        "--segment",
+        "1/2",
+        "-c",
+        "4,8",
+        "-d",
+        "10s",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "1s",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    // Every segment runs the whole schedule past a failed step, but nothing more can be
+    // measured against a target that is down.
+    let rows = steps(&dir);
+    assert_eq!(rows.len(), 1, "no step after the target died");
+    assert_eq!(rows[0]["concurrency"], "2");
+    assert!(!rows[0]["target_down"].is_empty(), "{:?}", rows[0]);
+}
