@@ -637,6 +637,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn each_user_fetches_its_own_token_on_first_use_and_the_counts_add_up() {
+        let fetch: Fetch = Arc::new(|_| {
+            Box::pin(async {
+                Fetched {
+                    token: Ok(Token {
+                        access: "t".into(),
+                        lifetime: None,
+                    }),
+                    token_request: Some(Duration::from_millis(1)),
+                }
+            })
+        });
+        let run = Credentials::fetched_per_user(fetch, true);
+        run.ready().await.unwrap();
+        assert!(
+            Arc::ptr_eq(&run.user(0).0, &run.0),
+            "user 0's are the run's"
+        );
+        let one = run.user(1);
+        assert!(Arc::ptr_eq(&run.user(1).0, &one.0), "made once");
+        // Its first use starts its own fetch (no request goes without a token).
+        assert!(matches!(one.current(Instant::now()), Current::Wait));
+        one.news(0).await;
+        assert!(matches!(one.current(Instant::now()), Current::Ready { .. }));
+        assert_eq!(run.holders(), 2);
+        run.stop().await;
+        let (requests, refreshes, times) = run.totals();
+        assert_eq!((requests, refreshes, times.len()), (2, 0, 2));
+    }
+
+    #[tokio::test]
     async fn one_refresh_at_a_time_however_many_refusals() {
         use std::sync::atomic::AtomicUsize;
         let fetches = Arc::new(AtomicUsize::new(0));
