@@ -726,6 +726,7 @@ fn auth_settings(t: &TargetSpec) -> Value {
             "token_endpoint": o.token_endpoint,
             "auth_method": o.auth_method,
             "private_key_file": o.private_key_file,
+            "token_per_user": a.token_per_user,
         }),
         (None, None) => Value::Null,
     }
