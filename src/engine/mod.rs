@@ -9,6 +9,7 @@ mod segment;
 mod sink;
 mod slots;
 mod timer;
+mod users;
 mod worker;
 
 pub use segment::{Clock, Segment, SlotShape};
@@ -52,6 +53,8 @@ pub struct Workload {
     pub seed: u64,
     /// Which share of every step this instance runs.
     pub segment: Segment,
+    /// Closed loop: each virtual user's requests carry its own token (`token_per_user`).
+    pub token_per_user: bool,
 }
 
 impl Workload {

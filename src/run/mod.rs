@@ -178,7 +178,12 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         // target's tokens issued agree with them.
         auth.stop().await;
         let (requests, refreshes, fetch_time) = auth.totals();
-        folder.record_auth(AuthSummary::of(&whole, requests, refreshes, &fetch_time))?;
+        let mut summary = AuthSummary::of(&whole, requests, refreshes, &fetch_time);
+        if auth.per_user() {
+            summary.token_per_user = true;
+            summary.users = Some(auth.holders());
+        }
+        folder.record_auth(summary)?;
     }
     if let Some(b) = builtin {
         folder.record_target_stats(&b.shutdown().await)?;
@@ -364,6 +369,7 @@ fn workload(plan: &Plan, mix: Mix, scenarios: Option<(Scenarios, Vec<String>)>) 
         max_in_flight: (plan.segment.share(l.max_in_flight as u64) as usize).max(batch_size),
         seed: plan.segment.seed(plan.seed),
         segment: plan.segment,
+        token_per_user: plan.token_per_user(),
     }
 }
 
