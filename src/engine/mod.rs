@@ -10,7 +10,7 @@ mod slots;
 mod timer;
 mod worker;
 
-pub use sink::{FanOut, Second, SinkError, StepSink, StepStart};
+pub use sink::{FanOut, MeasuredStep, Second, SinkError, StepSink, StepStart};
 
 use crate::analysis::{StopCriteria, SweepJudge};
 use crate::load::mix::Mix;
@@ -217,6 +217,7 @@ pub async fn sweep(
                 break;
             }
         };
+        sink.step_measured(&step)?;
         let judged = judge.judge(step.facts, &step.stats);
         sink.step_ended(&judged)?;
         if judged.figures.interrupted {
@@ -247,14 +248,8 @@ struct Crew {
     tasks: JoinSet<(usize, AnyTransport)>,
 }
 
-/// A step's merged figures.
-struct StepResult {
-    facts: StepFacts,
-    stats: Stats,
-}
-
 enum StepOutcome {
-    Done(Box<StepResult>),
+    Done(Box<MeasuredStep>),
     /// Interrupted before its measured time began: nothing to record.
     NotMeasured,
     /// A worker task ended in the middle of the step.
@@ -416,12 +411,11 @@ async fn collect_step(
     if let Some(f) = total.flows.as_mut() {
         f.counters.tasks_live_max = task_peak;
     }
-    if work.model == Model::Open && !lag.is_empty() {
-        facts.schedule_lag_p99_ms = Some(lag.histogram().value_at_quantile(0.99) as f64 / 1000.0);
-    }
-    Ok(StepOutcome::Done(Box::new(StepResult {
+    facts.set_lag(&lag);
+    Ok(StepOutcome::Done(Box::new(MeasuredStep {
         facts,
         stats: total,
+        lag,
     })))
 }
 

@@ -17,7 +17,7 @@ use crate::engine::{self, BatchShape, FanOut, SweepEnd, Workload};
 use crate::load::flow::{CannedInput, client_capabilities};
 use crate::load::mix::Mix;
 use crate::load::scenario::{self, Scenarios};
-use crate::metrics::{AuthSummary, Counters, Model, SessionSummary};
+use crate::metrics::{Counters, Model};
 use crate::report::{self, Finished, Progress, RunFolder, Secrets};
 use crate::server::{self, RunningTarget};
 use crate::transport::{AnyTransport, StdioOptions, Transport};
@@ -121,9 +121,16 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         .then(|| scenario::compile(&mix, &plan.scenarios, &server, &plan.base))
         .transpose()
         .map_err(PlanError::Usage)?;
-    let spec = plan.run_spec(&mix, &server);
+    let mut spec = plan.run_spec(&mix, &server);
     let transports = open_connections(&plan, &connector, &server, connected.transport).await?;
     let work = Arc::new(workload(&plan, mix, scenarios));
+    spec.names = report::Names {
+        ops: work.op_names.clone(),
+        scenarios: work
+            .scenarios
+            .as_ref()
+            .map_or_else(Vec::new, Scenarios::names),
+    };
     let mut folder = RunFolder::create(spec)?;
     folder.set_protocol_revision(server.revision.as_str())?;
     let swept = engine::sweep(
@@ -151,13 +158,13 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     for t in &transports {
         t.add_totals(&mut whole);
     }
-    folder.record_sessions(SessionSummary::of(&whole))?;
+    folder.record_sessions(&whole)?;
     if let Some(auth) = &connector.options().auth {
         // No refresh after the last request: the counts are the run's, and a built-in
         // target's tokens issued agree with them.
         auth.stop().await;
         let (requests, refreshes, fetch_time) = auth.totals();
-        folder.record_auth(AuthSummary::of(&whole, requests, refreshes, &fetch_time))?;
+        folder.record_auth(&whole, requests, refreshes, &fetch_time)?;
     }
     if let Some(b) = builtin {
         folder.record_target_stats(&b.shutdown().await)?;
