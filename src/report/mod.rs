@@ -58,7 +58,10 @@ pub use hlog::{Interval, read_hlog, step_histograms};
 pub use progress::Progress;
 pub use raw::{AuthTotals, COUNTS_JSONL, HISTOGRAMS_HLOG, Names, Record, RecordedSecond};
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
-pub use summary::{OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION, StepRecord};
+pub use summary::{
+    MergedFrom, Misaligned, OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION,
+    StepRecord,
+};
 pub use tables::{TimeseriesRow, read_ops, read_scenarios, read_steps, read_timeseries};
 pub use terminal::use_color;
 
@@ -327,6 +330,9 @@ impl RunFolder {
             gates: Vec::new(),
             sessions: None,
             auth: None,
+            merged_from: None,
+            partial: None,
+            misaligned: None,
         };
         let reporters: Vec<Box<dyn Reporter + Send>> = vec![
             Box::new(tables::StepsCsv::create(&dir)?),
@@ -437,6 +443,19 @@ impl RunFolder {
             token_refreshes,
             fetch,
         ));
+        self.each(|r, s| r.changed(s))
+    }
+
+    /// Records where a merged run comes from (`mcpload merge`).
+    pub fn record_merge(
+        &mut self,
+        from: Vec<MergedFrom>,
+        partial: bool,
+        misaligned: Vec<Misaligned>,
+    ) -> Result<(), ReportError> {
+        self.summary.merged_from = Some(from);
+        self.summary.partial = Some(partial);
+        self.summary.misaligned = Some(misaligned);
         self.each(|r, s| r.changed(s))
     }
 
