@@ -485,7 +485,7 @@ fn check_alike(inputs: &[Input]) -> Result<(), MergeError> {
 }
 
 /// The segments whose step windows start more than a tenth of the step's planned duration
-/// from the median start of that step's windows.
+/// from the (lower) median start of that step's windows.
 fn misaligned(inputs: &[Input]) -> Vec<Misaligned> {
     let duration_ms = inputs[0].load("duration_s").as_f64().unwrap_or(0.0) * 1000.0;
     let mut by_step: BTreeMap<u32, Vec<(&Input, u32, f64)>> = BTreeMap::new();
@@ -503,7 +503,7 @@ fn misaligned(inputs: &[Input]) -> Vec<Misaligned> {
     for (step, windows) in by_step {
         let mut starts: Vec<f64> = windows.iter().map(|w| w.2).collect();
         starts.sort_by(f64::total_cmp);
-        let median = starts[starts.len() / 2];
+        let median = starts[(starts.len() - 1) / 2];
         for (i, index, start) in windows {
             let offset_ms = start - median;
             if offset_ms.abs() > duration_ms / 10.0 {

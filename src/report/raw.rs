@@ -50,7 +50,7 @@ enum Line {
         counters: Counters,
     },
     /// A finished step as measured, its histograms in histograms.hlog.
-    Step { facts: StepFacts, stats: Stats },
+    Step { facts: StepFacts, stats: Box<Stats> },
     /// The whole run's transport counts, handshakes and closing included.
     Sessions { counters: Counters },
     Auth {
@@ -138,7 +138,7 @@ impl RawWriter {
         }
         self.line(&Line::Step {
             facts: m.facts.clone(),
-            stats: m.stats.clone(),
+            stats: Box::new(m.stats.clone()),
         })
     }
 
@@ -258,7 +258,7 @@ impl Record {
                 }),
                 Line::Step { facts, stats } => rec.steps.push(MeasuredStep {
                     facts,
-                    stats,
+                    stats: *stats,
                     lag: LatencyHistogram::default(),
                 }),
                 Line::Sessions { counters } => rec.sessions = Some(counters),
