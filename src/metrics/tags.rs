@@ -157,7 +157,7 @@ mod tests {
         let named = s.histograms();
         assert_eq!(
             named.len(),
-            18,
+            16,
             "{:?}",
             named.iter().map(|n| &n.0).collect::<Vec<_>>()
         );
