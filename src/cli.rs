@@ -504,6 +504,10 @@ pub(crate) struct MergeArgs {
     /// Merge the segments given even when some are missing; the result is marked partial.
     #[arg(long)]
     pub partial: bool,
+    /// Merge every step recorded, past a failed one too (the profile's stop_on_failure is
+    /// what the merge otherwise follows).
+    #[arg(long)]
+    pub keep_going: bool,
     /// A gate checked on the merged run in place of the profile's, e.g. 'p99_ms<250'
     /// (repeatable).
     #[arg(long = "threshold", value_name = "EXPR")]
@@ -521,6 +525,7 @@ impl MergeArgs {
             dirs: self.dirs,
             out: self.out,
             partial: self.partial,
+            keep_going: self.keep_going,
             thresholds,
             color: mcpload::report::use_color(&std::io::stdout()),
         };

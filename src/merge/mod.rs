@@ -29,6 +29,9 @@ pub struct MergeOptions {
     pub partial: bool,
     /// Gates checked in place of the profile's (none: the profile's own).
     pub thresholds: Thresholds,
+    /// Judge every step recorded, past a failed one too, whatever the profile's
+    /// `stop_on_failure`.
+    pub keep_going: bool,
     /// ANSI colours in the terminal report.
     pub color: bool,
 }
@@ -264,6 +267,9 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
     });
     let mut spec = RunSpec::new(dir, &first.summary.name);
     spec.settings = first.summary.settings.clone();
+    if let Some(o) = spec.settings.as_object_mut() {
+        o.remove("segment"); // segment 1's own: the merged run is every segment
+    }
     spec.criteria = first.summary.criteria.clone();
     spec.started = started;
     spec.names = first.record.names.clone();
@@ -278,6 +284,9 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
     let mut judge = SweepJudge::new(first.summary.criteria.clone())
         .naming_ops(first.record.names.ops.clone())
         .naming_scenarios(first.record.names.scenarios.clone());
+    // Segments run the whole schedule (a share cannot tell when the whole failed): the
+    // merge stops where one process would have, as the engine does.
+    let stop_on_failure = !options.keep_going && profile_stops_on_failure(first);
     for k in 0..steps {
         let (seconds, step) = merge_step(&inputs, k);
         for s in &seconds {
@@ -286,6 +295,24 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
         folder.record_measured(&step)?;
         let judged = judge.judge(step.facts, &step.stats);
         folder.record_step(&judged)?;
+        let f = &judged.figures;
+        if k + 1 < steps
+            && (f.interrupted || f.target_down.is_some() || stop_on_failure && judged.stop())
+        {
+            let why = if f.interrupted {
+                "it was interrupted"
+            } else if f.target_down.is_some() {
+                "the target went down"
+            } else {
+                "it failed and the profile stops on failure (--keep-going merges them)"
+            };
+            preface.push_str(&format!(
+                "steps {}..{steps} not merged: the merged run ends at step {} ({why})\n",
+                f.step + 1,
+                f.step
+            ));
+            break;
+        }
     }
     folder.record_end(&match status {
         RunStatus::Complete => SweepEnd::Complete,
@@ -354,6 +381,17 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
         finished,
         preface,
         status,
+    })
+}
+
+/// The profile copy's `load.stop_on_failure` (`true` when there is none, its default).
+fn profile_stops_on_failure(input: &Input) -> bool {
+    input.profile.as_ref().is_none_or(|(name, text)| {
+        let source = crate::profile::Source {
+            path: input.dir.join(name),
+            text: text.clone(),
+        };
+        source.parse().map_or(true, |p| p.load.stop_on_failure)
     })
 }
 
