@@ -921,6 +921,10 @@ pub(crate) struct AuthArgs {
     /// OAuth private_key_jwt: the PEM private key signing the client's assertions.
     #[arg(long, value_name = "FILE", value_parser = absolute)]
     pub oauth_private_key: Option<PathBuf>,
+    /// OAuth: one token per virtual user (closed loop), each fetched when its user first
+    /// sends, instead of one for the run (with these flags' or the profile's credentials).
+    #[arg(long)]
+    pub token_per_user: bool,
     /// TLS: trust the CA certificates of this PEM file besides the system's.
     #[arg(long, value_name = "FILE", value_parser = absolute)]
     pub cacert: Option<PathBuf>,
@@ -1043,6 +1047,7 @@ impl RunArgs {
             protocol: self.protocol,
             session_lost_on_400: self.session_lost_on_400,
             auth: self.auth.spec(),
+            token_per_user: self.auth.token_per_user,
             tls: self.auth.tls(),
             builtin_knobs: self.builtin_knob,
             tool: self.tool.map(|t| (t, self.args)),

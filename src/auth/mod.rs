@@ -74,8 +74,9 @@ impl std::fmt::Debug for OAuthConfig {
 
 /// Credentials whose tokens are fetched with `cfg`: before the first request when the token
 /// endpoint is configured ([`Credentials::ready`]), else once the target answers 401
-/// (discovery from its challenge).
-pub fn credentials(cfg: OAuthConfig) -> Credentials {
+/// (discovery from its challenge); `per_user`: one token per virtual user, each user's first
+/// fetched when it first sends (discovery done once, by user 0's).
+pub fn credentials(cfg: OAuthConfig, per_user: bool) -> Credentials {
     let eager = cfg.token_endpoint.is_some();
     let client = Arc::new(Client {
         found: Mutex::new(None),
@@ -85,7 +86,11 @@ pub fn credentials(cfg: OAuthConfig) -> Credentials {
         let client = Arc::clone(&client);
         Box::pin(async move { client.fetch(why).await })
     });
-    Credentials::fetched(fetch, eager)
+    if per_user {
+        Credentials::fetched_per_user(fetch, eager)
+    } else {
+        Credentials::fetched(fetch, eager)
+    }
 }
 
 /// What discovery found (or the configuration said).

@@ -231,11 +231,9 @@ impl Flows {
         }
         let sent = self.register(s, slot, id.clone(), op.op, Waiting::Call, due, now);
         if sent {
-            t.send(Outgoing::single(
-                Bytes::copy_from_slice(s.buf),
-                Some(id),
-                headers,
-            ));
+            t.send(
+                Outgoing::single(Bytes::copy_from_slice(s.buf), Some(id), headers).by(s.user(slot)),
+            );
         } else {
             self.end(s, slot, Ending::Failed, now);
         }
@@ -496,11 +494,9 @@ impl Flows {
         }
         let (headers, op) = (call.headers.clone(), call.op);
         if self.register(s, slot, id.clone(), op, Waiting::Call, now, now) {
-            t.send(Outgoing::single(
-                Bytes::copy_from_slice(s.buf),
-                Some(id),
-                headers,
-            ));
+            t.send(
+                Outgoing::single(Bytes::copy_from_slice(s.buf), Some(id), headers).by(s.user(slot)),
+            );
         } else {
             self.end(s, slot, Ending::Failed, now);
         }
@@ -788,11 +784,9 @@ impl Flows {
         let headers = self.rules.render_task(s.buf, &id, method, &task_id);
         let op = self.rules.side.of(method);
         if self.register(s, slot, id.clone(), op, what, now, now) {
-            t.send(Outgoing::single(
-                Bytes::copy_from_slice(s.buf),
-                Some(id),
-                headers,
-            ));
+            t.send(
+                Outgoing::single(Bytes::copy_from_slice(s.buf), Some(id), headers).by(s.user(slot)),
+            );
         } else {
             self.end(s, slot, Ending::Failed, now);
         }

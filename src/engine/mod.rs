@@ -8,6 +8,7 @@ mod scenario;
 mod sink;
 mod slots;
 mod timer;
+mod users;
 mod worker;
 
 pub use sink::{FanOut, MeasuredStep, Second, SinkError, StepSink, StepStart};
@@ -47,6 +48,8 @@ pub struct Workload {
     pub spacing: Spacing,
     pub max_in_flight: usize,
     pub seed: u64,
+    /// Closed loop: each virtual user's requests carry its own token (`token_per_user`).
+    pub token_per_user: bool,
 }
 
 impl Workload {

@@ -390,11 +390,7 @@ impl Runner {
         {
             sent.push(id.clone());
         }
-        t.send(Outgoing::single(
-            Bytes::copy_from_slice(s.buf),
-            Some(id),
-            headers,
-        ));
+        t.send(Outgoing::single(Bytes::copy_from_slice(s.buf), Some(id), headers).by(s.user(slot)));
         Turn::Waiting
     }
 

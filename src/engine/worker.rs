@@ -4,6 +4,7 @@
 use super::flow::{Flows, TaskIds};
 use super::scenario::Runner;
 use super::timer::SendTimer;
+use super::users::Users;
 use super::{Order, Report, StepOrder, Workload};
 use crate::correlator::{Correlator, Ledger, Sent, Tag};
 use crate::jsonrpc::{BatchWriter, Id, encode_notification};
@@ -96,7 +97,9 @@ impl Worker {
                 }
                 Units::Calls(flows)
             }
-            (None, None) => Units::Requests,
+            (None, None) => Units::Requests(
+                (self.work.token_per_user && self.work.model == Model::Closed).then(Users::default),
+            ),
         };
         while let Some(order) = orders.recv().await {
             let Order::Step(order) = order else { continue };
@@ -109,6 +112,7 @@ impl Worker {
                 worker: self.index,
                 workers: self.workers,
                 timeout: self.work.timeout,
+                per_user: self.work.token_per_user && self.work.model == Model::Closed,
             };
             self.step(order, &mut ctx, &mut ledger, &mut units, &mut orders)
                 .await;
@@ -145,7 +149,7 @@ impl Worker {
             transport_error: None,
             order,
         };
-        self.start_sending(&mut st, now);
+        self.start_sending(&mut st, units, now);
         // Made once per step: polling a fresh `cancelled()` each turn would take the token's
         // lock on every event.
         let cancel = self.cancel.clone();
@@ -184,7 +188,7 @@ impl Worker {
                 }
                 ev = self.transport.next_event() => self.apply(&mut st, s, ledger, ev),
                 go = orders.recv(), if st.phase == Phase::WaitGo => match go {
-                    Some(Order::Measure(at)) => self.start_measuring(&mut st, at),
+                    Some(Order::Measure(at)) => self.start_measuring(&mut st, units, at),
                     // The coordinator is gone: end the step.
                     _ => st.interrupted_at = Some(Instant::now()),
                 },
@@ -244,13 +248,13 @@ impl Worker {
     }
 
     /// Starts the measured time at `at` (the same instant for every worker).
-    fn start_measuring(&self, st: &mut StepState, at: Instant) {
+    fn start_measuring(&self, st: &mut StepState, units: &mut Units, at: Instant) {
         st.measure_start = at;
         st.next_second = at + Duration::from_secs(1);
         st.lag = LatencyHistogram::default();
         st.dropped_arrivals = 0;
         st.phase = Phase::Measure;
-        self.start_sending(st, at);
+        self.start_sending(st, units, at);
     }
 
     /// Whether a drain is over: nothing in flight and no exchange open (so no answer of this
@@ -369,10 +373,13 @@ impl Worker {
 
     /// Sets up the sending side of a phase: every closed-loop client ready now, or the
     /// open-loop arrivals from now.
-    fn start_sending(&self, st: &mut StepState, now: Instant) {
+    fn start_sending(&self, st: &mut StepState, units: &mut Units, now: Instant) {
         let w = &self.work;
         match w.model {
             Model::Closed => {
+                if let Units::Requests(Some(users)) = units {
+                    users.reset();
+                }
                 let clients = share(st.order.level, self.index, self.workers);
                 st.ready = std::iter::repeat_n(now, clients as usize).collect();
             }
@@ -417,7 +424,7 @@ impl Worker {
                 while arrivals.next_due() <= now {
                     let due = arrivals.advance();
                     let busy = match units {
-                        Units::Requests => s.corr.in_flight() + w.batch_size() > cap,
+                        Units::Requests(_) => s.corr.in_flight() + w.batch_size() > cap,
                         _ => units.live() >= cap || units.full(),
                     };
                     if busy {
@@ -452,12 +459,20 @@ impl Worker {
                 f.start(op, s, &mut self.transport, due, now, user);
                 None
             }
-            _ => self.send_one(s, due, now),
+            (Units::Requests(users), _) => self.send_one(s, users.as_mut(), due, now),
+            (Units::Iterations(_), None) => None,
         }
     }
 
-    /// Renders, registers and sends one request or batch; returns a batch's ids.
-    fn send_one(&mut self, s: &mut Sending<'_>, due: Instant, now: Instant) -> Option<Vec<Id>> {
+    /// Renders, registers and sends one request or batch (as a user of `users`, which
+    /// holds its slot until they end); returns a batch's ids.
+    fn send_one(
+        &mut self,
+        s: &mut Sending<'_>,
+        mut users: Option<&mut Users>,
+        due: Instant,
+        now: Instant,
+    ) -> Option<Vec<Id>> {
         let w = &self.work;
         let sent = Sent {
             due,
@@ -465,21 +480,25 @@ impl Worker {
             deadline: now + w.timeout,
         };
         s.buf.clear();
-        match &w.batch {
+        let (slot, owner) = users.as_mut().map(|u| u.take()).unzip();
+        let user = slot.and_then(|slot| s.user(slot));
+        let mut registered = 0;
+        let waiting = match &w.batch {
             None => {
                 let (id, seq) = next_id(s.seq, self.index, self.workers);
                 let op = w.mix.pick(&mut s.renderer.rng);
                 let headers = op.render(s.buf, &id, seq, s.renderer);
                 let tag = Tag {
                     op: op.op,
-                    owner: None,
+                    owner,
                     part_of_call: false,
                     progress: op.progress,
                 };
                 if s.corr.register_tagged(id.clone(), sent, tag).is_ok() {
+                    registered = 1;
                     let body = Bytes::copy_from_slice(s.buf);
                     self.transport
-                        .send(Outgoing::single(body, Some(id), headers));
+                        .send(Outgoing::single(body, Some(id), headers).by(user));
                 }
                 None
             }
@@ -493,7 +512,7 @@ impl Worker {
                     op.render(batch.member(), &id, seq, s.renderer);
                     let tag = Tag {
                         op: op.op,
-                        owner: None,
+                        owner,
                         part_of_call: false,
                         progress: op.progress,
                     };
@@ -506,19 +525,25 @@ impl Worker {
                 }
                 s.corr.batch_sent(b.size);
                 let body = Bytes::copy_from_slice(batch.finish());
-                // A closed-loop client waits on its batch's ids; an open loop needs no copy.
-                let waiting = (w.model == Model::Closed).then(|| ids.clone());
-                self.transport.send(Outgoing::batch(body, ids));
+                // A closed-loop client waits on its batch's ids (unless it holds a slot);
+                // an open loop needs no copy.
+                let waiting = (w.model == Model::Closed && slot.is_none()).then(|| ids.clone());
+                registered = ids.len();
+                self.transport.send(Outgoing::batch(body, ids).by(user));
                 waiting
             }
+        };
+        if let (Some(users), Some(slot)) = (users, slot) {
+            users.sent(slot, registered);
         }
+        waiting
     }
 }
 
 /// What one unit of load is in this run.
 pub(super) enum Units {
-    /// A request or a batch.
-    Requests,
+    /// A request or a batch; with `token_per_user` (closed loop), the users sending them.
+    Requests(Option<Users>),
     /// A scenario iteration.
     Iterations(Runner),
     /// A call of the mix that may take several requests (a task, input rounds).
@@ -529,7 +554,7 @@ impl Units {
     /// When the earliest poll, think time or call timeout is due.
     fn next_timer(&self) -> Option<Instant> {
         match self {
-            Units::Requests => None,
+            Units::Requests(_) => None,
             Units::Iterations(r) => r.next_timer(),
             Units::Calls(f) => f.next_timer(),
         }
@@ -538,7 +563,7 @@ impl Units {
     /// Iterations or calls running (a step does not drain before they end).
     fn live(&self) -> usize {
         match self {
-            Units::Requests => 0,
+            Units::Requests(_) => 0,
             Units::Iterations(r) => r.live(),
             Units::Calls(f) => f.live(),
         }
@@ -546,7 +571,7 @@ impl Units {
 
     fn full(&self) -> bool {
         match self {
-            Units::Requests => false,
+            Units::Requests(_) => false,
             Units::Iterations(r) => r.full(),
             Units::Calls(f) => f.full(),
         }
@@ -555,7 +580,7 @@ impl Units {
     /// Ends every iteration or call running.
     fn interrupt_all(&mut self, s: &mut Sending<'_>, t: &mut AnyTransport) {
         match self {
-            Units::Requests => {}
+            Units::Requests(_) => {}
             Units::Iterations(r) => r.interrupt_all(),
             Units::Calls(f) => f.interrupt_all(s, t),
         }
@@ -578,15 +603,16 @@ impl Units {
                 f.settle(s, t);
                 f.fire_timers(s, t, now);
             }
+            (Units::Requests(Some(users)), _) => users.settle(s.corr),
             _ => {}
         }
     }
 
     /// Closed loop: virtual users freed since the last call; `None` when units are requests
-    /// (the correlator's count of requests in flight tells).
+    /// of users holding no slot (the correlator's count of requests in flight tells).
     fn take_freed_users(&mut self) -> Option<usize> {
         match self {
-            Units::Requests => None,
+            Units::Requests(users) => users.as_mut().map(Users::take_freed),
             Units::Iterations(r) => Some(r.take_freed_users()),
             Units::Calls(f) => Some(f.take_freed_users()),
         }
@@ -620,6 +646,17 @@ pub(super) struct Sending<'a> {
     pub workers: u32,
     /// How long a request may wait for its answer.
     pub timeout: Duration,
+    /// Each virtual user carries its own token (closed loop, `token_per_user`).
+    pub per_user: bool,
+}
+
+impl Sending<'_> {
+    /// The virtual user the unit in `slot` of this worker's units stands for, when each
+    /// user carries its own token: numbered across the workers (slot × workers + worker),
+    /// so the c users of a step are users 0 to c − 1 whichever workers run them.
+    pub(super) fn user(&self, slot: u32) -> Option<u32> {
+        self.per_user.then(|| slot * self.workers + self.worker)
+    }
 }
 
 /// A fresh id (unique in the run: the worker's index sits in the high bits) and the

@@ -349,13 +349,13 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
                 auth.token_requests += a.token_requests;
                 auth.token_refreshes += a.token_refreshes;
                 auth.fetch += &a.fetch;
+                // Users of different segments are different users.
+                auth.users = match (auth.users, a.users) {
+                    (None, u) | (u, None) => u,
+                    (Some(x), Some(y)) => Some(x + y),
+                };
             }
-            folder.record_auth(
-                &whole,
-                auth.token_requests,
-                auth.token_refreshes,
-                &auth.fetch,
-            )?;
+            folder.record_auth(&whole, &auth)?;
         }
     }
     folder.record_merge(from, partial, misaligned)?;

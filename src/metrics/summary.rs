@@ -352,6 +352,12 @@ pub struct AuthSummary {
     pub retries_token_refresh: u64,
     /// Requests that ended for want of a token the target takes.
     pub auth_failures: u64,
+    /// Every virtual user had a token of its own (the counts above are summed over them).
+    #[serde(default)]
+    pub token_per_user: bool,
+    /// With `token_per_user`: the tokens held at the run's end, one per user that sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<u64>,
 }
 
 impl AuthSummary {
@@ -371,6 +377,8 @@ impl AuthSummary {
             token_fetch_max_ms: p.max,
             retries_token_refresh: c.retries_token,
             auth_failures: c.auth_failures,
+            token_per_user: false,
+            users: None,
         }
     }
 }

@@ -13,6 +13,10 @@ pub struct AuthSpec {
     pub bearer_env: Option<String>,
     /// The OAuth 2.1 client credentials grant.
     pub oauth: Option<OAuthSpec>,
+    /// One token per virtual user (closed loop, `oauth` only), each fetched when its user
+    /// first sends, instead of one shared by the run.
+    #[serde(default)]
+    pub token_per_user: bool,
     /// Refused (a secret in the profile): read only to say so.
     pub token: Option<toml::Value>,
     pub bearer: Option<toml::Value>,
@@ -102,6 +106,12 @@ impl AuthSpec {
             (Some(_), Some(_)) => Some((
                 "oauth",
                 "give `bearer_env` (a static token) or `oauth` (client credentials), not both"
+                    .into(),
+            )),
+            (_, None) if self.token_per_user => Some((
+                "token_per_user",
+                "one token per virtual user is fetched with OAuth client credentials: give \
+                 `oauth = { … }` (a static token, `bearer_env`, is one token for all)"
                     .into(),
             )),
             (None, None) => Some((

@@ -69,7 +69,7 @@ use crate::analysis::{
     CompareOptions, Comparison, GateResult, JudgedStep, Knee, StopCriteria, Thresholds, compare,
 };
 use crate::engine::{MeasuredStep, Second, SinkError, StepSink, SweepEnd};
-use crate::metrics::{AuthSummary, Counters, LatencyHistogram, SessionSummary};
+use crate::metrics::{AuthSummary, Counters, SessionSummary};
 use compare_text::render_comparison;
 use serde_json::Value;
 use std::fs;
@@ -427,22 +427,13 @@ impl RunFolder {
     }
 
     /// Records what authorization cost the run, once its connections are closed: the
-    /// connections' whole-run counts, the token endpoint's requests and refreshes and how
-    /// long they took.
-    pub fn record_auth(
-        &mut self,
-        whole: &Counters,
-        token_requests: u64,
-        token_refreshes: u64,
-        fetch: &LatencyHistogram,
-    ) -> Result<(), ReportError> {
-        self.raw.auth(token_requests, token_refreshes, fetch)?;
-        self.summary.auth = Some(AuthSummary::of(
-            whole,
-            token_requests,
-            token_refreshes,
-            fetch,
-        ));
+    /// connections' whole-run counts and the credentials' own totals.
+    pub fn record_auth(&mut self, whole: &Counters, a: &AuthTotals) -> Result<(), ReportError> {
+        self.raw.auth(a)?;
+        let mut summary = AuthSummary::of(whole, a.token_requests, a.token_refreshes, &a.fetch);
+        summary.token_per_user = a.users.is_some();
+        summary.users = a.users;
+        self.summary.auth = Some(summary);
         self.each(|r, s| r.changed(s))
     }
 

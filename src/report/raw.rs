@@ -56,6 +56,9 @@ enum Line {
     Auth {
         token_requests: u64,
         token_refreshes: u64,
+        /// With a token per user: the users holding one at the end.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        users: Option<u64>,
     },
 }
 
@@ -148,23 +151,19 @@ impl RawWriter {
         })
     }
 
-    pub(super) fn auth(
-        &mut self,
-        token_requests: u64,
-        token_refreshes: u64,
-        fetch: &LatencyHistogram,
-    ) -> Result<(), ReportError> {
-        if !fetch.is_empty() {
+    pub(super) fn auth(&mut self, a: &AuthTotals) -> Result<(), ReportError> {
+        if !a.fetch.is_empty() {
             self.hlog.append(
-                fetch.histogram(),
+                a.fetch.histogram(),
                 Duration::ZERO,
                 Duration::ZERO,
                 RUN_TOKEN_FETCH,
             )?;
         }
         self.line(&Line::Auth {
-            token_requests,
-            token_refreshes,
+            token_requests: a.token_requests,
+            token_refreshes: a.token_refreshes,
+            users: a.users,
         })
     }
 }
@@ -196,12 +195,15 @@ impl RecordedSecond {
     }
 }
 
-/// The whole run's authorization totals.
+/// The whole run's authorization totals: summary.json `auth` is made from them.
 #[derive(Clone, Debug, Default)]
 pub struct AuthTotals {
     pub token_requests: u64,
     pub token_refreshes: u64,
+    /// How long the token requests took.
     pub fetch: LatencyHistogram,
+    /// With a token per user (`token_per_user`): the users holding one at the end.
+    pub users: Option<u64>,
 }
 
 /// Everything a run folder recorded of its measurements, read back whole.
@@ -265,12 +267,13 @@ impl Record {
                 Line::Auth {
                     token_requests,
                     token_refreshes,
+                    users,
                 } => {
-                    let fetch = rec.auth.take().unwrap_or_default().fetch;
                     rec.auth = Some(AuthTotals {
                         token_requests,
                         token_refreshes,
-                        fetch,
+                        fetch: LatencyHistogram::default(),
+                        users,
                     });
                 }
             }

@@ -629,8 +629,12 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
     if let Some(a) = &run.auth {
         let _ = writeln!(
             out,
-            "auth: {} token request(s), {} refresh(es), token fetch p50 {} ms, p99 {} ms; \
+            "auth: {}{} token request(s), {} refresh(es), token fetch p50 {} ms, p99 {} ms; \
              {} retried after 401, {} auth failure(s)",
+            a.users
+                .filter(|_| a.token_per_user)
+                .map(|u| format!("a token per user ({u} user(s) holding one), "))
+                .unwrap_or_default(),
             a.token_requests,
             a.token_refreshes,
             ms(a.token_fetch_p50_ms),

@@ -164,7 +164,13 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         // target's tokens issued agree with them.
         auth.stop().await;
         let (requests, refreshes, fetch_time) = auth.totals();
-        folder.record_auth(&whole, requests, refreshes, &fetch_time)?;
+        let totals = report::AuthTotals {
+            token_requests: requests,
+            token_refreshes: refreshes,
+            fetch: fetch_time,
+            users: auth.per_user().then(|| auth.holders()),
+        };
+        folder.record_auth(&whole, &totals)?;
     }
     if let Some(b) = builtin {
         folder.record_target_stats(&b.shutdown().await)?;
@@ -348,6 +354,7 @@ fn workload(plan: &Plan, mix: Mix, scenarios: Option<(Scenarios, Vec<String>)>) 
         spacing: l.spacing,
         max_in_flight: l.max_in_flight.max(batch_size),
         seed: plan.seed,
+        token_per_user: plan.token_per_user(),
     }
 }
 

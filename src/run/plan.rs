@@ -52,6 +52,8 @@ pub struct Overrides {
     pub session_lost_on_400: bool,
     /// Authorization in place of the profile's `[target.auth]`.
     pub auth: Option<AuthSpec>,
+    /// One token per virtual user, with the flags' or the profile's OAuth credentials.
+    pub token_per_user: bool,
     /// TLS settings over the profile's `[target.tls]` (each given one replaces its key;
     /// `insecure` adds).
     pub tls: TlsSpec,
@@ -160,6 +162,19 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
     };
     override_load(&mut p.load, &o);
     let (model, levels) = levels(&p.load)?;
+    if model == Model::Open
+        && p.target
+            .get_ref()
+            .auth
+            .as_ref()
+            .is_some_and(|a| a.token_per_user)
+    {
+        return Err(PlanError::Usage(
+            "target.auth.token_per_user: one token per virtual user needs a closed loop \
+             (`load.concurrency` or --concurrency); an open loop has arrivals, not users"
+                .into(),
+        ));
+    }
     let batch = batch(p.batch.map(|b| b.into_inner()), &o);
     let criteria = criteria(&p.criteria, &o);
     let mut threshold_texts: Vec<String> =
@@ -241,6 +256,12 @@ fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
     target.session_lost_on_400 |= o.session_lost_on_400;
     if let Some(auth) = &o.auth {
         target.auth = Some(auth.clone());
+    }
+    if o.token_per_user {
+        target
+            .auth
+            .get_or_insert_with(AuthSpec::default)
+            .token_per_user = true;
     }
     let tls = &mut target.tls;
     for (flag, key) in [
@@ -612,7 +633,7 @@ impl Plan {
                 ClientAuth::PrivateKeyJwt(std::sync::Arc::new(key))
             }
         };
-        Ok(Some(crate::auth::credentials(OAuthConfig {
+        let config = OAuthConfig {
             client_id,
             auth,
             scope: o.scope.clone(),
@@ -621,7 +642,13 @@ impl Plan {
             tls: self.tls_options(),
             connect_timeout: self.load.connect_timeout,
             timeout: TOKEN_REQUEST_LIMIT,
-        })))
+        };
+        Ok(Some(crate::auth::credentials(config, a.token_per_user)))
+    }
+
+    /// Each virtual user carries a token of its own.
+    pub(super) fn token_per_user(&self) -> bool {
+        self.target.auth.as_ref().is_some_and(|a| a.token_per_user)
     }
 
     /// TLS certificates are not checked (`insecure`).
@@ -699,6 +726,7 @@ fn auth_settings(t: &TargetSpec) -> Value {
             "token_endpoint": o.token_endpoint,
             "auth_method": o.auth_method,
             "private_key_file": o.private_key_file,
+            "token_per_user": a.token_per_user,
         }),
         (None, None) => Value::Null,
     }

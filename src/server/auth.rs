@@ -11,7 +11,9 @@
 //!
 //! Tokens are checked without a lock: a token carries its number, issue and expiry times and
 //! scope, sealed with a keyed hash of this target's own; a revocation revokes every token
-//! issued before it.
+//! issued before it, or with `token_number=N` in the admin call's form, only the token
+//! numbered N (the tokens issued are numbered from 0; checks take a lock only once one
+//! token alone was revoked).
 
 use super::config::ConfigError;
 use super::config::{AuthMetadata, ServeConfig};
@@ -105,6 +107,10 @@ pub(crate) struct AuthServer {
     revoke_at_ms: Vec<u64>,
     /// Tokens issued before this (ms since start) are revoked (`POST /auth/revoke`).
     revoked_before_ms: AtomicU64,
+    /// Tokens revoked one by one, by number (`POST /auth/revoke` with `token_number`), and
+    /// whether there are any.
+    revoked_numbers: std::sync::Mutex<Vec<u64>>,
+    any_revoked_number: std::sync::atomic::AtomicBool,
     seal: std::collections::hash_map::RandomState,
     started: Instant,
     seq: AtomicU64,
@@ -183,6 +189,8 @@ impl AuthServer {
             delay: Duration::from_millis(cfg.auth_token_delay_ms),
             revoke_at_ms,
             revoked_before_ms: AtomicU64::new(0),
+            revoked_numbers: Default::default(),
+            any_revoked_number: Default::default(),
             seal: std::collections::hash_map::RandomState::new(),
             started: Instant::now(),
             seq: AtomicU64::new(0),
@@ -262,7 +270,11 @@ impl AuthServer {
         }
         let now = self.now_ms();
         let revoked = self.revoke_at_ms.iter().any(|t| issued < *t && *t <= now)
-            || issued < self.revoked_before_ms.load(Relaxed);
+            || issued < self.revoked_before_ms.load(Relaxed)
+            || (self.any_revoked_number.load(Relaxed)
+                && (self.revoked_numbers.lock())
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&seq));
         if revoked {
             return Err(Refusal::Revoked);
         }
@@ -365,7 +377,24 @@ impl AuthServer {
                         Bytes::from_static(b"loopback only\n"),
                     ));
                 }
-                self.revoked_before_ms.fetch_max(self.now_ms() + 1, Relaxed);
+                let form = read_form(req).await.unwrap_or_default();
+                match field(&form, "token_number").map(|n| n.parse::<u64>()) {
+                    Some(Ok(n)) => {
+                        let numbers = self.revoked_numbers.lock();
+                        numbers.unwrap_or_else(|e| e.into_inner()).push(n);
+                        self.any_revoked_number.store(true, Relaxed);
+                    }
+                    Some(Err(_)) => {
+                        return Ok(respond(
+                            400,
+                            "text/plain",
+                            Bytes::from_static(b"token_number: a number\n"),
+                        ));
+                    }
+                    None => {
+                        self.revoked_before_ms.fetch_max(self.now_ms() + 1, Relaxed);
+                    }
+                }
                 self.n.admin_revocations.fetch_add(1, Relaxed);
                 Ok(respond(200, "text/plain", Bytes::from_static(b"revoked\n")))
             }

@@ -3,11 +3,14 @@
 //! [`Fetch`]), its refresh before it expires, the refresh a 401 asks for, and the counts of
 //! both. A refresh is single-flight: one fetch at a time per token, however many transports
 //! and virtual users share it. Fetches run on tasks of their own; a transport waiting for a
-//! token is woken through a watch channel.
+//! token is woken through a watch channel. With `token_per_user`, every virtual user has
+//! credentials of its own (its own token, refresh and counts), made from the run's when the
+//! user first sends ([`Credentials::user`]); the run's are user 0's.
 
 use crate::metrics::{Counters, LatencyHistogram};
 use futures_util::future::BoxFuture;
 use http::HeaderValue;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -133,7 +136,8 @@ pub enum Current {
         expires: Option<Instant>,
     },
     /// No token yet, and none is fetched until the target asks for one with a 401: the
-    /// request goes without (discovery from the 401's challenge).
+    /// request goes without (discovery from the 401's challenge). Never for credentials
+    /// that fetch their first token eagerly: their first use starts the fetch.
     Unauthenticated,
     /// A token is being fetched: hold the request until [`Credentials::news`].
     Wait,
@@ -189,6 +193,8 @@ struct Inner {
     accepted: AtomicU64,
     step: Counts,
     total: Counts,
+    /// `token_per_user`: the other users' credentials, by user (these are user 0's).
+    users: Option<Mutex<FxHashMap<u32, Credentials>>>,
 }
 
 impl Drop for Inner {
@@ -227,8 +233,13 @@ pub fn refresh_at(sent: Instant, lifetime: Duration) -> Instant {
 
 impl Credentials {
     fn with(fetch: Option<Fetch>, eager: bool, header: Option<HeaderValue>) -> Self {
+        Self::made(fetch, eager, header, false)
+    }
+
+    fn made(fetch: Option<Fetch>, eager: bool, header: Option<HeaderValue>, users: bool) -> Self {
         let (epoch, _) = watch::channel(0);
         Credentials(Arc::new(Inner {
+            users: users.then(Mutex::default),
             fetch,
             eager,
             state: Mutex::new(State {
@@ -261,6 +272,57 @@ impl Credentials {
     /// else once the target answers 401.
     pub fn fetched(fetch: Fetch, eager: bool) -> Self {
         Self::with(Some(fetch), eager, None)
+    }
+
+    /// One token per virtual user (`token_per_user`): these credentials are user 0's, and
+    /// [`Credentials::user`] makes the others'. Each user fetches its first token when it
+    /// first sends (the run's, user 0's, as `fetched` says).
+    pub fn fetched_per_user(fetch: Fetch, eager: bool) -> Self {
+        Self::made(Some(fetch), eager, None, true)
+    }
+
+    /// Whether every virtual user has a token of its own.
+    pub fn per_user(&self) -> bool {
+        self.0.users.is_some()
+    }
+
+    /// Virtual user `user`'s credentials: these (shared tokens, or user 0), else the user's
+    /// own, made now if it has none yet. Its first token is fetched on its first request
+    /// (discovery, if any, was done by user 0's first fetch).
+    pub fn user(&self, user: u32) -> Credentials {
+        match &self.0.users {
+            Some(users) if user != 0 => {
+                let mut users = users.lock().unwrap_or_else(|e| e.into_inner());
+                users
+                    .entry(user)
+                    .or_insert_with(|| Self::with(self.0.fetch.clone(), true, None))
+                    .clone()
+            }
+            _ => self.clone(),
+        }
+    }
+
+    /// These credentials and every user's made from them.
+    fn all(&self) -> Vec<Credentials> {
+        let mut all = vec![self.clone()];
+        if let Some(users) = &self.0.users {
+            all.extend(
+                users
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .values()
+                    .cloned(),
+            );
+        }
+        all
+    }
+
+    /// How many tokens are held (by virtual users, with `token_per_user`).
+    pub fn holders(&self) -> u64 {
+        self.all()
+            .iter()
+            .filter(|c| c.lock().header.is_some())
+            .count() as u64
     }
 
     /// Ready for the first request: the first token fetched when it is fetched eagerly.
@@ -301,7 +363,7 @@ impl Credentials {
                 header: h.clone(),
                 expires: s.expires,
             },
-            None if !s.fetching => Current::Unauthenticated,
+            None if !s.fetching && !self.0.eager => Current::Unauthenticated,
             _ => {
                 if !s.fetching {
                     self.start_fetch(&mut s, FetchWhy::default(), false);
@@ -473,9 +535,15 @@ impl Credentials {
         .abort_handle()
     }
 
-    /// Starts no fetch any more, and waits for the one under way, if any, to end: the
+    /// Starts no fetch any more (for any user), and waits for the ones under way to end: the
     /// counts are final then (the run is over).
     pub async fn stop(&self) {
+        for c in self.all() {
+            c.stop_one().await;
+        }
+    }
+
+    async fn stop_one(&self) {
         let mut news = self.0.epoch.subscribe();
         loop {
             {
@@ -505,15 +573,18 @@ impl Credentials {
         h.reset();
     }
 
-    /// Token requests and refreshes of the whole run, and every fetch time.
+    /// Token requests and refreshes of the whole run, and every fetch time (summed over the
+    /// users).
     pub fn totals(&self) -> (u64, u64, LatencyHistogram) {
-        let c = &self.0.total;
-        let h = c.fetch_time.lock().unwrap_or_else(|e| e.into_inner());
-        (
-            c.token_requests.load(Relaxed),
-            c.token_refreshes.load(Relaxed),
-            h.clone(),
-        )
+        let (mut requests, mut refreshes) = (0, 0);
+        let mut fetch_time = LatencyHistogram::default();
+        for u in self.all() {
+            let c = &u.0.total;
+            requests += c.token_requests.load(Relaxed);
+            refreshes += c.token_refreshes.load(Relaxed);
+            fetch_time += &*c.fetch_time.lock().unwrap_or_else(|e| e.into_inner());
+        }
+        (requests, refreshes, fetch_time)
     }
 }
 
@@ -563,6 +634,37 @@ mod tests {
         assert_eq!(at(3600), Duration::from_secs(2880));
         assert_eq!(at(100), Duration::from_secs(70));
         assert_eq!(at(2), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn each_user_fetches_its_own_token_on_first_use_and_the_counts_add_up() {
+        let fetch: Fetch = Arc::new(|_| {
+            Box::pin(async {
+                Fetched {
+                    token: Ok(Token {
+                        access: "t".into(),
+                        lifetime: None,
+                    }),
+                    token_request: Some(Duration::from_millis(1)),
+                }
+            })
+        });
+        let run = Credentials::fetched_per_user(fetch, true);
+        run.ready().await.unwrap();
+        assert!(
+            Arc::ptr_eq(&run.user(0).0, &run.0),
+            "user 0's are the run's"
+        );
+        let one = run.user(1);
+        assert!(Arc::ptr_eq(&run.user(1).0, &one.0), "made once");
+        // Its first use starts its own fetch (no request goes without a token).
+        assert!(matches!(one.current(Instant::now()), Current::Wait));
+        one.news(0).await;
+        assert!(matches!(one.current(Instant::now()), Current::Ready { .. }));
+        assert_eq!(run.holders(), 2);
+        run.stop().await;
+        let (requests, refreshes, times) = run.totals();
+        assert_eq!((requests, refreshes, times.len()), (2, 0, 2));
     }
 
     #[tokio::test]

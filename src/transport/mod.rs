@@ -76,6 +76,9 @@ pub struct Outgoing {
     pub batch: bool,
     /// Headers the era wants on the POST.
     pub headers: McpHeaders,
+    /// The virtual user sending it, when each user carries a token of its own
+    /// (`token_per_user`); `None`: the run's shared token.
+    pub user: Option<u32>,
 }
 
 impl Outgoing {
@@ -86,6 +89,7 @@ impl Outgoing {
             ids: id.into_iter().collect(),
             batch: false,
             headers,
+            user: None,
         }
     }
 
@@ -96,7 +100,14 @@ impl Outgoing {
             ids,
             batch: true,
             headers: McpHeaders::default(),
+            user: None,
         }
+    }
+
+    /// Sent by virtual user `user` (`None`: the run's shared token).
+    pub fn by(mut self, user: Option<u32>) -> Self {
+        self.user = user;
+        self
     }
 }
 

@@ -3,8 +3,9 @@
 //! whose `/stats` counts every token it issued and every 401 and 403 it answered. Tokens
 //! refreshed before they expire (one refresh at a time), a revocation costing each request
 //! in flight one 401 and one retry, discovery from a bare 401 (OpenID fallback), a wrong
-//! secret stopping the run at once, `private_key_jwt`, secrets written nowhere, and profiles
-//! that write a secret refused.
+//! secret stopping the run at once, `private_key_jwt`, secrets written nowhere, profiles
+//! that write a secret refused, and one token per virtual user (`token_per_user`): one
+//! fetch per user that ran, refreshes per user, a revocation costing its user alone.
 
 use crate::support::bin;
 use crate::support::http_client::Conn;
@@ -356,10 +357,12 @@ fn no_secret_is_written_in_the_run_folder_its_name_or_the_terminal() {
         ),
     );
     let oauth_out = dir.join("oauth");
+    // One token per user: four tokens to keep out of the folder, not one.
     let oauth = run_with(
         &p,
         &[("AUTH_IT_SECRET", SECRET), ("AUTH_IT_ID", "mcpload")],
         &[
+            "--token-per-user",
             "-H",
             &format!("X-Api-Key: {cli_literal}"),
             "--out",
@@ -395,7 +398,8 @@ fn no_secret_is_written_in_the_run_folder_its_name_or_the_terminal() {
         seen.push((out.clone(), out.display().to_string().into_bytes()));
         files(out, &mut seen);
     }
-    assert_eq!(u(&summary(&oauth_out), "/auth/token_requests"), 1);
+    assert_eq!(u(&summary(&oauth_out), "/auth/token_requests"), 4);
+    assert_eq!(u(&summary(&oauth_out), "/auth/users"), 4);
     assert!(seen.len() > 10, "{} texts", seen.len());
     for (path, bytes) in &seen {
         let t = String::from_utf8_lossy(bytes);
@@ -614,4 +618,192 @@ fn a_ca_file_is_trusted_and_no_check_at_all_is_marked_loudly() {
         "{stdout}"
     );
     assert_eq!(summary(&out)["settings"]["target"]["tls"]["insecure"], true);
+}
+
+/// Token requests summed over the steps of a run (the columns of steps.csv).
+fn step_column(dir: &Path, step: usize, col: &str) -> f64 {
+    num(&steps(dir)[step], col)
+}
+
+#[test]
+fn a_token_per_user_sweep_of_4_then_8_users_fetches_one_token_per_user_that_ran() {
+    let _share = machine::loading();
+    let dir = scratch("auth_per_user_sweep");
+    // Tokens that outlive the run: every token issued is a user's first.
+    let p = builtin_profile(
+        &dir,
+        "auth_token_lifetime_s = 600",
+        "concurrency = [4, 8]\nduration = \"2s\"",
+    );
+    let out = dir.join("run");
+    let run = run_with(
+        &p,
+        &[("AUTH_IT_SECRET", SECRET)],
+        &[
+            "--token-per-user",
+            "--workers",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(90),
+    );
+    assert!(run.output.status.success(), "{:?}", text(&run.output));
+    let target = target_stats_file(&out);
+    let auth = &summary(&out)["auth"];
+    // Ground truth: 8 distinct users ran (users 0-3, then 0-7), each with its own token, the
+    // first 4 kept through the second step.
+    assert_eq!(u(&target, "/auth/tokens_issued"), 8, "{target}");
+    assert_eq!(u(auth, "/token_requests"), 8, "{auth}");
+    assert_eq!(u(auth, "/users"), 8, "{auth}");
+    assert_eq!(auth["token_per_user"], true);
+    assert_eq!(u(auth, "/token_refreshes"), 0);
+    // The second step's 4 new users fetched theirs in it, and were timed.
+    assert_eq!(step_column(&out, 1, "token_requests"), 4.0);
+    assert!(step_column(&out, 1, "token_fetch_p50_ms") > 0.0);
+    // No user's first request went without a token: the only 401 is the discovery's at the
+    // handshake (user 0's token).
+    assert_eq!(u(&target, "/auth/unauthorized"), 1, "{target}");
+    for r in steps(&out) {
+        assert_identity(&r);
+        assert_eq!(num(&r, "requests"), num(&r, "ok"), "{r:?}");
+    }
+}
+
+#[test]
+fn short_tokens_per_user_are_refreshed_by_each_user_with_no_request_failing() {
+    let _share = machine::loading();
+    let dir = scratch("auth_per_user_refresh");
+    let p = builtin_profile(
+        &dir,
+        "auth_token_lifetime_s = 2",
+        "concurrency = [4]\nduration = \"7s\"",
+    );
+    let out = dir.join("run");
+    let run = run_with(
+        &p,
+        &[("AUTH_IT_SECRET", SECRET)],
+        &[
+            "--token-per-user",
+            "--workers",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(90),
+    );
+    assert!(run.output.status.success(), "{:?}", text(&run.output));
+    let target = target_stats_file(&out);
+    let auth = &summary(&out)["auth"];
+    let requests = u(auth, "/token_requests");
+    assert_eq!(requests, u(&target, "/auth/tokens_issued"), "{target}");
+    assert_eq!(u(auth, "/users"), 4);
+    // Every fetch but each user's first replaced a token of the same user; a user sending
+    // for 7 s needs at least 4 tokens of 2 s.
+    assert_eq!(u(auth, "/token_refreshes"), requests - 4, "{auth}");
+    assert!(requests >= 4 * 4, "{requests} token requests");
+    // At most one fetch per user at a time.
+    assert!(u(&target, "/auth/token_requests_in_flight_max") <= 4);
+    let r = &steps(&out)[0];
+    assert_identity(r);
+    assert_eq!(num(r, "requests"), num(r, "ok"), "{r:?}");
+    assert_eq!((num(r, "http_401"), num(r, "auth_failures")), (0.0, 0.0));
+    assert_eq!(u(&target, "/auth/unauthorized"), 1, "the discovery's only");
+}
+
+#[test]
+fn one_users_revoked_token_costs_that_user_alone_one_401_one_refresh_and_one_retry() {
+    let _share = machine::loading();
+    let server = protected_server(&["--token-lifetime", "600"]);
+    let out = scratch("auth_per_user_revoke").join("run");
+    let mut run = bin();
+    run.env("AUTH_IT_SECRET", SECRET)
+        .args(["run", "--quiet", "--url", &server.url])
+        .args(["--oauth-client-id", "mcpload"])
+        .args(["--oauth-client-secret-env", "AUTH_IT_SECRET"])
+        .args(["--token-per-user", "-c", "4", "-d", "8s", "--warmup", "0s"])
+        .args(["--workers", "2", "--out", out.to_str().unwrap()]);
+    let running = std::thread::spawn(move || watch(run, Duration::from_secs(90)));
+    // Once the 4 users hold their tokens (0: user 0's, fetched at the handshake), token 2,
+    // one user's, is revoked.
+    let give_up = std::time::Instant::now() + Duration::from_secs(60);
+    while u(&target_stats(&server.url), "/auth/tokens_issued") < 4 {
+        assert!(std::time::Instant::now() < give_up, "the users never ran");
+        assert!(!running.is_finished(), "the run ended before its users ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let addr = server.url["http://".len()..].split('/').next().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let revoked = rt.block_on(async {
+        let mut c = Conn::open(addr.parse().unwrap()).await;
+        let headers = [(
+            "content-type".to_owned(),
+            "application/x-www-form-urlencoded".to_owned(),
+        )];
+        c.send("POST", "/auth/revoke", &headers, b"token_number=2".to_vec())
+            .await
+    });
+    assert_eq!(revoked.status, 200);
+    let run = running.join().unwrap();
+    assert!(run.output.status.success(), "{:?}", text(&run.output));
+    let target = target_stats(&server.url);
+    let s = summary(&out);
+    // Ground truth: one request came with the revoked token (its user has one in flight at a
+    // time), and one more token was issued, for that user.
+    assert_eq!(u(&target, "/auth/unauthorized_revoked"), 1, "{target}");
+    assert_eq!(u(&target, "/auth/tokens_issued"), 5, "{target}");
+    assert_eq!(u(&s, "/auth/token_requests"), 5, "{}", s["auth"]);
+    assert_eq!(u(&s, "/auth/token_refreshes"), 1);
+    assert_eq!(u(&s, "/auth/users"), 4);
+    assert_eq!(u(&s, "/auth/retries_token_refresh"), 1);
+    assert_eq!(total(&out, "http_401"), 1.0);
+    assert_eq!(total(&out, "auth_failures"), 0.0);
+    assert_eq!(total(&out, "requests") - total(&out, "ok"), 1.0);
+    for r in steps(&out) {
+        assert_identity(&r);
+    }
+}
+
+#[test]
+fn token_per_user_is_refused_without_oauth_and_in_an_open_loop() {
+    let dir = scratch("auth_per_user_refused");
+    let p = profile(
+        &dir,
+        "static",
+        "[target]\nurl = \"http://127.0.0.1:9/mcp\"\n\n[target.auth]\nbearer_env = \"AUTH_IT_TOKEN\"\ntoken_per_user = true\n",
+    );
+    let flags_url = ["--url", "http://127.0.0.1:9/mcp"];
+    let oauth = [
+        "--oauth-client-id",
+        "mcpload",
+        "--oauth-client-secret-env",
+        "AUTH_IT_TOKEN",
+        "--token-per-user",
+    ];
+    let cases: [(Vec<&str>, &str); 3] = [
+        (vec![p.to_str().unwrap()], "target.auth.token_per_user"),
+        (
+            [
+                &flags_url[..],
+                &["--bearer-env", "AUTH_IT_TOKEN", "--token-per-user"],
+            ]
+            .concat(),
+            "token_per_user",
+        ),
+        (
+            [&flags_url[..], &oauth[..], &["--rate", "10"]].concat(),
+            "closed loop",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut run = bin();
+        run.env("AUTH_IT_TOKEN", "x")
+            .arg("run")
+            .arg("--quiet")
+            .args(&args);
+        let out = watch(run, Duration::from_secs(30)).output;
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }

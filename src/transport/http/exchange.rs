@@ -116,6 +116,8 @@ pub(super) enum Item {
     /// may be.
     Unauthorized {
         event: Event,
+        /// The virtual user whose token it was (`None`: the shared one).
+        user: Option<u32>,
         token: u64,
         challenge: Option<Box<str>>,
         resend: Option<Box<Request>>,
@@ -137,9 +139,9 @@ pub(super) enum Item {
     ResumeFailed,
     /// A resumption's delay is over: the GET goes out now.
     Due(Box<Request>),
-    /// The credentials changed (a token came, a fetch failed): the requests held for a token
-    /// go out, or fail.
-    TokenNews,
+    /// The credentials of a user's token (`None`: the shared one) changed (a token came, a
+    /// fetch failed): the requests held for it go out, or fail.
+    TokenNews(Option<u32>),
     /// The exchange's connection is free again: ready for the next request, or gone
     /// (`None`). Its answer has been read, so the exchange can no longer be closed to cancel
     /// (`closable`: the id it could be closed under).
@@ -147,8 +149,9 @@ pub(super) enum Item {
         exchange: ExchangeId,
         back: Option<Connection>,
         closable: Option<Id>,
-        /// The token the request carried, when its answer was a 2xx.
-        accepted: Option<u64>,
+        /// The token the request carried (its user's, and its generation), when its answer
+        /// was a 2xx.
+        accepted: Option<(Option<u32>, u64)>,
     },
 }
 
@@ -235,6 +238,8 @@ struct Events {
     /// (`Request::auth_retriable`).
     session_retriable: bool,
     auth_retriable: bool,
+    /// The virtual user that sent it (`token_per_user`).
+    user: Option<u32>,
 }
 
 /// A side exchange's answer, gathered until its end.
@@ -274,8 +279,10 @@ pub(super) struct Exchange {
     watch: Option<SessionWatch>,
     /// Its answer said the session is gone.
     lost: bool,
-    /// The token it was sent with (0: none), when the transport has credentials.
+    /// The token it was sent with (0: none), when the transport has credentials, and the
+    /// user whose token that is (`None`: the shared one).
     token: Option<u64>,
+    user: Option<u32>,
     /// Its answer's status, once its head came.
     status: u16,
     /// Its answer was a 401, with this `WWW-Authenticate`.
@@ -322,6 +329,7 @@ impl Exchange {
                     .then_some((request.out.body, request.out.headers)),
                 session_retriable: request.retriable,
                 auth_retriable: request.auth_retriable,
+                user: request.out.user,
             })
         };
         Exchange {
@@ -339,15 +347,18 @@ impl Exchange {
             watch,
             lost: false,
             token: None,
+            user: None,
             status: 0,
             unauthorized: false,
             challenge: None,
         }
     }
 
-    /// The exchange carries token `token` (0: none) of the transport's credentials.
-    pub(super) fn with_token(mut self: Box<Self>, token: u64) -> Box<Self> {
+    /// The exchange carries token `token` (0: none) of `user`'s credentials (`None`: the
+    /// shared ones).
+    pub(super) fn with_token(mut self: Box<Self>, user: Option<u32>, token: u64) -> Box<Self> {
         self.token = Some(token);
+        self.user = user;
         self
     }
 
@@ -523,7 +534,9 @@ impl Exchange {
             exchange: self.exchange,
             back,
             closable: self.closable.take(),
-            accepted: self.token.filter(|_| (200..300).contains(&self.status)),
+            accepted: (self.token)
+                .filter(|_| (200..300).contains(&self.status))
+                .map(|t| (self.user, t)),
         })
     }
 }
@@ -559,6 +572,7 @@ impl futures_util::Stream for Exchange {
                 Item::Unauthorized {
                     resend: this.sink.resend(&event, true),
                     event,
+                    user: this.user,
                     token: this.token.unwrap_or(0),
                     challenge: this.challenge.take(),
                 }
@@ -586,8 +600,9 @@ pub(super) enum Flow {
         at: Pin<Box<tokio::time::Sleep>>,
         request: Option<Box<Request>>,
     },
-    /// Requests held for a token: yields [`Item::TokenNews`] once the credentials change.
-    Token(Option<BoxFuture<'static, ()>>),
+    /// Requests held for a user's token (`None`: the shared one): yields
+    /// [`Item::TokenNews`] once its credentials change.
+    Token(Option<u32>, Option<BoxFuture<'static, ()>>),
 }
 
 impl futures_util::Stream for Flow {
@@ -601,11 +616,11 @@ impl futures_util::Stream for Flow {
                 std::task::ready!(at.as_mut().poll(cx));
                 Poll::Ready(request.take().map(Item::Due))
             }
-            Flow::Token(news) => match news {
+            Flow::Token(user, news) => match news {
                 Some(f) => {
                     std::task::ready!(f.as_mut().poll(cx));
                     *news = None;
-                    Poll::Ready(Some(Item::TokenNews))
+                    Poll::Ready(Some(Item::TokenNews(*user)))
                 }
                 None => Poll::Ready(None),
             },
@@ -637,7 +652,7 @@ impl Sink {
             e.session_retriable
         };
         let (body, headers) = e.resend.take().filter(|_| may)?;
-        let out = Outgoing::single(body, Some(id.clone()), headers);
+        let out = Outgoing::single(body, Some(id.clone()), headers).by(e.user);
         Some(Box::new(Request::load(
             e.exchange,
             out,

@@ -10,8 +10,10 @@
 //! The parts: `client` (the target, TLS, request heads), `pool` (a transport's connections
 //! and their limit), `connection` (one HTTP/1.1 connection), `exchange` (one request and its
 //! answer), `body` (framing, and bodies into JSON texts), `side` (requests beside the load,
-//! answered whole), `session` (legacy sessions).
+//! answered whole), `session` (legacy sessions), `bearer` (the tokens requests carry: shared,
+//! or one per virtual user).
 
+mod bearer;
 mod body;
 mod client;
 mod connection;
@@ -28,7 +30,7 @@ pub use scripted::read_answer as read_scripted_answer;
 pub use session::LegacyInit;
 pub use side::Reply;
 
-use super::auth::{Challenge, Credentials, Current, Refusal};
+use super::auth::{Challenge, Credentials, Refusal};
 use super::budget::AnswerBudget;
 use super::{
     CancelStyle, Cancelled, Event, ExchangeId, Outgoing, RetryCause, Transport, TransportCounters,
@@ -36,6 +38,7 @@ use super::{
 };
 use crate::jsonrpc::Id;
 use crate::metrics::{Counters, LatencyHistogram};
+use bearer::{Bearers, Checked};
 use client::RequestHead;
 use connection::Connection;
 use exchange::{Exchange, Flow, Item, Phase, Request, SessionWatch};
@@ -86,19 +89,9 @@ pub struct HttpTransport {
     counters: TransportCounters,
     /// What `counters` handed over so far.
     handed: Counters,
-    /// The run's credentials, when requests carry a token.
-    auth: Option<Credentials>,
-    /// The `Authorization` value in `head`, and its token's generation (0: none).
-    authorization: Option<HeaderValue>,
-    token: u64,
-    /// The credentials' epoch `head` was checked against (`None`: check again), and when
-    /// its token expires.
-    token_epoch: Option<u64>,
-    token_expires: Option<tokio::time::Instant>,
-    /// Requests held until a token comes (or its fetch fails), and whether a wait for it is
-    /// among the exchanges.
-    auth_held: Vec<Request>,
-    auth_waiting: bool,
+    /// The tokens requests carry, when they carry one: the run's shared one (its
+    /// `Authorization` in `head`), and with `token_per_user` each virtual user's.
+    auth: Option<Bearers>,
     /// Token fetch times taken from the credentials, for [`Transport::take_token_fetches`].
     fetch_times: LatencyHistogram,
 }
@@ -119,7 +112,7 @@ impl HttpTransport {
     pub fn new(client: HttpClient, opts: &HttpOptions) -> Self {
         HttpTransport {
             head: RequestHead::new(&client, None, None, None),
-            auth: client.auth().cloned(),
+            auth: client.auth().cloned().map(Bearers::new),
             client,
             max_message_bytes: opts.max_message_bytes,
             answer_budget: opts.answer_budget.clone(),
@@ -143,24 +136,24 @@ impl HttpTransport {
             ready: VecDeque::new(),
             counters: TransportCounters::default(),
             handed: Counters::default(),
-            authorization: None,
-            token: 0,
-            token_epoch: None,
-            token_expires: None,
-            auth_held: Vec::new(),
-            auth_waiting: false,
             fetch_times: LatencyHistogram::default(),
         }
     }
 
-    /// The generation of the token requests carry now (0: none).
+    /// The generation of the shared token requests carry now (0: none).
     pub fn token(&self) -> u64 {
-        self.token
+        self.auth.as_ref().map_or(0, |a| a.shared.token)
     }
 
-    /// The credentials requests carry, if any.
+    /// The credentials requests carry, if any (with `token_per_user`, user 0's: the
+    /// handshake's and side requests').
     pub fn credentials(&self) -> Option<&Credentials> {
-        self.auth.as_ref()
+        self.auth.as_ref().map(|a| &a.shared.creds)
+    }
+
+    /// The shared token's `Authorization` value.
+    fn authorization(&self) -> Option<&HeaderValue> {
+        self.auth.as_ref()?.shared.authorization.as_ref()
     }
 
     pub fn url(&self) -> &Uri {
@@ -194,13 +187,35 @@ impl HttpTransport {
         self.cancel_style = style;
     }
 
+    /// Encodes the heads again, the transport's and every user's (the version or the
+    /// session changed).
     fn encode_head(&mut self) {
         self.head = RequestHead::new(
             &self.client,
             self.protocol_version.as_ref(),
             self.session.as_ref(),
-            self.authorization.as_ref(),
+            self.authorization(),
         );
+        let users = self
+            .auth
+            .as_ref()
+            .map(|a| a.users.keys().copied().collect::<Vec<_>>());
+        for user in users.into_iter().flatten() {
+            self.encode_head_of(Some(user));
+        }
+    }
+
+    /// Encodes again the head that carries `user`'s token (its token changed).
+    fn encode_head_of(&mut self, user: Option<u32>) {
+        let (version, session) = (self.protocol_version.as_ref(), self.session.as_ref());
+        match (user, &mut self.auth) {
+            (Some(u), Some(auth)) if auth.users.contains_key(&u) => {
+                let own = auth.users.get_mut(&u).expect("a user's token");
+                let authorization = own.bearer.authorization.as_ref();
+                own.head = RequestHead::new(&self.client, version, session, authorization);
+            }
+            _ => self.head = RequestHead::new(&self.client, version, session, self.authorization()),
+        }
     }
 
     fn next_exchange(&mut self) -> ExchangeId {
@@ -217,7 +232,9 @@ impl HttpTransport {
         let Some(request) = self.authorize(request) else {
             return;
         };
-        let head = request.head.as_deref().unwrap_or(&self.head);
+        let user = self.auth.as_ref().and_then(|a| a.own(request.out.user));
+        let own_head = self.auth.as_ref().and_then(|a| a.head(user));
+        let head = request.head.as_deref().or(own_head).unwrap_or(&self.head);
         let out = &request.out;
         let resume = request.last_event_id.as_ref();
         let encode =
@@ -269,8 +286,8 @@ impl HttpTransport {
             closable.clone(),
             watch,
         ));
-        if self.auth.is_some() {
-            ex = ex.with_token(self.token);
+        if let Some(auth) = &self.auth {
+            ex = ex.with_token(user, auth.find(user).token);
         }
         let flow = if let Some(id) = closable {
             let (handle, reg) = AbortHandle::new_pair();
@@ -284,46 +301,34 @@ impl HttpTransport {
         self.exchanges.push(flow);
     }
 
-    /// The request, when it may go out now with the current token (the head brought up to
-    /// date); `None` when it was held for a token being fetched, or failed for want of one.
+    /// The request, when it may go out now with its token (its head brought up to date);
+    /// `None` when it was held for a token being fetched, or failed for want of one. A
+    /// user's first request makes its token known to the transport.
     fn authorize(&mut self, request: Request) -> Option<Request> {
-        let Some(auth) = &self.auth else {
+        let Some(auth) = &mut self.auth else {
             return Some(request);
         };
-        let now = tokio::time::Instant::now();
-        let epoch = auth.epoch();
-        if self.token_epoch == Some(epoch) && self.token_expires.is_none_or(|e| now < e) {
-            return Some(request);
+        let user = auth.own(request.out.user);
+        if let Some(u) = user {
+            let (version, session) = (self.protocol_version.as_ref(), self.session.as_ref());
+            auth.add_user(u, || RequestHead::new(&self.client, version, session, None));
         }
-        match auth.current(now) {
-            Current::Ready {
-                generation,
-                header,
-                expires,
-            } => {
-                self.token_epoch = Some(epoch);
-                self.token_expires = expires;
-                if generation != self.token {
-                    self.token = generation;
-                    self.authorization = Some(header);
-                    self.encode_head();
+        let bearer = auth.get(user);
+        match bearer.check(tokio::time::Instant::now()) {
+            Checked::Go { renewed } => {
+                if renewed {
+                    self.encode_head_of(user);
                 }
                 Some(request)
             }
-            Current::Unauthenticated => {
-                self.token_epoch = Some(epoch);
-                self.token_expires = None;
-                Some(request)
-            }
-            Current::Wait => {
-                self.auth_held.push(request);
-                if !self.auth_waiting {
-                    self.auth_waiting = true;
-                    self.exchanges.push(Flow::Token(Some(auth.news(epoch))));
+            Checked::Hold(news) => {
+                bearer.held.push(request);
+                if let Some(news) = news {
+                    self.exchanges.push(Flow::Token(user, Some(news)));
                 }
                 None
             }
-            Current::Failed(why) => {
+            Checked::Failed(why) => {
                 let error = TransportError::Auth(why.to_string());
                 if request.is_load() {
                     self.open -= 1;
@@ -402,17 +407,19 @@ impl HttpTransport {
             }
             Item::Unauthorized {
                 event,
+                user,
                 token,
                 challenge,
                 resend,
             } => {
                 self.on_event(&event);
-                let Some(auth) = &self.auth else {
+                let Some(auth) = &mut self.auth else {
                     return Some(event);
                 };
                 let challenge = challenge.as_deref().and_then(Challenge::parse);
-                let refusal = auth.refused(token, challenge);
-                self.token_epoch = None;
+                let bearer = auth.get(user);
+                let refusal = bearer.creds.refused(token, challenge);
+                bearer.stale();
                 return Some(match (refusal, resend) {
                     (Refusal::Retry, Some(request)) => {
                         self.retry(event, request, RetryCause::Token)
@@ -425,17 +432,19 @@ impl HttpTransport {
                     }
                 });
             }
-            Item::TokenNews => {
-                self.auth_waiting = false;
-                self.token_epoch = None;
+            Item::TokenNews(user) => {
+                let Some(auth) = &mut self.auth else {
+                    return None;
+                };
                 let mut released = Vec::new();
-                for request in std::mem::take(&mut self.auth_held) {
+                for request in auth.get(user).news_came() {
                     let held_load = request.is_load();
                     let ids = held_load.then(|| request.out.ids.clone());
-                    let before = self.auth_held.len();
+                    let held = |t: &Self| t.auth.as_ref().map_or(0, |a| a.find(user).held.len());
+                    let before = held(self);
                     self.launch(request);
                     // Sent (or failed) now, not held again.
-                    if self.auth_held.len() == before {
+                    if held(self) == before {
                         released.extend(ids.into_iter().flatten());
                     }
                 }
@@ -452,8 +461,8 @@ impl HttpTransport {
                 closable,
                 accepted,
             } => {
-                if let (Some(generation), Some(auth)) = (accepted, &self.auth) {
-                    auth.accepted(generation);
+                if let (Some((user, generation)), Some(auth)) = (accepted, &self.auth) {
+                    auth.find(user).creds.accepted(generation);
                 }
                 if let Some(id) = closable {
                     self.forget_stream(&id, exchange);
@@ -563,13 +572,13 @@ impl Transport for HttpTransport {
     }
 
     fn cancel(&mut self, id: &Id) -> Cancelled {
-        for held in [&mut self.held, &mut self.auth_held] {
-            if let Some(at) = held.iter().position(|r| r.is_single(id)) {
-                // Held for a session restart or a token: never sent.
-                held.remove(at);
-                self.open -= 1;
-                return Cancelled::Unsent;
-            }
+        // Held for a session restart or a token: never sent.
+        let held = self.held.iter().position(|r| r.is_single(id));
+        if held.map(|at| self.held.remove(at)).is_some()
+            || self.auth.as_mut().is_some_and(|a| a.withdraw(id))
+        {
+            self.open -= 1;
+            return Cancelled::Unsent;
         }
         if self.pool.withdraw(|r| r.is_single(id)).is_some() {
             // Never sent: nothing to tell the server.
@@ -614,8 +623,8 @@ impl Transport for HttpTransport {
 
     fn take_counters(&mut self, into: &mut Counters) {
         self.counters.hand_over(into, &mut self.handed);
-        if let Some(auth) = &self.auth {
-            auth.take_counts(into, &mut self.fetch_times);
+        for bearer in self.auth.iter().flat_map(Bearers::all) {
+            bearer.creds.take_counts(into, &mut self.fetch_times);
         }
     }
 
@@ -641,8 +650,9 @@ impl Transport for HttpTransport {
         self.lingering.clear();
         self.side.clear();
         self.held.clear();
-        self.auth_held.clear();
-        self.auth_waiting = false;
+        if let Some(auth) = &mut self.auth {
+            auth.clear();
+        }
         self.restarting = false;
         self.open = 0;
         self.end_session().await;

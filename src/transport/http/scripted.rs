@@ -69,7 +69,7 @@ pub fn read_answer(reads: Vec<Vec<u8>>, max: usize) -> Vec<String> {
             }
             Item::ResumeFailed | Item::Due(_) => panic!("a first answer is never a resumption"),
             Item::Lost { .. } => panic!("a request without a session never loses one"),
-            Item::Unauthorized { .. } | Item::TokenNews => {
+            Item::Unauthorized { .. } | Item::TokenNews(_) => {
                 panic!("a request without credentials is never refused for them")
             }
             Item::Event(event) => {

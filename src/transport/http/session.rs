@@ -51,7 +51,7 @@ impl HttpTransport {
             &self.client,
             self.protocol_version.as_ref(),
             session,
-            self.authorization.as_ref(),
+            self.authorization(),
         );
         let ex = self.next_exchange();
         self.side.push((ex, Side::Restart(step)));
