@@ -45,6 +45,10 @@ pub(crate) enum Command {
     /// Set two run folders side by side per step and on the knee; exit 1 when a figure
     /// regressed beyond the tolerance.
     Compare(CompareArgs),
+    /// Merge the run folders of one run's segments (`run --segment I/N`) into one run folder:
+    /// counts added, histograms merged, verdicts, knee and gates recomputed; exit codes as
+    /// `run`'s (2 when the folders cannot be merged).
+    Merge(MergeArgs),
     /// Tell how a server treats the cases that break pairing (batches, colliding and null ids,
     /// malformed JSON, unknown methods, cancellation) and whether it runs tasks and asks for
     /// input, after connecting to it as a load run would: era and version agreed,
@@ -59,6 +63,7 @@ impl Command {
             Command::Serve(args) => args.run().await,
             Command::Report(args) => args.run(),
             Command::Compare(args) => args.run(),
+            Command::Merge(args) => args.run(),
             Command::Probe(args) => args.run().await,
         }
     }
@@ -483,6 +488,72 @@ impl ReportArgs {
             .map(|g| g.threshold.as_str())
             .collect();
         anyhow::ensure!(failed.is_empty(), "threshold failed: {}", failed.join(", "));
+        Ok(())
+    }
+}
+
+/// Arguments of `mcpload merge`.
+#[derive(Args, Debug)]
+pub(crate) struct MergeArgs {
+    /// The segments' run folders.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// The merged run folder [default: results/<UTC timestamp>-<name>-merged].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Merge the segments given even when some are missing; the result is marked partial.
+    #[arg(long)]
+    pub partial: bool,
+    /// Merge every step recorded, past a failed one too (the profile's stop_on_failure is
+    /// what the merge otherwise follows).
+    #[arg(long)]
+    pub keep_going: bool,
+    /// A gate checked on the merged run in place of the profile's, e.g. 'p99_ms<250'
+    /// (repeatable).
+    #[arg(long = "threshold", value_name = "EXPR")]
+    pub thresholds: Vec<String>,
+}
+
+impl MergeArgs {
+    /// Prints what was merged and the terminal report; exit 1 when a gate fails or a segment
+    /// was aborted, 130 when one was interrupted, 2 when the folders cannot be merged.
+    pub(crate) fn run(self) -> anyhow::Result<()> {
+        use mcpload::report::RunStatus;
+        let thresholds = mcpload::analysis::Thresholds::parse(&self.thresholds)
+            .map_err(|e| UsageError(e.into()))?;
+        let options = mcpload::merge::MergeOptions {
+            dirs: self.dirs,
+            out: self.out,
+            partial: self.partial,
+            keep_going: self.keep_going,
+            thresholds,
+            color: mcpload::report::use_color(&std::io::stdout()),
+        };
+        let merged = mcpload::merge::merge(&options).map_err(|e| UsageError(e.into()))?;
+        print!("{}", merged.preface);
+        print!("{}", merged.finished.terminal);
+        let dir = merged.finished.dir.display().to_string();
+        println!("results: {dir}");
+        match merged.status {
+            RunStatus::Interrupted => return Err(Interrupted(dir).into()),
+            RunStatus::Aborted | RunStatus::Running => {
+                anyhow::bail!("a segment stopped early: see merged_from in {dir}/summary.json")
+            }
+            RunStatus::Complete => {}
+        }
+        let failed: Vec<&str> = merged
+            .finished
+            .summary
+            .gates
+            .iter()
+            .filter(|g| !g.holds)
+            .map(|g| g.threshold.as_str())
+            .collect();
+        anyhow::ensure!(
+            failed.is_empty(),
+            "thresholds failed: {}",
+            failed.join(", ")
+        );
         Ok(())
     }
 }

@@ -22,6 +22,8 @@
 //!   `StepSink`.
 //! - [`report`]: sinks and readers: the run folder, terminal, report.html, progress.
 //! - [`run`]: `mcpload run`: flags and profile become a plan; the plan runs.
+//! - [`merge`]: `mcpload merge`: the run folders of a run's segments, checked, added up and
+//!   replayed through the judge into one run folder.
 //! - [`probe`]: `mcpload probe`: one verdict per pairing edge case; tasks and input rounds;
 //!   `--races`, the race checks.
 
@@ -32,6 +34,7 @@ pub mod correlator;
 pub mod engine;
 pub mod jsonrpc;
 pub mod load;
+pub mod merge;
 pub mod metrics;
 pub mod probe;
 pub mod profile;

@@ -13,7 +13,7 @@ mod users;
 mod worker;
 
 pub use segment::{Clock, Segment, SlotShape};
-pub use sink::{FanOut, Second, SinkError, StepSink, StepStart, StepWindow};
+pub use sink::{FanOut, MeasuredStep, Second, SinkError, StepSink, StepStart, StepWindow};
 
 use crate::analysis::{StopCriteria, SweepJudge};
 use crate::load::mix::Mix;
@@ -264,8 +264,8 @@ pub async fn sweep(
         // The measured time starts on the schedule even when the step began a little late.
         let measure_at = clock.zip(slot).map(|(c, at)| at + c.measure_offset);
         let collected = collect_step(&mut crew, order, measure_at, &work, sink, run_start).await?;
-        let step = match collected {
-            StepOutcome::Done(step) => *step,
+        let (step, window) = match collected {
+            StepOutcome::Done(step, window) => (*step, window),
             StepOutcome::NotMeasured => {
                 end = SweepEnd::Interrupted;
                 break;
@@ -277,9 +277,10 @@ pub async fn sweep(
         };
         sink.step_window(&StepWindow {
             step: order.step,
-            start_unix_ms: wall.unix_ms(step.window.0),
-            end_unix_ms: wall.unix_ms(step.window.1),
+            start_unix_ms: wall.unix_ms(window.0),
+            end_unix_ms: wall.unix_ms(window.1),
         })?;
+        sink.step_measured(&step)?;
         let judged = judge.judge(step.facts, &step.stats);
         sink.step_ended(&judged)?;
         if judged.figures.interrupted {
@@ -312,14 +313,6 @@ struct Crew {
     tasks: JoinSet<(usize, AnyTransport)>,
 }
 
-/// A step's merged figures.
-struct StepResult {
-    facts: StepFacts,
-    stats: Stats,
-    /// Its measured time's start and the end of its drain.
-    window: (Instant, Instant),
-}
-
 /// What this instance runs of a step's level: its segment's share of the virtual users or of
 /// the rate (the steps' `concurrency` and `target_rate` columns).
 fn share_of_level(work: &Workload, level: f64) -> f64 {
@@ -330,7 +323,8 @@ fn share_of_level(work: &Workload, level: f64) -> f64 {
 }
 
 enum StepOutcome {
-    Done(Box<StepResult>),
+    /// The step, and its measured time's start and the end of its drain.
+    Done(Box<MeasuredStep>, (Instant, Instant)),
     /// Interrupted before its measured time began: nothing to record.
     NotMeasured,
     /// A worker task ended in the middle of the step.
@@ -495,14 +489,15 @@ async fn collect_step(
     if let Some(f) = total.flows.as_mut() {
         f.counters.tasks_live_max = task_peak;
     }
-    if work.model == Model::Open && !lag.is_empty() {
-        facts.schedule_lag_p99_ms = Some(lag.histogram().value_at_quantile(0.99) as f64 / 1000.0);
-    }
-    Ok(StepOutcome::Done(Box::new(StepResult {
-        facts,
-        stats: total,
-        window: (start, start + measured),
-    })))
+    facts.set_lag(&lag);
+    Ok(StepOutcome::Done(
+        Box::new(MeasuredStep {
+            facts,
+            stats: total,
+            lag,
+        }),
+        (start, start + measured),
+    ))
 }
 
 /// Closes every transport (DELETE of legacy sessions, a child's stdin closed and reaped).

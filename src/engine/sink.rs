@@ -1,10 +1,11 @@
 //! Where the coordinator hands what it measured as soon as it is known: each step's start,
-//! every second of a step, every finished step with its verdict, and the sweep's end. The run
+//! every second of a step, every finished step as measured and then with its verdict, and the
+//! sweep's end. The run
 //! folder writes them down and the progress display shows them; the engine knows neither.
 
 use super::SweepEnd;
 use crate::analysis::JudgedStep;
-use crate::metrics::{Counters, LatencyHistogram, Model};
+use crate::metrics::{Counters, LatencyHistogram, Model, Stats, StepFacts};
 use std::time::Duration;
 
 /// Why a sink could not take an event (a file that could not be written): the sweep stops.
@@ -50,6 +51,17 @@ pub struct StepWindow {
     pub end_unix_ms: f64,
 }
 
+/// A finished step as measured, before it is judged: everything the engine merged over its
+/// workers. Segments of a run on several machines are added up from this, exactly as the
+/// engine adds up workers (`mcpload merge`).
+#[derive(Clone, Debug)]
+pub struct MeasuredStep {
+    pub facts: StepFacts,
+    pub stats: Stats,
+    /// Open loop: how late each send left compared with its schedule (empty in closed loop).
+    pub lag: LatencyHistogram,
+}
+
 /// A receiver of a sweep's events, each handed over as it happens (so a crash or Ctrl-C loses
 /// nothing already measured).
 pub trait StepSink: Send {
@@ -66,6 +78,10 @@ pub trait StepSink: Send {
     fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError>;
     /// A step ended: its measured window (just before it is judged).
     fn step_window(&mut self, _window: &StepWindow) -> Result<(), SinkError> {
+        Ok(())
+    }
+    /// A step ended; it is judged next.
+    fn step_measured(&mut self, _step: &MeasuredStep) -> Result<(), SinkError> {
         Ok(())
     }
     /// A step ended and was judged.
@@ -91,6 +107,9 @@ impl StepSink for FanOut<'_> {
     }
     fn step_window(&mut self, window: &StepWindow) -> Result<(), SinkError> {
         self.0.iter_mut().try_for_each(|s| s.step_window(window))
+    }
+    fn step_measured(&mut self, step: &MeasuredStep) -> Result<(), SinkError> {
+        self.0.iter_mut().try_for_each(|s| s.step_measured(step))
     }
     fn step_ended(&mut self, step: &JudgedStep) -> Result<(), SinkError> {
         self.0.iter_mut().try_for_each(|s| s.step_ended(step))

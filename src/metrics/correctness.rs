@@ -177,7 +177,7 @@ pub const FINDINGS_KEPT: usize = 8;
 
 /// What a scenario's `tally` steps counted in one step of the sweep: per defect a tally
 /// may count, the sum (`None`: no tally of it ran), and the first findings.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tallies {
     counts: [Option<u64>; Defect::TALLIED.len()],
     pub findings: Vec<Finding>,

@@ -127,16 +127,20 @@ impl FlowCounters {
 }
 
 /// Counts and histograms of one worker's multi-request calls in one interval.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FlowStats {
     pub counters: FlowCounters,
     /// From a task call's first send to its task's creation answer.
+    #[serde(skip)]
     pub time_to_task: LatencyHistogram,
     /// From a task call's first send to the poll that saw it terminal.
+    #[serde(skip)]
     pub time_to_terminal: LatencyHistogram,
     /// `tasks/get` per task that reached a terminal state.
+    #[serde(skip, default = "super::count_histogram")]
     pub polls_per_task: Histogram<u64>,
     /// Input rounds per call answered (0 included).
+    #[serde(skip, default = "super::count_histogram")]
     pub rounds_per_call: Histogram<u64>,
 }
 
@@ -146,8 +150,8 @@ impl Default for FlowStats {
             counters: FlowCounters::default(),
             time_to_task: LatencyHistogram::default(),
             time_to_terminal: LatencyHistogram::default(),
-            polls_per_task: Histogram::new(3).expect("static bounds are valid"),
-            rounds_per_call: Histogram::new(3).expect("static bounds are valid"),
+            polls_per_task: super::count_histogram(),
+            rounds_per_call: super::count_histogram(),
         }
     }
 }

@@ -30,9 +30,11 @@ mod correctness;
 mod flow;
 mod scenario;
 mod summary;
+mod tags;
 
 pub use correctness::{Defect, FINDINGS_KEPT, Finding, IDS_KEPT, Tallies};
 pub use flow::{FlowCounters, FlowStats, FlowSummary};
+pub use tags::Slot;
 
 pub use scenario::{
     EXPECT_PREFIX, FailureReasons, RunCounts, ScenarioNames, ScenarioStats, ScenarioSummary, WHOLE,
@@ -268,6 +270,8 @@ impl AddAssign<&Counters> for Counters {
 pub const LATENCY_MAX_US: u64 = 3_600_000_000;
 
 /// An HDR histogram of durations in microseconds, 1 µs to 1 h, 3 significant digits.
+/// Left out of the serde of the stats that hold one: histograms are written to interval
+/// logs (docs/results.md, histograms.hlog), not to JSON.
 #[derive(Clone, Debug)]
 pub struct LatencyHistogram(Histogram<u64>);
 
@@ -314,10 +318,12 @@ impl AddAssign<&LatencyHistogram> for LatencyHistogram {
 /// What one operation measured: a mix entry, or one call of a scenario step. Only the
 /// counts that belong to a request are kept here (its registration, its pairing or its end,
 /// a duplicate or late answer to it, its latency); the rest stay at step level.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct OpStats {
     pub counters: Counters,
+    #[serde(skip)]
     pub latency: LatencyHistogram,
+    #[serde(skip)]
     pub service_latency: LatencyHistogram,
 }
 
@@ -329,21 +335,28 @@ impl AddAssign<&OpStats> for OpStats {
     }
 }
 
-/// Everything one worker measures in one step.
-#[derive(Clone, Debug)]
+/// Everything one worker measures in one step. Its serde holds the counts alone (the
+/// machine record of a run folder, counts.jsonl); every histogram is named by
+/// [`Stats::histograms`] and written to an interval log.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Stats {
     pub counters: Counters,
     /// Pairing latency from the moment each request was due (coordinated-omission corrected
     /// in open loop).
+    #[serde(skip)]
     pub latency: LatencyHistogram,
     /// Pairing latency from the moment each request was written (the uncorrected figure).
+    #[serde(skip)]
     pub service_latency: LatencyHistogram,
     /// Members per batch sent.
+    #[serde(skip, default = "count_histogram")]
     pub batch_size: Histogram<u64>,
     /// Calls with a progress token: from the moment each was due to its first progress
     /// notification (the convention of `latency`).
+    #[serde(skip)]
     pub first_progress: LatencyHistogram,
     /// Calls with a progress token: the progress notifications each got before it ended.
+    #[serde(skip, default = "count_histogram")]
     pub progress_per_call: Histogram<u64>,
     /// Per operation, indexed by the operation's number (grown on first use); the rows of
     /// ops.csv.
@@ -353,7 +366,14 @@ pub struct Stats {
     /// Tasks and input rounds, made on first use (runs without them carry none).
     pub flows: Option<Box<FlowStats>>,
     /// The time of each token fetch (a POST to the token endpoint) of the step.
+    #[serde(skip)]
     pub token_fetch: LatencyHistogram,
+}
+
+/// An empty histogram of counts (batch members, polls, notifications): 3 significant
+/// digits, growing to fit.
+pub(crate) fn count_histogram() -> Histogram<u64> {
+    Histogram::new(3).expect("static bounds are valid")
 }
 
 /// Entry `i` of `v`, the vector grown with defaults to hold it: per-operation and
@@ -402,9 +422,9 @@ impl Default for Stats {
             counters: Counters::default(),
             latency: LatencyHistogram::default(),
             service_latency: LatencyHistogram::default(),
-            batch_size: Histogram::new(3).expect("static bounds are valid"),
+            batch_size: count_histogram(),
             first_progress: LatencyHistogram::default(),
-            progress_per_call: Histogram::new(3).expect("static bounds are valid"),
+            progress_per_call: count_histogram(),
             ops: Vec::new(),
             scenarios: Vec::new(),
             flows: None,

@@ -17,7 +17,7 @@ use std::time::Duration;
 pub const WHOLE: &str = "*";
 
 /// How iterations (or one step of them) went.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunCounts {
     pub started: u64,
     pub completed: u64,
@@ -25,8 +25,10 @@ pub struct RunCounts {
     /// Still running when the step's graceful stop ran out.
     pub interrupted: u64,
     /// From the scheduled start to the end (open loop: coordinated omission corrected).
+    #[serde(skip)]
     pub latency: LatencyHistogram,
     /// Polls per iteration (or per run of a poll step); empty when nothing polls.
+    #[serde(skip, default = "super::count_histogram")]
     pub polls: Histogram<u64>,
     /// Failures by named reason, e.g. `capture job_id: path not found`.
     pub failures: BTreeMap<String, u64>,
@@ -40,7 +42,7 @@ impl Default for RunCounts {
             failed: 0,
             interrupted: 0,
             latency: LatencyHistogram::default(),
-            polls: Histogram::new(3).expect("static bounds are valid"),
+            polls: super::count_histogram(),
             failures: BTreeMap::new(),
         }
     }
@@ -95,7 +97,7 @@ impl AddAssign<&RunCounts> for RunCounts {
 
 /// One scenario's figures in one step: whole iterations, each of its steps, and what its
 /// `tally` steps counted.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ScenarioStats {
     pub iterations: RunCounts,
     /// By scenario step, in the scenario's order.
@@ -120,7 +122,7 @@ impl AddAssign<&ScenarioStats> for ScenarioStats {
 }
 
 /// The names a run's scenarios report under: each scenario's, and its steps'.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScenarioNames {
     pub scenario: String,
     pub steps: Vec<String>,

@@ -459,7 +459,7 @@ pub fn us_to_ms(us: f64) -> f64 {
 }
 
 /// What the engine knows of a step besides its merged [`Stats`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepFacts {
     pub step: u32,
     pub model: Model,
@@ -478,6 +478,13 @@ pub struct StepFacts {
 }
 
 impl StepFacts {
+    /// Sets `schedule_lag_p99_ms` from the step's schedule lag (open loop; none without a
+    /// send or in closed loop).
+    pub fn set_lag(&mut self, lag: &LatencyHistogram) {
+        self.schedule_lag_p99_ms = (self.model == Model::Open && !lag.is_empty())
+            .then(|| lag.histogram().value_at_quantile(0.99) as f64 / 1000.0);
+    }
+
     /// A finished closed-loop step with nothing but its level and length known (no open-loop
     /// figures, nothing left in flight).
     pub fn closed(step: u32, concurrency: u64, duration_s: f64) -> Self {

@@ -1,6 +1,7 @@
-//! latency.hlog: the standard HdrHistogram V2 interval log (compressed histograms, base64), one
-//! interval per second tagged `step=N`, written by the hdrhistogram crate's log writer and read
-//! back by its log iterator.
+//! latency.hlog and histograms.hlog: standard HdrHistogram V2 interval logs (compressed
+//! histograms, base64), written by the hdrhistogram crate's log writer and read back by its
+//! log iterator. latency.hlog holds one interval per second tagged `step=N`; histograms.hlog
+//! (written by `raw`) every histogram of every step, tagged `step=N/<name>`.
 
 use super::{ReportError, Reporter};
 use crate::engine::Second;
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// The legend line HdrHistogram's Java writer puts after the headers; readers skip it.
 const LEGEND: &str =
@@ -25,21 +26,24 @@ fn step_tag(n: u32) -> String {
     format!("step={n}")
 }
 
-/// Appends one interval per second to latency.hlog, flushed each time.
-pub(super) struct HlogWriter {
+/// An interval log being appended to, flushed after each interval.
+pub(super) struct HlogFile {
     path: PathBuf,
     out: BufWriter<File>,
     serializer: V2DeflateSerializer,
 }
 
-impl HlogWriter {
-    /// Creates the log and writes its headers: comments, `StartTime` and `BaseTime` (both the
-    /// run's start, so interval timestamps are seconds since the start), the format version
-    /// and the legend.
-    pub(super) fn create(dir: &Path, started: SystemTime) -> Result<Self, ReportError> {
-        let path = dir.join(super::LATENCY_HLOG);
+impl HlogFile {
+    /// Creates the log and writes its headers: comments (`about` last), `StartTime` and
+    /// `BaseTime` (both the run's start, so interval timestamps are seconds since the start),
+    /// the format version and the legend.
+    pub(super) fn create(
+        path: PathBuf,
+        started: SystemTime,
+        about: &str,
+    ) -> Result<Self, ReportError> {
         let file = File::create(&path).map_err(|e| ReportError::io(&path, e))?;
-        let mut w = HlogWriter {
+        let mut w = HlogFile {
             path,
             out: BufWriter::new(file),
             serializer: V2DeflateSerializer::new(),
@@ -50,7 +54,7 @@ impl HlogWriter {
                 env!("CARGO_PKG_VERSION")
             ))
             .add_comment("[Histogram log format version 1.3]")
-            .add_comment("pairing latency in microseconds; one interval per second, tagged step=N")
+            .add_comment(about)
             .with_start_time(started)
             .with_base_time(started)
             .begin_log_with(&mut w.out, &mut w.serializer)
@@ -59,21 +63,47 @@ impl HlogWriter {
         w.out.flush().map_err(|e| ReportError::io(&w.path, e))?;
         Ok(w)
     }
-}
 
-impl Reporter for HlogWriter {
-    fn second(&mut self, s: &Second<'_>) -> Result<(), ReportError> {
-        let tag = step_tag(s.step);
+    /// Appends one interval tagged `tag` (no comma or whitespace in it).
+    pub(super) fn append(
+        &mut self,
+        h: &Histogram<u64>,
+        start: Duration,
+        length: Duration,
+        tag: &str,
+    ) -> Result<(), ReportError> {
+        let bad = |msg: String| ReportError::Hlog {
+            path: self.path.clone(),
+            msg,
+        };
+        let tag = Tag::new(tag).ok_or_else(|| bad(format!("invalid tag {tag:?}")))?;
         // A builder without headers writes nothing itself: it only wraps the open file.
         let mut log = IntervalLogWriterBuilder::new()
             .begin_log_with(&mut self.out, &mut self.serializer)
             .map_err(|e| ReportError::io(&self.path, e))?;
-        log.write_histogram(s.latency.histogram(), s.start, s.length, Tag::new(&tag))
-            .map_err(|e| ReportError::Hlog {
-                path: self.path.clone(),
-                msg: e.to_string(),
-            })?;
+        log.write_histogram(h, start, length, Some(tag))
+            .map_err(|e| bad(e.to_string()))?;
         self.out.flush().map_err(|e| ReportError::io(&self.path, e))
+    }
+}
+
+/// latency.hlog: one interval per second.
+pub(super) struct HlogWriter(HlogFile);
+
+impl HlogWriter {
+    pub(super) fn create(dir: &Path, started: SystemTime) -> Result<Self, ReportError> {
+        Ok(HlogWriter(HlogFile::create(
+            dir.join(super::LATENCY_HLOG),
+            started,
+            "pairing latency in microseconds; one interval per second, tagged step=N",
+        )?))
+    }
+}
+
+impl Reporter for HlogWriter {
+    fn second(&mut self, s: &Second<'_>) -> Result<(), ReportError> {
+        self.0
+            .append(s.latency.histogram(), s.start, s.length, &step_tag(s.step))
     }
 }
 
@@ -88,22 +118,36 @@ pub struct Interval {
     pub histogram: Histogram<u64>,
 }
 
-/// Reads the intervals of `dir/latency.hlog` in order, handing each to `each` and keeping
-/// none, so reading a long run's log takes the memory of one interval, not of the run.
-pub fn read_hlog(
-    dir: &Path,
-    mut each: impl FnMut(Interval) -> Result<(), ReportError>,
-) -> Result<(), ReportError> {
-    let path = dir.join(super::LATENCY_HLOG);
-    let bytes = fs::read(&path).map_err(|e| ReportError::io(&path, e))?;
+/// One interval of any log, its tag as written.
+pub(super) struct TaggedInterval<'a> {
+    pub tag: Option<&'a str>,
+    /// Since the log's base time.
+    pub start: Duration,
+    pub length: Duration,
+    pub histogram: Histogram<u64>,
+}
+
+/// Reads the log at `path` in order: hands each interval to `each`, keeping none, and returns
+/// the log's `StartTime` when it has one. A line cut short by a crash is left out.
+pub(super) fn read_log(
+    path: &Path,
+    mut each: impl FnMut(TaggedInterval<'_>) -> Result<(), ReportError>,
+) -> Result<Option<SystemTime>, ReportError> {
+    let bytes = fs::read(path).map_err(|e| ReportError::io(path, e))?;
     let bad = |msg: String| ReportError::Hlog {
-        path: path.clone(),
+        path: path.to_owned(),
         msg,
     };
     let mut deserializer = Deserializer::new();
+    let mut started = None;
     for entry in IntervalLogIterator::new(super::complete_lines(&bytes)) {
-        let LogEntry::Interval(i) = entry.map_err(|e| bad(format!("{e:?}")))? else {
-            continue;
+        let i = match entry.map_err(|e| bad(format!("{e:?}")))? {
+            LogEntry::Interval(i) => i,
+            LogEntry::StartTime(t) => {
+                started = Some(SystemTime::UNIX_EPOCH + t);
+                continue;
+            }
+            LogEntry::BaseTime(_) => continue,
         };
         let raw = base64::engine::general_purpose::STANDARD
             .decode(i.encoded_histogram())
@@ -111,16 +155,33 @@ pub fn read_hlog(
         let histogram: Histogram<u64> = deserializer
             .deserialize(&mut raw.as_slice())
             .map_err(|e| bad(e.to_string()))?;
-        each(Interval {
-            step: i
-                .tag()
-                .and_then(|t| t.as_str().strip_prefix("step="))
-                .and_then(|n| n.parse().ok()),
-            start_s: i.start_timestamp().as_secs_f64(),
-            length_s: i.duration().as_secs_f64(),
+        each(TaggedInterval {
+            tag: i.tag().map(|t| t.as_str()),
+            start: i.start_timestamp(),
+            length: i.duration(),
             histogram,
         })?;
     }
+    Ok(started)
+}
+
+/// Reads the intervals of `dir/latency.hlog` in order, handing each to `each` and keeping
+/// none, so reading a long run's log takes the memory of one interval, not of the run.
+pub fn read_hlog(
+    dir: &Path,
+    mut each: impl FnMut(Interval) -> Result<(), ReportError>,
+) -> Result<(), ReportError> {
+    read_log(&dir.join(super::LATENCY_HLOG), |i| {
+        each(Interval {
+            step: i
+                .tag
+                .and_then(|t| t.strip_prefix("step="))
+                .and_then(|n| n.parse().ok()),
+            start_s: i.start.as_secs_f64(),
+            length_s: i.length.as_secs_f64(),
+            histogram: i.histogram,
+        })
+    })?;
     Ok(())
 }
 

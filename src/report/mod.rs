@@ -47,6 +47,7 @@ mod hlog;
 mod html;
 mod plots;
 mod progress;
+mod raw;
 mod redact;
 mod summary;
 mod tables;
@@ -55,10 +56,11 @@ mod terminal;
 pub use correctness::{Total, correctness_html, correctness_text, totals_of};
 pub use hlog::{Interval, read_hlog, step_histograms};
 pub use progress::Progress;
+pub use raw::{AuthTotals, COUNTS_JSONL, HISTOGRAMS_HLOG, Names, Record, RecordedSecond};
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
 pub use summary::{
-    OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION, SegmentRecord, StepRecord,
-    StepWindowRecord,
+    MergedFrom, Misaligned, OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION,
+    SegmentRecord, StepRecord, StepWindowRecord,
 };
 pub use tables::{TimeseriesRow, read_ops, read_scenarios, read_steps, read_timeseries};
 pub use terminal::use_color;
@@ -66,8 +68,8 @@ pub use terminal::use_color;
 use crate::analysis::{
     CompareOptions, Comparison, GateResult, JudgedStep, Knee, StopCriteria, Thresholds, compare,
 };
-use crate::engine::{Second, SinkError, StepSink, StepWindow, SweepEnd};
-use crate::metrics::{AuthSummary, SessionSummary};
+use crate::engine::{MeasuredStep, Second, SinkError, StepSink, StepWindow, SweepEnd};
+use crate::metrics::{AuthSummary, Counters, SessionSummary};
 use compare_text::render_comparison;
 use serde_json::Value;
 use std::fs;
@@ -176,6 +178,8 @@ pub struct RunSpec {
     pub criteria: StopCriteria,
     /// The run's start: summary.json's `started_at`, latency.hlog's StartTime/BaseTime.
     pub started: SystemTime,
+    /// What operations and scenarios are numbered by in counts.jsonl and histograms.hlog.
+    pub names: Names,
 }
 
 impl RunSpec {
@@ -189,6 +193,7 @@ impl RunSpec {
             profile: None,
             criteria: StopCriteria::default(),
             started: SystemTime::now(),
+            names: Names::default(),
         }
     }
 }
@@ -272,6 +277,8 @@ pub struct RunFolder {
     dir: PathBuf,
     summary: RunSummary,
     reporters: Vec<Box<dyn Reporter + Send>>,
+    /// counts.jsonl and histograms.hlog: what the reporters' files leave out.
+    raw: raw::RawWriter,
 }
 
 fn now_rfc3339() -> String {
@@ -324,6 +331,9 @@ impl RunFolder {
             sessions: None,
             auth: None,
             segment: None,
+            merged_from: None,
+            partial: None,
+            misaligned: None,
         };
         let reporters: Vec<Box<dyn Reporter + Send>> = vec![
             Box::new(tables::StepsCsv::create(&dir)?),
@@ -334,10 +344,12 @@ impl RunFolder {
             Box::new(SummaryJson(dir.clone())),
             Box::new(HtmlReport(dir.clone())),
         ];
+        let raw = raw::RawWriter::create(&dir, spec.started, &spec.names)?;
         let mut run = RunFolder {
             dir,
             summary,
             reporters,
+            raw,
         };
         run.each(|r, s| r.changed(s))?;
         Ok(run)
@@ -395,12 +407,19 @@ impl RunFolder {
         }
     }
 
-    /// Records one second: a timeseries.csv row and a latency.hlog interval.
+    /// Records one second: a timeseries.csv row, a latency.hlog interval, a counts.jsonl
+    /// line.
     pub fn record_second(&mut self, s: &Second<'_>) -> Result<(), ReportError> {
         for r in &mut self.reporters {
             r.second(s)?;
         }
-        Ok(())
+        self.raw.second(s)
+    }
+
+    /// Records a finished step as measured, before its verdict: its histograms to
+    /// histograms.hlog, its counts to counts.jsonl.
+    pub fn record_measured(&mut self, step: &MeasuredStep) -> Result<(), ReportError> {
+        self.raw.step(step)
     }
 
     /// Records a judged step: appends it to steps.csv, its rows to ops.csv and scenarios.csv,
@@ -427,15 +446,35 @@ impl RunFolder {
         self.each(|r, s| r.changed(s))
     }
 
-    /// Records what the run's connections saw of their sessions, once they are closed.
-    pub fn record_sessions(&mut self, sessions: SessionSummary) -> Result<(), ReportError> {
-        self.summary.sessions = Some(sessions);
+    /// Records what the run's connections saw of their sessions, once they are closed, from
+    /// their whole-run counts.
+    pub fn record_sessions(&mut self, whole: &Counters) -> Result<(), ReportError> {
+        self.raw.sessions(whole)?;
+        self.summary.sessions = Some(SessionSummary::of(whole));
         self.each(|r, s| r.changed(s))
     }
 
-    /// Records what authorization cost the run, once its connections are closed.
-    pub fn record_auth(&mut self, auth: AuthSummary) -> Result<(), ReportError> {
-        self.summary.auth = Some(auth);
+    /// Records what authorization cost the run, once its connections are closed: the
+    /// connections' whole-run counts and the credentials' own totals.
+    pub fn record_auth(&mut self, whole: &Counters, a: &AuthTotals) -> Result<(), ReportError> {
+        self.raw.auth(a)?;
+        let mut summary = AuthSummary::of(whole, a.token_requests, a.token_refreshes, &a.fetch);
+        summary.token_per_user = a.users.is_some();
+        summary.users = a.users;
+        self.summary.auth = Some(summary);
+        self.each(|r, s| r.changed(s))
+    }
+
+    /// Records where a merged run comes from (`mcpload merge`).
+    pub fn record_merge(
+        &mut self,
+        from: Vec<MergedFrom>,
+        partial: bool,
+        misaligned: Vec<Misaligned>,
+    ) -> Result<(), ReportError> {
+        self.summary.merged_from = Some(from);
+        self.summary.partial = Some(partial);
+        self.summary.misaligned = Some(misaligned);
         self.each(|r, s| r.changed(s))
     }
 
@@ -472,6 +511,9 @@ impl StepSink for RunFolder {
     }
     fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
         Ok(self.record_second(second)?)
+    }
+    fn step_measured(&mut self, step: &MeasuredStep) -> Result<(), SinkError> {
+        Ok(self.record_measured(step)?)
     }
     fn step_ended(&mut self, step: &JudgedStep) -> Result<(), SinkError> {
         Ok(self.record_step(step)?)

@@ -161,6 +161,40 @@ pub struct RunSummary {
     /// run on a common clock (`--start-at`); `null` for a plain run.
     #[serde(default)]
     pub segment: Option<SegmentRecord>,
+    /// A run made by `mcpload merge`: the folders it was merged from, by segment; absent
+    /// for a run measured here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_from: Option<Vec<MergedFrom>>,
+    /// A merged run that misses segments (`mcpload merge --partial`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<bool>,
+    /// A merged run: the segments whose step windows started more than a tenth of the step's
+    /// duration away from the others'; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub misaligned: Option<Vec<Misaligned>>,
+}
+
+/// One folder of a merged run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MergedFrom {
+    pub dir: String,
+    /// Its segment, `index` of `count` (none for a whole run merged alone).
+    pub index: Option<u32>,
+    pub count: Option<u32>,
+    /// How the segment's own run ended (`interrupted`, `aborted`: shown as such).
+    pub status: RunStatus,
+    /// How late the segment began step 1 against `--start-at`, on its own clock.
+    pub start_late_ms: Option<f64>,
+}
+
+/// A segment's step window away from the others'.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Misaligned {
+    pub dir: String,
+    pub index: u32,
+    pub step: u32,
+    /// Its window's start minus the median start of the step's windows.
+    pub offset_ms: f64,
 }
 
 impl RunSummary {

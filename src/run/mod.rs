@@ -19,7 +19,7 @@ use crate::engine::{self, BatchShape, Clock, FanOut, SweepEnd, Workload};
 use crate::load::flow::{CannedInput, client_capabilities};
 use crate::load::mix::Mix;
 use crate::load::scenario::{self, Scenarios};
-use crate::metrics::{AuthSummary, Counters, Model, SessionSummary};
+use crate::metrics::{Counters, Model};
 use crate::report::{self, Finished, Progress, RunFolder, Secrets, SegmentRecord};
 use crate::server::{self, RunningTarget};
 use crate::transport::{AnyTransport, StdioOptions, Transport};
@@ -136,6 +136,13 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         spec.started = c.start_at;
     }
     let transports = open_connections(&plan, &connector, &server, connected.transport).await?;
+    spec.names = report::Names {
+        ops: work.op_names.clone(),
+        scenarios: work
+            .scenarios
+            .as_ref()
+            .map_or_else(Vec::new, Scenarios::names),
+    };
     let mut folder = RunFolder::create(spec)?;
     folder.set_protocol_revision(server.revision.as_str())?;
     if plan.segment.is_split() || clock.is_some() {
@@ -172,18 +179,19 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     for t in &transports {
         t.add_totals(&mut whole);
     }
-    folder.record_sessions(SessionSummary::of(&whole))?;
+    folder.record_sessions(&whole)?;
     if let Some(auth) = &connector.options().auth {
         // No refresh after the last request: the counts are the run's, and a built-in
         // target's tokens issued agree with them.
         auth.stop().await;
         let (requests, refreshes, fetch_time) = auth.totals();
-        let mut summary = AuthSummary::of(&whole, requests, refreshes, &fetch_time);
-        if auth.per_user() {
-            summary.token_per_user = true;
-            summary.users = Some(auth.holders());
-        }
-        folder.record_auth(summary)?;
+        let totals = report::AuthTotals {
+            token_requests: requests,
+            token_refreshes: refreshes,
+            fetch: fetch_time,
+            users: auth.per_user().then(|| auth.holders()),
+        };
+        folder.record_auth(&whole, &totals)?;
     }
     if let Some(b) = builtin {
         folder.record_target_stats(&b.shutdown().await)?;

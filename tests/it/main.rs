@@ -16,6 +16,7 @@ mod correlator_progress;
 mod correlator_rows;
 mod hostile;
 mod layering;
+mod merge;
 mod probe_races;
 mod probe_servers;
 mod probe_tasks;
