@@ -22,7 +22,11 @@ def by_tag(paths):
             h = reader.get_next_interval_histogram()
             if h is None:
                 break
-            out.setdefault(h.get_tag(), new()).add(h)
+            acc = out.setdefault(h.get_tag(), new())
+            # hdrh's add() takes an empty histogram's minimum as 0: an empty interval (a
+            # segment with no share of a step) adds nothing, so it is skipped.
+            if h.get_total_count() > 0:
+                acc.add(h)
     return out
 
 
