@@ -14,6 +14,7 @@ mod codec;
 mod correlator_identity;
 mod correlator_progress;
 mod correlator_rows;
+mod deploy_kubernetes;
 mod hostile;
 mod layering;
 mod merge;
