@@ -889,6 +889,18 @@ pub(crate) struct RunArgs {
     /// No progress display.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Run segment I of N (1-based) of a run split over N instances: its share of every
+    /// step (env MCPLOAD_SEGMENT).
+    #[arg(long, value_name = "I/N", help_heading = "Segments")]
+    pub segment: Option<String>,
+    /// The number of segments, the segment being JOB_COMPLETION_INDEX + 1 (a Kubernetes
+    /// Indexed Job; env MCPLOAD_SEGMENTS).
+    #[arg(long, value_name = "N", help_heading = "Segments")]
+    pub segments: Option<String>,
+    /// Begin step 1 at this RFC 3339 time, each later step on its slot of a common clock,
+    /// e.g. 2026-12-02T10:00:00Z (env MCPLOAD_START_AT).
+    #[arg(long, value_name = "TIME", help_heading = "Segments")]
+    pub start_at: Option<String>,
 }
 
 /// Authorization and TLS flags of `mcpload run`: in place of the profile's `[target.auth]`
@@ -1029,7 +1041,13 @@ fn threshold(text: &str) -> Result<String, mcpload::analysis::GateError> {
 }
 
 impl RunArgs {
-    fn overrides(self) -> (Option<PathBuf>, Overrides) {
+    /// The profile and the overrides; an error names a bad segment or start (from a flag or
+    /// the environment).
+    fn overrides(self) -> Result<(Option<PathBuf>, Overrides), String> {
+        let env = |var: &str| std::env::var(var).ok();
+        let segment =
+            mcpload::run::segment_from(self.segment.as_deref(), self.segments.as_deref(), &env)?;
+        let start_at = mcpload::run::start_at_from(self.start_at.as_deref(), &env)?;
         let target = match (self.url, self.stdio, self.builtin) {
             (Some(url), _, _) => Some(TargetFlag::Url(url)),
             (None, Some(cmd), _) => Some(TargetFlag::Stdio(cmd)),
@@ -1074,14 +1092,18 @@ impl RunArgs {
             workers: self.workers,
             seed: self.seed,
             quiet: self.quiet,
+            segment,
+            start_at,
         };
-        (self.profile, o)
+        Ok((self.profile, o))
     }
 
     /// Runs the sweep; exit 1 when a gate fails, 2 for a bad profile or flags, 130 when
     /// interrupted (after writing what was measured).
     pub(crate) async fn run(self) -> anyhow::Result<()> {
-        let (profile, overrides) = self.overrides();
+        let (profile, overrides) = self
+            .overrides()
+            .map_err(|e| UsageError(anyhow::anyhow!(e)))?;
         let plan =
             mcpload::run::plan(profile.as_deref(), overrides).map_err(|e| UsageError(e.into()))?;
         let cancel = tokio_util::sync::CancellationToken::new();

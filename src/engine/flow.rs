@@ -220,7 +220,7 @@ impl Flows {
         });
         let owner = self.calls.owner(slot);
         self.timers.push(Reverse((due + flow.timeout, owner)));
-        let (id, seq) = next_id(s.seq, s.worker, s.workers);
+        let (id, seq) = next_id(s.seq, s.worker, s.workers, s.segment);
         s.buf.clear();
         let headers = op.render(s.buf, &id, seq, s.renderer);
         let keep = self.rules.input.is_some();
@@ -485,7 +485,7 @@ impl Flows {
                 return self.end(s, slot, Ending::Failed, now);
             }
         };
-        let (id, _) = next_id(s.seq, s.worker, s.workers);
+        let (id, _) = next_id(s.seq, s.worker, s.workers, s.segment);
         s.buf.clear();
         let call = self.calls.get(slot);
         let first = call.first.as_deref().unwrap_or_default();
@@ -779,7 +779,7 @@ impl Flows {
         if method == TaskMethod::Get {
             s.corr.flow_stats().counters.task_polls += 1;
         }
-        let (id, _) = next_id(s.seq, s.worker, s.workers);
+        let (id, _) = next_id(s.seq, s.worker, s.workers, s.segment);
         s.buf.clear();
         let headers = self.rules.render_task(s.buf, &id, method, &task_id);
         let op = self.rules.side.of(method);
@@ -795,7 +795,7 @@ impl Flows {
     /// Sends `tasks/cancel` for `task_id`, owned by no call (its answer is only counted).
     fn cancel(&mut self, s: &mut Sending<'_>, t: &mut AnyTransport, task_id: &str) {
         let now = Instant::now();
-        let (id, _) = next_id(s.seq, s.worker, s.workers);
+        let (id, _) = next_id(s.seq, s.worker, s.workers, s.segment);
         s.buf.clear();
         let headers = self
             .rules

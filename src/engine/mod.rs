@@ -5,13 +5,15 @@
 
 mod flow;
 mod scenario;
+mod segment;
 mod sink;
 mod slots;
 mod timer;
 mod users;
 mod worker;
 
-pub use sink::{FanOut, MeasuredStep, Second, SinkError, StepSink, StepStart};
+pub use segment::{Clock, Segment, SlotShape};
+pub use sink::{FanOut, MeasuredStep, Second, SinkError, StepSink, StepStart, StepWindow};
 
 use crate::analysis::{StopCriteria, SweepJudge};
 use crate::load::mix::Mix;
@@ -22,7 +24,7 @@ use crate::transport::{AnyTransport, Transport};
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -46,8 +48,11 @@ pub struct Workload {
     pub timeout: Duration,
     pub think_time: Duration,
     pub spacing: Spacing,
+    /// This segment's share of the profile's `max_in_flight` (the whole of it unsegmented).
     pub max_in_flight: usize,
     pub seed: u64,
+    /// Which share of every step this instance runs.
+    pub segment: Segment,
     /// Closed loop: each virtual user's requests carry its own token (`token_per_user`).
     pub token_per_user: bool,
 }
@@ -55,6 +60,25 @@ pub struct Workload {
 impl Workload {
     fn batch_size(&self) -> usize {
         self.batch.as_ref().map_or(1, |b| b.size)
+    }
+
+    /// What bounds each part of a step, for the slots of a common clock. A warm-up's drain
+    /// ends its iterations at once and waits at most a request's timeout; a step's drain
+    /// gives iterations and calls (tasks, input rounds) the graceful stop, then their last
+    /// requests the timeout; requests alone, the timeout.
+    pub fn slot_shape(&self) -> SlotShape {
+        let lasting_units = self.scenarios.is_some() || self.mix.flows().is_some();
+        SlotShape {
+            warmup: self.warmup,
+            duration: self.duration,
+            warmup_drain: self.timeout,
+            drain: self.timeout
+                + if lasting_units {
+                    self.graceful_stop
+                } else {
+                    Duration::ZERO
+                },
+        }
     }
 }
 
@@ -89,8 +113,12 @@ pub(crate) enum Order {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StepOrder {
     pub step: u32,
-    /// Concurrency (closed loop) or arrivals per second (open loop), for the whole step.
+    /// Concurrency (closed loop) or arrivals per second (open loop), for the whole step of
+    /// every segment: each worker takes its segment's share of it.
     pub level: f64,
+    /// When the step (its warm-up) begins: its slot's instant on a common clock, else when
+    /// the coordinator gave the order.
+    pub start: Instant,
 }
 
 /// What workers tell the coordinator.
@@ -146,6 +174,8 @@ pub struct Sweep {
     pub criteria: StopCriteria,
     /// End the sweep after the first failed step.
     pub stop_on_failure: bool,
+    /// The common clock's start (`--start-at`): step `k` begins on its slot's instant.
+    pub start_at: Option<SystemTime>,
 }
 
 /// Runs every level as one step, handing each second, each judged step and the end to `sink`
@@ -158,7 +188,11 @@ pub async fn sweep(
     cancel: CancellationToken,
 ) -> Result<(SweepEnd, Vec<AnyTransport>), SinkError> {
     let workers = transports.len() as u32;
-    let run_start = Instant::now();
+    let clock = plan.start_at.map(|at| Clock::new(at, work.slot_shape()));
+    // Seconds count from the common start when there is one, so that step k's seconds line
+    // up over the segments.
+    let run_start = clock.as_ref().map_or_else(Instant::now, Clock::origin);
+    let wall = segment::WallClock::now();
     let (report_tx, reports) = mpsc::unbounded_channel();
     let mut crew = Crew {
         orders: Vec::new(),
@@ -195,22 +229,43 @@ pub async fn sweep(
             end = SweepEnd::Interrupted;
             break;
         }
+        // On a common clock the step waits for its slot; a step late (the first one after a
+        // late start, or one after a drain past its bound) begins at once.
+        let slot = clock.map(|c| run_start + c.slot_offset(i));
+        if let Some(at) = slot.filter(|at| *at > Instant::now()) {
+            let mut timer = timer::SendTimer::new();
+            tokio::select! {
+                _ = timer.wait(Some(at)) => {}
+                _ = cancel.cancelled() => {
+                    end = SweepEnd::Interrupted;
+                    break;
+                }
+            }
+        }
+        let start = Instant::now();
+        if let (0, Some(at)) = (i, slot) {
+            sink.clock_started(start.saturating_duration_since(at))?;
+        }
         let order = StepOrder {
             step: i as u32 + 1,
             level: *level,
+            start: slot.map_or(start, |at| at.max(start)),
         };
         sink.step_started(&StepStart {
             step: order.step,
             steps: plan.levels.len(),
             model: work.model,
-            level: *level,
+            level: share_of_level(&work, *level),
             planned: work.duration,
         })?;
         for o in &crew.orders {
             let _ = o.send(Order::Step(order));
         }
-        let step = match collect_step(&mut crew, order, &work, sink, run_start).await? {
-            StepOutcome::Done(step) => *step,
+        // The measured time starts on the schedule even when the step began a little late.
+        let measure_at = clock.zip(slot).map(|(c, at)| at + c.measure_offset);
+        let collected = collect_step(&mut crew, order, measure_at, &work, sink, run_start).await?;
+        let (step, window) = match collected {
+            StepOutcome::Done(step, window) => (*step, window),
             StepOutcome::NotMeasured => {
                 end = SweepEnd::Interrupted;
                 break;
@@ -220,6 +275,11 @@ pub async fn sweep(
                 break;
             }
         };
+        sink.step_window(&StepWindow {
+            step: order.step,
+            start_unix_ms: wall.unix_ms(window.0),
+            end_unix_ms: wall.unix_ms(window.1),
+        })?;
         sink.step_measured(&step)?;
         let judged = judge.judge(step.facts, &step.stats);
         sink.step_ended(&judged)?;
@@ -227,7 +287,9 @@ pub async fn sweep(
             end = SweepEnd::Interrupted;
             break;
         }
-        // Nothing can be measured against a target that is down, whatever stop_on_failure.
+        // Nothing can be measured against a target that is down, whatever stop_on_failure
+        // (which the plan turns off for a segment: a segment judges only its share, so every
+        // segment runs the whole schedule and the merge judges the whole).
         if judged.figures.target_down.is_some() || plan.stop_on_failure && judged.stop() {
             break;
         }
@@ -251,8 +313,18 @@ struct Crew {
     tasks: JoinSet<(usize, AnyTransport)>,
 }
 
+/// What this instance runs of a step's level: its segment's share of the virtual users or of
+/// the rate (the steps' `concurrency` and `target_rate` columns).
+fn share_of_level(work: &Workload, level: f64) -> f64 {
+    match work.model {
+        Model::Closed => work.segment.share(level.round() as u64) as f64,
+        Model::Open => work.segment.rate(level),
+    }
+}
+
 enum StepOutcome {
-    Done(Box<MeasuredStep>),
+    /// The step, and its measured time's start and the end of its drain.
+    Done(Box<MeasuredStep>, (Instant, Instant)),
     /// Interrupted before its measured time began: nothing to record.
     NotMeasured,
     /// A worker task ended in the middle of the step.
@@ -271,11 +343,12 @@ struct SecondSlot {
 }
 
 /// Gathers one step's reports from every worker: starts every worker's measured time at once
-/// when all have drained their warm-up, and hands each second to `sink` once all workers sent
-/// it.
+/// when all have drained their warm-up (at `measure_at` on a common clock, or at once if that
+/// has passed), and hands each second to `sink` once all workers sent it.
 async fn collect_step(
     crew: &mut Crew,
     order: StepOrder,
+    measure_at: Option<Instant>,
     work: &Workload,
     sink: &mut dyn StepSink,
     run_start: Instant,
@@ -290,8 +363,9 @@ async fn collect_step(
     let mut facts = StepFacts {
         step: order.step,
         model: work.model,
-        concurrency: (work.model == Model::Closed).then_some(order.level.round() as u64),
-        target_rate: (work.model == Model::Open).then_some(order.level),
+        concurrency: (work.model == Model::Closed)
+            .then(|| share_of_level(work, order.level) as u64),
+        target_rate: (work.model == Model::Open).then(|| share_of_level(work, order.level)),
         duration_s: 0.0,
         schedule_lag_p99_ms: None,
         dropped_arrivals: (work.model == Model::Open).then_some(0),
@@ -323,7 +397,8 @@ async fn collect_step(
             Report::WarmedUp { step } if step == order.step => {
                 warmed += 1;
                 if warmed == workers {
-                    let at = Instant::now();
+                    let now = Instant::now();
+                    let at = measure_at.map_or(now, |m| m.max(now));
                     for o in &crew.orders {
                         let _ = o.send(Order::Measure(at));
                     }
@@ -406,7 +481,7 @@ async fn collect_step(
             })?;
         }
     }
-    let Some(measured) = measured else {
+    let (Some(measured), Some(start)) = (measured, step_start) else {
         return Ok(StepOutcome::NotMeasured);
     };
     facts.duration_s = measured.as_secs_f64();
@@ -415,11 +490,14 @@ async fn collect_step(
         f.counters.tasks_live_max = task_peak;
     }
     facts.set_lag(&lag);
-    Ok(StepOutcome::Done(Box::new(MeasuredStep {
-        facts,
-        stats: total,
-        lag,
-    })))
+    Ok(StepOutcome::Done(
+        Box::new(MeasuredStep {
+            facts,
+            stats: total,
+            lag,
+        }),
+        (start, start + measured),
+    ))
 }
 
 /// Closes every transport (DELETE of legacy sessions, a child's stdin closed and reaped).

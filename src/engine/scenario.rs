@@ -363,7 +363,7 @@ impl Runner {
     ) -> Turn {
         let owner = self.slots.owner(slot);
         let it = self.slots.get(slot);
-        let (id, seq) = next_id(s.seq, s.worker, s.workers);
+        let (id, seq) = next_id(s.seq, s.worker, s.workers, s.segment);
         s.buf.clear();
         let bound = Bound {
             row: Some(it.row),

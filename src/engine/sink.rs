@@ -42,6 +42,15 @@ pub struct Second<'a> {
     pub latency: &'a LatencyHistogram,
 }
 
+/// A finished step's measured window on the wall clock: from its measured time's start to the
+/// end of its drain, in Unix milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepWindow {
+    pub step: u32,
+    pub start_unix_ms: f64,
+    pub end_unix_ms: f64,
+}
+
 /// A finished step as measured, before it is judged: everything the engine merged over its
 /// workers. Segments of a run on several machines are added up from this, exactly as the
 /// engine adds up workers (`mcpload merge`).
@@ -56,12 +65,21 @@ pub struct MeasuredStep {
 /// A receiver of a sweep's events, each handed over as it happens (so a crash or Ctrl-C loses
 /// nothing already measured).
 pub trait StepSink: Send {
+    /// On a common clock (`--start-at`): the first step begins `late` after its instant, on
+    /// this process's clock.
+    fn clock_started(&mut self, _late: Duration) -> Result<(), SinkError> {
+        Ok(())
+    }
     /// A step is about to run.
     fn step_started(&mut self, _start: &StepStart) -> Result<(), SinkError> {
         Ok(())
     }
     /// A second of the current step ended.
     fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError>;
+    /// A step ended: its measured window (just before it is judged).
+    fn step_window(&mut self, _window: &StepWindow) -> Result<(), SinkError> {
+        Ok(())
+    }
     /// A step ended; it is judged next.
     fn step_measured(&mut self, _step: &MeasuredStep) -> Result<(), SinkError> {
         Ok(())
@@ -78,11 +96,17 @@ pub trait StepSink: Send {
 pub struct FanOut<'a>(pub Vec<&'a mut dyn StepSink>);
 
 impl StepSink for FanOut<'_> {
+    fn clock_started(&mut self, late: Duration) -> Result<(), SinkError> {
+        self.0.iter_mut().try_for_each(|s| s.clock_started(late))
+    }
     fn step_started(&mut self, start: &StepStart) -> Result<(), SinkError> {
         self.0.iter_mut().try_for_each(|s| s.step_started(start))
     }
     fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
         self.0.iter_mut().try_for_each(|s| s.second(second))
+    }
+    fn step_window(&mut self, window: &StepWindow) -> Result<(), SinkError> {
+        self.0.iter_mut().try_for_each(|s| s.step_window(window))
     }
     fn step_measured(&mut self, step: &MeasuredStep) -> Result<(), SinkError> {
         self.0.iter_mut().try_for_each(|s| s.step_measured(step))

@@ -1,7 +1,8 @@
-//! The worker's send timer: on Linux a timerfd armed to the nanosecond, woken by the kernel's
-//! high-resolution timers, where tokio's timer wheel has a 1 ms grain (an open loop's arrivals
-//! would bunch on its ticks and show as schedule lag). Elsewhere, or if no timerfd can be
-//! made, tokio's sleep.
+//! The send timer of a worker (and of the coordinator waiting for a slot of the common
+//! clock): on Linux a timerfd armed to the nanosecond, woken by the kernel's high-resolution
+//! timers, where tokio's timer wheel has a 1 ms grain (an open loop's arrivals would bunch on
+//! its ticks and show as schedule lag). Elsewhere, or if no timerfd can be made, tokio's
+//! sleep.
 
 use std::time::Instant;
 

@@ -3,6 +3,7 @@
 
 use super::flow::{Flows, TaskIds};
 use super::scenario::Runner;
+use super::segment::{Segment, part};
 use super::timer::SendTimer;
 use super::users::Users;
 use super::{Order, Report, StepOrder, Workload};
@@ -111,6 +112,7 @@ impl Worker {
                 batch: &mut batch,
                 worker: self.index,
                 workers: self.workers,
+                segment: self.work.segment,
                 timeout: self.work.timeout,
                 per_user: self.work.token_per_user && self.work.model == Model::Closed,
             };
@@ -129,7 +131,9 @@ impl Worker {
         orders: &mut mpsc::UnboundedReceiver<Order>,
     ) {
         let work = Arc::clone(&self.work);
-        let now = Instant::now();
+        // The step begins when the coordinator says, not when the order arrives: on a common
+        // clock, at the slot's instant.
+        let now = order.start;
         let mut st = StepState {
             phase: if work.warmup.is_zero() {
                 Phase::Measure
@@ -210,11 +214,13 @@ impl Worker {
                 st.ready
                     .extend(std::iter::repeat_n(now + work.think_time, freed));
             }
+            // What fell due before the sending phase ended goes out even when the worker
+            // woke after the end (late, its lag recorded): the step's schedule is its load.
+            if let Some(end) = st.sending_end(&work).filter(|_| self.down.is_none()) {
+                self.send_due(&mut st, s, units, end, now);
+            }
             if self.advance(&mut st, s, ledger, units, now) {
                 break;
-            }
-            if matches!(st.phase, Phase::Warmup | Phase::Measure) {
-                self.send_due(&mut st, s, units, now);
             }
         }
     }
@@ -380,33 +386,36 @@ impl Worker {
                 if let Units::Requests(Some(users)) = units {
                     users.reset();
                 }
-                let clients = share(st.order.level, self.index, self.workers);
+                let users = w.segment.share(st.order.level.round() as u64);
+                let clients = part(users, self.index.into(), self.workers.into());
                 st.ready = std::iter::repeat_n(now, clients as usize).collect();
             }
             Model::Open => {
-                let rate = st.order.level / self.workers as f64;
-                let phase = self.index as f64 / self.workers as f64;
+                let rate = st.order.level;
+                let lane = w.segment.lane(self.index, self.workers);
                 let seed = w.seed ^ ((st.order.step as u64) << 20) ^ self.index as u64;
-                st.arrivals =
-                    (rate > 0.0).then(|| Arrivals::new(now, rate, w.spacing, phase, seed));
+                st.arrivals = (rate > 0.0).then(|| Arrivals::new(now, rate, w.spacing, lane, seed));
             }
         }
     }
 
-    /// Starts what is due: one unit per free virtual user (closed loop), one per arrival
-    /// (open loop; past `max_in_flight` units in flight the arrival is dropped). A unit is a
-    /// scenario iteration when the run has scenarios, else a request or a batch.
+    /// Starts what is due by `now` and before the phase's `end`: one unit per free virtual
+    /// user (closed loop), one per arrival (open loop; past `max_in_flight` units in flight
+    /// the arrival is dropped). A unit is a scenario iteration when the run has scenarios,
+    /// else a request or a batch.
     fn send_due(
         &mut self,
         st: &mut StepState,
         s: &mut Sending<'_>,
         units: &mut Units,
+        end: Instant,
         now: Instant,
     ) {
         let w = Arc::clone(&self.work);
         match w.model {
             Model::Closed => {
-                while st.ready.front().is_some_and(|t| *t <= now) && !units.full() {
+                let due = |t: Instant| t <= now && t < end;
+                while st.ready.front().is_some_and(|t| due(*t)) && !units.full() {
                     st.ready.pop_front();
                     if let Some(batch) = self.start_one(s, units, now, now) {
                         st.open_batches.push_back(batch);
@@ -421,7 +430,7 @@ impl Worker {
                     .max_in_flight
                     .div_ceil(self.workers as usize)
                     .max(w.batch_size());
-                while arrivals.next_due() <= now {
+                while arrivals.next_due() <= now && arrivals.next_due() < end {
                     let due = arrivals.advance();
                     let busy = match units {
                         Units::Requests(_) => s.corr.in_flight() + w.batch_size() > cap,
@@ -485,7 +494,7 @@ impl Worker {
         let mut registered = 0;
         let waiting = match &w.batch {
             None => {
-                let (id, seq) = next_id(s.seq, self.index, self.workers);
+                let (id, seq) = next_id(s.seq, self.index, self.workers, s.segment);
                 let op = w.mix.pick(&mut s.renderer.rng);
                 let headers = op.render(s.buf, &id, seq, s.renderer);
                 let tag = Tag {
@@ -507,7 +516,7 @@ impl Worker {
                 batch.clear();
                 let mut ids = Vec::with_capacity(b.size);
                 for _ in 0..b.size {
-                    let (id, seq) = next_id(s.seq, self.index, self.workers);
+                    let (id, seq) = next_id(s.seq, self.index, self.workers, s.segment);
                     let op = w.mix.pick(&mut s.renderer.rng);
                     op.render(batch.member(), &id, seq, s.renderer);
                     let tag = Tag {
@@ -644,6 +653,8 @@ pub(super) struct Sending<'a> {
     pub batch: &'a mut BatchWriter,
     pub worker: u32,
     pub workers: u32,
+    /// The run's segment (request sequence numbers are unique over the segments).
+    pub segment: Segment,
     /// How long a request may wait for its answer.
     pub timeout: Duration,
     /// Each virtual user carries its own token (closed loop, `token_per_user`).
@@ -660,15 +671,25 @@ impl Sending<'_> {
 }
 
 /// A fresh id (unique in the run: the worker's index sits in the high bits) and the
-/// request's run-wide sequence number for `{{seq}}`.
-pub(super) fn next_id(seq: &mut u64, worker: u32, workers: u32) -> (Id, u64) {
+/// request's run-wide sequence number for `{{seq}}` (unique over the segments too).
+pub(super) fn next_id(seq: &mut u64, worker: u32, workers: u32, segment: Segment) -> (Id, u64) {
     let local = *seq;
     *seq += 1;
     let id = Id::Num(((worker as i64) << 40) | local as i64);
-    (id, local * workers as u64 + worker as u64)
+    (id, segment.seq(local * workers as u64 + worker as u64))
 }
 
 impl StepState {
+    /// When the current sending phase ends: the warm-up at the measured time's start, the
+    /// measured time after its duration; `None` when the worker is not sending.
+    fn sending_end(&self, work: &Workload) -> Option<Instant> {
+        match self.phase {
+            Phase::Warmup => Some(self.measure_start),
+            Phase::Measure => Some(self.measure_start + work.duration),
+            _ => None,
+        }
+    }
+
     /// Closed loop: virtual clients waiting for an answer. With batches, a client waits
     /// until every request of its batch has ended.
     fn outstanding(&mut self, c: &Correlator) -> usize {
@@ -679,12 +700,6 @@ impl StepState {
             .retain(|ids| ids.iter().any(|id| c.is_pending(id)));
         self.open_batches.len()
     }
-}
-
-/// Worker `i`'s share of `level` clients among `n` workers.
-pub(super) fn share(level: f64, i: u32, n: u32) -> u64 {
-    let total = level.round() as u64;
-    total / n as u64 + u64::from((i as u64) < total % n as u64)
 }
 
 /// The params of the filler notifications mixed into batches.

@@ -5,12 +5,33 @@ use super::template::Rng;
 use crate::profile::Spacing;
 use std::time::{Duration, Instant};
 
-/// The arrival times of one worker's share of an open-loop step.
+/// Which arrivals of a step's whole schedule one sender takes: `offset`, `offset + stride`,
+/// `offset + 2 × stride`, … (0-based). Senders with the same stride and every offset below
+/// it share the schedule exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lane {
+    pub offset: u64,
+    pub stride: u64,
+}
+
+impl Lane {
+    /// The whole schedule.
+    pub const WHOLE: Lane = Lane {
+        offset: 0,
+        stride: 1,
+    };
+}
+
+/// The arrival times of one sender's lane of an open-loop step.
 #[derive(Debug)]
 pub struct Arrivals {
     start: Instant,
+    /// The whole schedule's rate.
+    total_rate: f64,
+    /// This lane's rate: the whole's over the stride.
     rate: f64,
     spacing: Spacing,
+    lane: Lane,
     /// Arrivals issued so far (constant spacing computes from it, so errors never add up).
     count: u64,
     /// Seconds since `start` of the next arrival (Poisson spacing adds exponential gaps).
@@ -19,22 +40,31 @@ pub struct Arrivals {
 }
 
 impl Arrivals {
-    /// `rate` arrivals per second from `start`. A worker's share of a step's rate is offset by
-    /// `phase` (0..1 of one gap) so that workers do not all fire at the same instant.
-    pub fn new(start: Instant, rate: f64, spacing: Spacing, phase: f64, seed: u64) -> Self {
+    /// The `lane` of a schedule of `total_rate` arrivals per second from `start`. Constant
+    /// spacing: arrival `k` of the whole is due at `k / total_rate` exactly, so lanes
+    /// interleave and together are the whole schedule. Poisson spacing: the lane's own
+    /// exponential gaps at `total_rate / stride`.
+    pub fn new(start: Instant, total_rate: f64, spacing: Spacing, lane: Lane, seed: u64) -> Self {
         let mut a = Arrivals {
             start,
-            rate,
+            total_rate,
+            rate: total_rate / lane.stride as f64,
             spacing,
+            lane,
             count: 0,
             next_s: 0.0,
             rng: Rng::new(seed),
         };
         a.next_s = match spacing {
-            Spacing::Constant => phase / rate,
+            Spacing::Constant => a.constant_at(0),
             Spacing::Poisson => a.gap(),
         };
         a
+    }
+
+    /// Constant spacing: seconds from the start to the lane's arrival `n`.
+    fn constant_at(&self, n: u64) -> f64 {
+        (self.lane.offset + n * self.lane.stride) as f64 / self.total_rate
     }
 
     fn gap(&mut self) -> f64 {
@@ -52,10 +82,7 @@ impl Arrivals {
         let due = self.next_due();
         self.count += 1;
         self.next_s = match self.spacing {
-            Spacing::Constant => {
-                let phase = self.next_s - (self.count - 1) as f64 / self.rate;
-                self.count as f64 / self.rate + phase
-            }
+            Spacing::Constant => self.constant_at(self.count),
             Spacing::Poisson => self.next_s + self.gap(),
         };
         due
@@ -79,18 +106,27 @@ mod tests {
     #[test]
     fn constant_spacing_is_exact_and_does_not_drift() {
         let t0 = Instant::now();
-        let mut a = Arrivals::new(t0, 1000.0, Spacing::Constant, 0.5, 1);
+        // The second of two lanes of 2000/s: every other arrival, from the second.
+        let lane = Lane {
+            offset: 1,
+            stride: 2,
+        };
+        let mut a = Arrivals::new(t0, 2000.0, Spacing::Constant, lane, 1);
         assert_eq!(a.next_due() - t0, Duration::from_micros(500));
         a.advance();
         assert_eq!(a.next_due() - t0, Duration::from_micros(1500));
-        let mut b = Arrivals::new(t0, 3.0, Spacing::Constant, 0.0, 1);
+        let mut b = Arrivals::new(t0, 3.0, Spacing::Constant, Lane::WHOLE, 1);
         assert_eq!(count_within(&mut b, t0, 100), 300);
     }
 
     #[test]
     fn poisson_spacing_has_the_rate_on_average() {
         let t0 = Instant::now();
-        let mut a = Arrivals::new(t0, 500.0, Spacing::Poisson, 0.0, 42);
+        let lane = Lane {
+            offset: 0,
+            stride: 2,
+        };
+        let mut a = Arrivals::new(t0, 1000.0, Spacing::Poisson, lane, 42);
         let n = count_within(&mut a, t0, 100);
         // 50 000 expected, standard deviation about 224.
         assert!((48_500..51_500).contains(&n), "{n}");

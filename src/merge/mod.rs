@@ -10,9 +10,8 @@ use crate::engine::{MeasuredStep, SweepEnd};
 use crate::metrics::Counters;
 use crate::report::{
     self, AuthTotals, Finished, MergedFrom, Misaligned, Outline, ProfileCopy, Record,
-    RecordedSecond, ReportError, RunFolder, RunSpec, RunStatus, RunSummary,
+    RecordedSecond, ReportError, RunFolder, RunSpec, RunStatus, RunSummary, SegmentRecord,
 };
-use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,28 +71,11 @@ pub struct Merged {
     pub status: RunStatus,
 }
 
-/// summary.json's `segment` block (written by `mcpload run --segment`).
-#[derive(Clone, Debug, Deserialize)]
-struct Segment {
-    index: u32,
-    count: u32,
-    #[serde(default)]
-    start_late_ms: Option<f64>,
-    #[serde(default)]
-    steps: Vec<SegmentStep>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-struct SegmentStep {
-    step: u32,
-    start_unix_ms: f64,
-}
-
 /// One folder read.
 struct Input {
     dir: PathBuf,
     summary: RunSummary,
-    segment: Option<Segment>,
+    segment: Option<SegmentRecord>,
     /// The profile copy: its file name and text.
     profile: Option<(String, String)>,
     /// Its counts.jsonl's names and step facts: read whole, one folder at a time, only once
@@ -108,18 +90,7 @@ impl Input {
             reason,
         };
         let summary = RunSummary::read(dir)?;
-        let path = dir.join(report::SUMMARY_JSON);
-        let raw: Value = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        let segment = match raw.get("segment") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(
-                Segment::deserialize(v)
-                    .map_err(|e| refuse(format!("summary.json: bad segment block: {e}")))?,
-            ),
-        };
+        let segment = summary.segment.clone();
         let profile = match &summary.profile_file {
             Some(name) => {
                 let text = std::fs::read_to_string(dir.join(name))

@@ -60,7 +60,7 @@ pub use raw::{AuthTotals, COUNTS_JSONL, HISTOGRAMS_HLOG, Names, Outline, Record,
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
 pub use summary::{
     MergedFrom, Misaligned, OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION,
-    StepRecord,
+    SegmentRecord, StepRecord, StepWindowRecord,
 };
 pub use tables::{TimeseriesRow, read_ops, read_scenarios, read_steps, read_timeseries};
 pub use terminal::use_color;
@@ -68,13 +68,13 @@ pub use terminal::use_color;
 use crate::analysis::{
     CompareOptions, Comparison, GateResult, JudgedStep, Knee, StopCriteria, Thresholds, compare,
 };
-use crate::engine::{MeasuredStep, Second, SinkError, StepSink, SweepEnd};
+use crate::engine::{MeasuredStep, Second, SinkError, StepSink, StepWindow, SweepEnd};
 use crate::metrics::{AuthSummary, Counters, SessionSummary};
 use compare_text::render_comparison;
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 use terminal::render_terminal;
 
 /// One row per step: [`StepSummary`](crate::metrics::StepSummary).
@@ -330,6 +330,7 @@ impl RunFolder {
             gates: Vec::new(),
             sessions: None,
             auth: None,
+            segment: None,
             merged_from: None,
             partial: None,
             misaligned: None,
@@ -377,6 +378,33 @@ impl RunFolder {
     pub fn set_protocol_revision(&mut self, revision: &str) -> Result<(), ReportError> {
         self.summary.protocol_revision = Some(revision.to_owned());
         self.each(|r, s| r.changed(s))
+    }
+
+    /// Records which segment of a split run (or of a run on a common clock) this folder
+    /// holds; its steps' windows and its late start are added as the sweep goes.
+    pub fn set_segment(&mut self, segment: SegmentRecord) -> Result<(), ReportError> {
+        self.summary.segment = Some(segment);
+        self.each(|r, s| r.changed(s))
+    }
+
+    /// Records how late the first step began against the common start.
+    pub fn record_start_late(&mut self, late: Duration) -> Result<(), ReportError> {
+        if let Some(seg) = self.summary.segment.as_mut() {
+            seg.start_late_ms = Some(late.as_secs_f64() * 1000.0);
+            self.each(|r, s| r.changed(s))?;
+        }
+        Ok(())
+    }
+
+    /// Records a finished step's measured window (summary.json is rewritten with the step).
+    pub fn record_window(&mut self, w: &StepWindow) {
+        if let Some(seg) = self.summary.segment.as_mut() {
+            seg.steps.push(StepWindowRecord {
+                step: w.step,
+                start_unix_ms: w.start_unix_ms,
+                end_unix_ms: w.end_unix_ms,
+            });
+        }
     }
 
     /// Records one second: a timeseries.csv row, a latency.hlog interval, a counts.jsonl
@@ -474,6 +502,13 @@ impl RunFolder {
 
 /// The run folder as the engine's sink: every event written as it comes.
 impl StepSink for RunFolder {
+    fn clock_started(&mut self, late: Duration) -> Result<(), SinkError> {
+        Ok(self.record_start_late(late)?)
+    }
+    fn step_window(&mut self, window: &StepWindow) -> Result<(), SinkError> {
+        self.record_window(window);
+        Ok(())
+    }
     fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
         Ok(self.record_second(second)?)
     }

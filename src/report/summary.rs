@@ -97,6 +97,31 @@ impl StepRecord {
     }
 }
 
+/// Which segment of a run split over several instances this folder holds, and how its
+/// steps lined up on the common clock (docs/results.md, "Segments").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SegmentRecord {
+    /// 1-based, of `count`.
+    pub index: u32,
+    pub count: u32,
+    /// The common start (`--start-at`), RFC 3339; `null` without one.
+    pub start_at: Option<String>,
+    /// How late this process began step 1 against `start_at`, on its own clock; `null`
+    /// without a common start, or before step 1 began.
+    pub start_late_ms: Option<f64>,
+    /// Each finished step's measured window, appended as each step ends.
+    pub steps: Vec<StepWindowRecord>,
+}
+
+/// A step's measured window (its measured time's start to the end of its drain) as
+/// wall-clock Unix milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepWindowRecord {
+    pub step: u32,
+    pub start_unix_ms: f64,
+    pub end_unix_ms: f64,
+}
+
 /// The content of summary.json.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
@@ -132,6 +157,10 @@ pub struct RunSummary {
     /// authorized; `null` without, and until the connections are closed.
     #[serde(default)]
     pub auth: Option<AuthSummary>,
+    /// The segment this folder holds of a run split over instances (`--segment`), or of a
+    /// run on a common clock (`--start-at`); `null` for a plain run.
+    #[serde(default)]
+    pub segment: Option<SegmentRecord>,
     /// A run made by `mcpload merge`: the folders it was merged from, by segment; absent
     /// for a run measured here.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -614,6 +614,22 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
         let _ = write!(out, "; protocol {rev}");
     }
     let _ = writeln!(out, "; started {}", run.started_at);
+    if let Some(seg) = &run.segment {
+        let _ = write!(out, "segment {}/{}", seg.index, seg.count);
+        if let Some(at) = &seg.start_at {
+            let _ = write!(out, "; common start {at}");
+        }
+        if let Some(late) = seg.start_late_ms {
+            let _ = write!(out, ", began {late:.1} ms after it");
+        }
+        if seg.count > 1 {
+            let _ = write!(
+                out,
+                "; figures are this segment's share: merge the segments to judge the whole"
+            );
+        }
+        let _ = writeln!(out);
+    }
     if run.settings.pointer("/target/tls/insecure") == Some(&serde_json::Value::Bool(true)) {
         let _ = writeln!(
             out,

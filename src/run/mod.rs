@@ -4,25 +4,28 @@
 //! gates.
 
 mod plan;
+mod segment;
 mod signals;
 
 pub use plan::{LevelsFlag, Overrides, Plan, PlanError, TargetFlag, plan};
+pub use segment::{segment_from, start_at_from};
 pub use signals::{signals, stop_on_signals};
 
 use crate::analysis::Thresholds;
 use crate::client::{
     ConnectOptions, Connected, Connector, Endpoint, McpError, Revision, ServerInfo,
 };
-use crate::engine::{self, BatchShape, FanOut, SweepEnd, Workload};
+use crate::engine::{self, BatchShape, Clock, FanOut, SweepEnd, Workload};
 use crate::load::flow::{CannedInput, client_capabilities};
 use crate::load::mix::Mix;
 use crate::load::scenario::{self, Scenarios};
 use crate::metrics::{Counters, Model};
-use crate::report::{self, Finished, Progress, RunFolder, Secrets};
+use crate::report::{self, Finished, Progress, RunFolder, Secrets, SegmentRecord};
 use crate::server::{self, RunningTarget};
 use crate::transport::{AnyTransport, StdioOptions, Transport};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
 
 /// How a run ended, for the exit code.
@@ -122,8 +125,17 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         .transpose()
         .map_err(PlanError::Usage)?;
     let mut spec = plan.run_spec(&mix, &server);
-    let transports = open_connections(&plan, &connector, &server, connected.transport).await?;
     let work = Arc::new(workload(&plan, mix, scenarios));
+    let clock = plan
+        .sweep
+        .start_at
+        .map(|at| common_clock(at, &work, plan.quiet))
+        .transpose()?;
+    if let Some(c) = &clock {
+        // Seconds, timeseries.csv and latency.hlog count from the common start.
+        spec.started = c.start_at;
+    }
+    let transports = open_connections(&plan, &connector, &server, connected.transport).await?;
     spec.names = report::Names {
         ops: work.op_names.clone(),
         scenarios: work
@@ -133,6 +145,15 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     };
     let mut folder = RunFolder::create(spec)?;
     folder.set_protocol_revision(server.revision.as_str())?;
+    if plan.segment.is_split() || clock.is_some() {
+        folder.set_segment(SegmentRecord {
+            index: plan.segment.index,
+            count: plan.segment.count,
+            start_at: clock.map(|c| segment::rfc3339(c.start_at)),
+            start_late_ms: None,
+            steps: Vec::new(),
+        })?;
+    }
     let swept = engine::sweep(
         work,
         &plan.sweep,
@@ -233,8 +254,8 @@ fn pool_size(plan: &Plan) -> usize {
 fn wanted_pool(plan: &Plan) -> usize {
     let max_level = plan.sweep.levels.iter().cloned().fold(1.0, f64::max);
     let per_unit = match plan.model {
-        Model::Closed => max_level as usize,
-        Model::Open => plan.load.max_in_flight,
+        Model::Closed => plan.segment.share(max_level.round() as u64) as usize,
+        Model::Open => plan.segment.share(plan.load.max_in_flight as u64) as usize,
     };
     per_unit.saturating_mul(plan.widest_step()).clamp(1, 4096)
 }
@@ -352,10 +373,42 @@ fn workload(plan: &Plan, mix: Mix, scenarios: Option<(Scenarios, Vec<String>)>) 
         timeout: l.timeout,
         think_time: l.think_time,
         spacing: l.spacing,
-        max_in_flight: l.max_in_flight.max(batch_size),
-        seed: plan.seed,
+        // A fixed count that bounds the whole load: each segment bounds its share.
+        max_in_flight: (plan.segment.share(l.max_in_flight as u64) as usize).max(batch_size),
+        seed: plan.segment.seed(plan.seed),
+        segment: plan.segment,
         token_per_user: plan.token_per_user(),
     }
+}
+
+/// The common clock of a run started with `--start-at`: a start further in the past than one
+/// step's slot is a usage error (the segments could not line up); one a little late starts at
+/// once, and the run records how late.
+fn common_clock(start_at: SystemTime, work: &Workload, quiet: bool) -> Result<Clock, PlanError> {
+    let clock = Clock::new(start_at, work.slot_shape());
+    let late = clock.late_by(SystemTime::now());
+    if late > clock.slot {
+        return Err(PlanError::Usage(format!(
+            "--start-at {}: {:.1} s in the past, more than one step's slot ({:.1} s: warm-up, \
+             its drain bound, duration, drain bound); give every segment a start ahead of all \
+             their launches",
+            segment::rfc3339(start_at),
+            late.as_secs_f64(),
+            clock.slot.as_secs_f64()
+        )));
+    }
+    if !quiet {
+        let wait = start_at
+            .duration_since(SystemTime::now())
+            .map_or(0.0, |d| d.as_secs_f64());
+        eprintln!(
+            "mcpload: segment {} starts at {} (in {wait:.1} s); each step's slot is {:.1} s",
+            work.segment,
+            segment::rfc3339(start_at),
+            clock.slot.as_secs_f64()
+        );
+    }
+    Ok(clock)
 }
 
 /// Checks the gates on the recorded sweep and writes the folder's last files.

@@ -5,7 +5,7 @@
 use crate::analysis::{StopCriteria, Thresholds};
 use crate::auth::{ClientAuth, JwtKey, OAuthConfig};
 use crate::client::{ProtocolChoice, ServerInfo, expand_env};
-use crate::engine::Sweep;
+use crate::engine::{Segment, Sweep};
 use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
@@ -89,6 +89,10 @@ pub struct Overrides {
     pub workers: Option<usize>,
     pub seed: Option<u64>,
     pub quiet: bool,
+    /// This instance's segment of a split run (checked: `run::segment_from`).
+    pub segment: Segment,
+    /// The common start of every segment's first step.
+    pub start_at: Option<SystemTime>,
 }
 
 /// Why a run could not start: exit code 2.
@@ -126,6 +130,7 @@ pub struct Plan {
     pub(super) workers: Option<usize>,
     pub(super) seed: u64,
     pub(super) quiet: bool,
+    pub(super) segment: Segment,
 }
 
 /// Merges a profile (if any) and the overrides into a plan; every mistake is a [`PlanError`].
@@ -220,7 +225,10 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         sweep: Sweep {
             levels,
             criteria,
-            stop_on_failure: p.load.stop_on_failure && !o.keep_going,
+            // A segment judges only its share: every segment runs the whole schedule and the
+            // merge judges the whole (docs/results.md, "Segments").
+            stop_on_failure: p.load.stop_on_failure && !o.keep_going && !o.segment.is_split(),
+            start_at: o.start_at,
         },
         load: p.load,
         batch,
@@ -230,6 +238,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         workers: o.workers,
         seed: o.seed.unwrap_or(0x006d_6370_6c6f_6164),
         quiet: o.quiet,
+        segment: o.segment,
     })
 }
 
@@ -552,6 +561,8 @@ impl Plan {
             },
             "thresholds": self.threshold_texts,
             "seed": self.seed,
+            "segment": self.segment.is_split().then_some(self.segment),
+            "start_at": self.sweep.start_at.map(super::segment::rfc3339),
         });
         spec.redact = t
             .headers

@@ -35,6 +35,7 @@ mod run_progress;
 mod run_races;
 mod run_scenarios;
 mod run_scenarios_interop;
+mod run_segments;
 mod run_sessions;
 mod run_sweep;
 mod run_task_input_interop;
