@@ -7,16 +7,15 @@
 
 use crate::analysis::{SweepJudge, Thresholds};
 use crate::engine::{MeasuredStep, SweepEnd};
-use crate::metrics::{Counters, LatencyHistogram};
+use crate::metrics::Counters;
 use crate::report::{
-    self, AuthTotals, Finished, MergedFrom, Misaligned, ProfileCopy, Record, RecordedSecond,
-    ReportError, RunFolder, RunSpec, RunStatus, RunSummary,
+    self, AuthTotals, Finished, MergedFrom, Misaligned, Outline, ProfileCopy, Record,
+    RecordedSecond, ReportError, RunFolder, RunSpec, RunStatus, RunSummary, SegmentRecord,
 };
-use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// What to merge and how.
 #[derive(Clone, Debug)]
@@ -72,31 +71,16 @@ pub struct Merged {
     pub status: RunStatus,
 }
 
-/// summary.json's `segment` block (written by `mcpload run --segment`).
-#[derive(Clone, Debug, Deserialize)]
-struct Segment {
-    index: u32,
-    count: u32,
-    #[serde(default)]
-    start_late_ms: Option<f64>,
-    #[serde(default)]
-    steps: Vec<SegmentStep>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-struct SegmentStep {
-    step: u32,
-    start_unix_ms: f64,
-}
-
 /// One folder read.
 struct Input {
     dir: PathBuf,
     summary: RunSummary,
-    segment: Option<Segment>,
+    segment: Option<SegmentRecord>,
     /// The profile copy: its file name and text.
     profile: Option<(String, String)>,
-    record: Record,
+    /// Its counts.jsonl's names and step facts: read whole, one folder at a time, only once
+    /// every folder is checked.
+    outline: Outline,
 }
 
 impl Input {
@@ -106,18 +90,7 @@ impl Input {
             reason,
         };
         let summary = RunSummary::read(dir)?;
-        let path = dir.join(report::SUMMARY_JSON);
-        let raw: Value = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        let segment = match raw.get("segment") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(
-                Segment::deserialize(v)
-                    .map_err(|e| refuse(format!("summary.json: bad segment block: {e}")))?,
-            ),
-        };
+        let segment = summary.segment.clone();
         let profile = match &summary.profile_file {
             Some(name) => {
                 let text = std::fs::read_to_string(dir.join(name))
@@ -126,7 +99,7 @@ impl Input {
             }
             None => None,
         };
-        let record = Record::read(dir).map_err(|e| match e {
+        let outline = Outline::read(dir).map_err(|e| match e {
             ReportError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 refuse(format!(
                     "no {} or {}: written by an mcpload older than `mcpload merge`, it holds \
@@ -142,7 +115,7 @@ impl Input {
             summary,
             segment,
             profile,
-            record,
+            outline,
         })
     }
 
@@ -175,11 +148,11 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
     let mut preface = String::new();
     let steps = inputs
         .iter()
-        .map(|i| i.record.steps.len())
+        .map(|i| i.outline.steps.len())
         .min()
         .unwrap_or(0);
     for i in &inputs {
-        let n = i.record.steps.len();
+        let n = i.outline.steps.len();
         if n > steps {
             preface.push_str(&format!(
                 "steps {}..{n} of {} left out: not every segment recorded them\n",
@@ -189,16 +162,16 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
         }
     }
     for (k, i) in inputs.iter().enumerate() {
-        for (j, m) in i.record.steps.iter().take(steps).enumerate() {
-            let want = first.record.steps[j].facts.step;
-            if m.facts.step != want || m.facts.model != first.record.steps[j].facts.model {
+        for (j, m) in i.outline.steps.iter().take(steps).enumerate() {
+            let want = first.outline.steps[j].step;
+            if m.step != want || m.model != first.outline.steps[j].model {
                 return Err(MergeError::Refused {
                     dir: i.dir.clone(),
                     reason: format!(
                         "misaligned steps: its step record {} is step {} ({:?}), {}'s is step {want}",
                         j + 1,
-                        m.facts.step,
-                        m.facts.model,
+                        m.step,
+                        m.model,
                         inputs[if k == 0 { 1 } else { 0 }].dir.display()
                     ),
                 });
@@ -249,15 +222,14 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
     }
     preface.insert_str(0, &head);
 
-    let started = inputs
-        .iter()
-        .filter_map(|i| {
-            i.record
-                .started
-                .or_else(|| humantime::parse_rfc3339(&i.summary.started_at).ok())
-        })
-        .min()
-        .unwrap_or_else(SystemTime::now);
+    // Every folder checked, each is read whole in turn and added up: the memory of one
+    // folder's record and of the sums, not of every folder's.
+    let mut sums = Sums::new(steps);
+    for i in &inputs {
+        let record = Record::read(&i.dir)?;
+        sums.add(record, &i.summary.started_at);
+    }
+    let started = sums.started.unwrap_or_else(SystemTime::now);
     let dir = options.out.clone().unwrap_or_else(|| {
         report::default_run_dir(
             Path::new("results"),
@@ -272,7 +244,7 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
     }
     spec.criteria = first.summary.criteria.clone();
     spec.started = started;
-    spec.names = first.record.names.clone();
+    spec.names = first.outline.names.clone();
     spec.profile = first
         .profile
         .clone()
@@ -282,13 +254,13 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
         folder.set_protocol_revision(r)?;
     }
     let mut judge = SweepJudge::new(first.summary.criteria.clone())
-        .naming_ops(first.record.names.ops.clone())
-        .naming_scenarios(first.record.names.scenarios.clone());
+        .naming_ops(first.outline.names.ops.clone())
+        .naming_scenarios(first.outline.names.scenarios.clone());
     // Segments run the whole schedule (a share cannot tell when the whole failed): the
     // merge stops where one process would have, as the engine does.
     let stop_on_failure = !options.keep_going && profile_stops_on_failure(first);
-    for k in 0..steps {
-        let (seconds, step) = merge_step(&inputs, k);
+    for (k, sum) in std::mem::take(&mut sums.steps).into_iter().enumerate() {
+        let (seconds, step) = sum.finish();
         for s in &seconds {
             folder.record_second(&s.as_second())?;
         }
@@ -337,25 +309,10 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
                 .join("; "),
         ),
     })?;
-    if inputs.iter().all(|i| i.record.sessions.is_some()) {
-        let mut whole = Counters::default();
-        for i in &inputs {
-            whole += i.record.sessions.as_ref().expect("checked");
-        }
-        folder.record_sessions(&whole)?;
-        if inputs.iter().all(|i| i.record.auth.is_some()) {
-            let mut auth = AuthTotals::default();
-            for a in inputs.iter().filter_map(|i| i.record.auth.as_ref()) {
-                auth.token_requests += a.token_requests;
-                auth.token_refreshes += a.token_refreshes;
-                auth.fetch += &a.fetch;
-                // Users of different segments are different users.
-                auth.users = match (auth.users, a.users) {
-                    (None, u) | (u, None) => u,
-                    (Some(x), Some(y)) => Some(x + y),
-                };
-            }
-            folder.record_auth(&whole, &auth)?;
+    if let Some(whole) = &sums.sessions {
+        folder.record_sessions(whole)?;
+        if let Some(auth) = &sums.auth {
+            folder.record_auth(whole, auth)?;
         }
     }
     folder.record_merge(from, partial, misaligned)?;
@@ -513,7 +470,7 @@ fn check_alike(inputs: &[Input]) -> Result<(), MergeError> {
                 "misaligned steps: it plans {n} step(s) of {d} s ({m}), {other} {n0} of {d0} s ({m0})"
             )));
         }
-        if i.record.names != first.record.names {
+        if i.outline.names != first.outline.names {
             return Err(refuse(format!(
                 "its operations or scenarios differ from {other}'s"
             )));
@@ -557,90 +514,150 @@ fn misaligned(inputs: &[Input]) -> Vec<Misaligned> {
     out
 }
 
-/// Step `k` (0-based rank) of every input added up: its seconds (matched by their rank in
-/// the step) and the step as measured.
-fn merge_step(inputs: &[Input], k: usize) -> (Vec<RecordedSecond>, MeasuredStep) {
-    let first = &inputs[0].record.steps[k];
-    let n = first.facts.step;
-    let mut facts = first.facts.clone();
-    facts.concurrency = first.facts.concurrency.map(|_| 0);
-    facts.target_rate = first.facts.target_rate.map(|_| 0.0);
-    facts.dropped_arrivals = first.facts.dropped_arrivals.map(|_| 0);
-    facts.duration_s = 0.0;
-    facts.in_flight_at_end = 0;
-    facts.interrupted = false;
-    facts.target_down = None;
-    facts.transport_error = None;
-    let mut stats = crate::metrics::Stats::default();
-    let mut lag = LatencyHistogram::default();
-    let mut tasks_live = 0;
-    let mut seconds: BTreeMap<u32, RecordedSecond> = BTreeMap::new();
-    for i in inputs {
-        let m = &i.record.steps[k];
-        let f = &m.facts;
-        // Each segment holds its share of the level: the whole is their sum.
-        if let (Some(c), Some(x)) = (facts.concurrency.as_mut(), f.concurrency) {
-            *c += x;
+/// The folders added up so far, one at a time.
+struct Sums {
+    steps: Vec<StepSum>,
+    /// The earliest run start (latency.hlog's `StartTime`, else summary.json's).
+    started: Option<SystemTime>,
+    /// `None` as soon as one folder lacks them.
+    sessions: Option<Counters>,
+    auth: Option<AuthTotals>,
+}
+
+impl Sums {
+    fn new(steps: usize) -> Self {
+        Sums {
+            steps: (0..steps).map(|_| StepSum::default()).collect(),
+            started: None,
+            sessions: Some(Counters::default()),
+            auth: Some(AuthTotals::default()),
         }
-        if let (Some(r), Some(x)) = (facts.target_rate.as_mut(), f.target_rate) {
-            *r += x;
+    }
+
+    /// Adds one folder's record: its first `self.steps.len()` steps and their seconds, its
+    /// sessions and auth.
+    fn add(&mut self, record: Record, started_at: &str) {
+        let started = record
+            .started
+            .or_else(|| humantime::parse_rfc3339(started_at).ok());
+        self.started = match (self.started, started) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut seconds = record.seconds.into_iter().peekable();
+        for (sum, m) in self.steps.iter_mut().zip(record.steps) {
+            let n = m.facts.step;
+            // Seconds come in step order: skip those of steps left out, take this step's.
+            while seconds.next_if(|s| s.step != n).is_some() {}
+            let mine = std::iter::from_fn(|| seconds.next_if(|s| s.step == n));
+            sum.add(m, mine);
         }
-        if let (Some(d), Some(x)) = (facts.dropped_arrivals.as_mut(), f.dropped_arrivals) {
-            *d += x;
-        }
-        // As the engine takes its longest worker's: every count is over the whole window.
-        facts.duration_s = facts.duration_s.max(f.duration_s);
-        facts.in_flight_at_end += f.in_flight_at_end;
-        facts.interrupted |= f.interrupted;
-        facts.target_down = facts.target_down.take().or_else(|| f.target_down.clone());
-        facts.transport_error = facts
-            .transport_error
-            .take()
-            .or_else(|| f.transport_error.clone());
-        stats += &m.stats;
-        lag += &m.lag;
-        tasks_live += m
+        self.sessions = match (self.sessions.take(), record.sessions) {
+            (Some(mut a), Some(b)) => {
+                a += &b;
+                Some(a)
+            }
+            _ => None,
+        };
+        self.auth = match (self.auth.take(), record.auth) {
+            (Some(mut a), Some(b)) => {
+                a.token_requests += b.token_requests;
+                a.token_refreshes += b.token_refreshes;
+                a.fetch += &b.fetch;
+                // Users of different segments are different users.
+                a.users = match (a.users, b.users) {
+                    (None, u) | (u, None) => u,
+                    (Some(x), Some(y)) => Some(x + y),
+                };
+                Some(a)
+            }
+            _ => None,
+        };
+    }
+}
+
+/// One step of every folder added so far.
+#[derive(Default)]
+struct StepSum {
+    step: Option<MeasuredStep>,
+    /// The sum of the folders' task peaks.
+    tasks_live: u64,
+    /// By rank in the step.
+    seconds: BTreeMap<u32, RecordedSecond>,
+}
+
+impl StepSum {
+    fn add(&mut self, m: MeasuredStep, seconds: impl Iterator<Item = RecordedSecond>) {
+        self.tasks_live += m
             .stats
             .flows
             .as_ref()
             .map_or(0, |f| f.counters.tasks_live_max);
-        for s in i.record.seconds.iter().filter(|s| s.step == n) {
-            let slot = seconds.entry(s.second).or_insert_with(|| RecordedSecond {
-                step: n,
-                second: s.second,
-                start: s.start,
-                length: Duration::ZERO,
-                in_flight: 0,
-                counters: Counters::default(),
-                latency: LatencyHistogram::default(),
-            });
-            let peaks = slot.counters.in_flight_max + s.counters.in_flight_max;
-            slot.counters += &s.counters;
-            // As the engine merges workers: the second's peak is the sum of theirs.
-            slot.counters.in_flight_max = peaks;
-            slot.start = slot.start.min(s.start);
-            slot.length = slot.length.max(s.length);
-            slot.in_flight += s.in_flight;
-            slot.latency += &s.latency;
+        match self.step.as_mut() {
+            None => self.step = Some(m),
+            Some(sum) => {
+                let (facts, f) = (&mut sum.facts, &m.facts);
+                // Each segment holds its share of the level: the whole is their sum.
+                if let (Some(c), Some(x)) = (facts.concurrency.as_mut(), f.concurrency) {
+                    *c += x;
+                }
+                if let (Some(r), Some(x)) = (facts.target_rate.as_mut(), f.target_rate) {
+                    *r += x;
+                }
+                if let (Some(d), Some(x)) = (facts.dropped_arrivals.as_mut(), f.dropped_arrivals) {
+                    *d += x;
+                }
+                // As the engine takes its longest worker's: every count is over that window.
+                facts.duration_s = facts.duration_s.max(f.duration_s);
+                facts.in_flight_at_end += f.in_flight_at_end;
+                facts.interrupted |= f.interrupted;
+                facts.target_down = facts.target_down.take().or_else(|| f.target_down.clone());
+                facts.transport_error = facts
+                    .transport_error
+                    .take()
+                    .or_else(|| f.transport_error.clone());
+                sum.stats += &m.stats;
+                sum.lag += &m.lag;
+            }
+        }
+        for s in seconds {
+            match self.seconds.get_mut(&s.second) {
+                None => {
+                    self.seconds.insert(s.second, s);
+                }
+                Some(slot) => {
+                    // As the engine merges workers: the second's peak is the sum of theirs.
+                    let peaks = slot.counters.in_flight_max + s.counters.in_flight_max;
+                    slot.counters += &s.counters;
+                    slot.counters.in_flight_max = peaks;
+                    slot.start = slot.start.min(s.start);
+                    slot.length = slot.length.max(s.length);
+                    slot.in_flight += s.in_flight;
+                    slot.latency += &s.latency;
+                }
+            }
         }
     }
-    // Sums of floating shares (a third of a rate, thrice): to a millionth.
-    facts.target_rate = facts.target_rate.map(|r| (r * 1e6).round() / 1e6);
-    if !seconds.is_empty() {
-        stats.counters.in_flight_max = seconds
+
+    /// The merged step and its seconds.
+    fn finish(self) -> (Vec<RecordedSecond>, MeasuredStep) {
+        let mut m = self.step.expect("every folder has the step");
+        // Sums of floating shares (a third of a rate, thrice): to a millionth.
+        m.facts.target_rate = m.facts.target_rate.map(|r| (r * 1e6).round() / 1e6);
+        if let Some(peak) = self
+            .seconds
             .values()
             .map(|s| s.counters.in_flight_max)
             .max()
-            .unwrap_or(0);
+        {
+            m.stats.counters.in_flight_max = peak;
+        }
+        if let Some(f) = m.stats.flows.as_mut() {
+            // Per-second task peaks are not recorded: the sum of the segments' peaks bounds
+            // the true one from above, as the engine's sum of its workers' does.
+            f.counters.tasks_live_max = self.tasks_live;
+        }
+        m.facts.set_lag(&m.lag);
+        (self.seconds.into_values().collect(), m)
     }
-    if let Some(f) = stats.flows.as_mut() {
-        // Per-second task peaks are not recorded: the sum of the segments' peaks bounds the
-        // true one from above, as the engine's sum of its workers' does.
-        f.counters.tasks_live_max = tasks_live;
-    }
-    facts.set_lag(&lag);
-    (
-        seconds.into_values().collect(),
-        MeasuredStep { facts, stats, lag },
-    )
 }

@@ -56,7 +56,7 @@ mod terminal;
 pub use correctness::{Total, correctness_html, correctness_text, totals_of};
 pub use hlog::{Interval, read_hlog, step_histograms};
 pub use progress::Progress;
-pub use raw::{AuthTotals, COUNTS_JSONL, HISTOGRAMS_HLOG, Names, Record, RecordedSecond};
+pub use raw::{AuthTotals, COUNTS_JSONL, HISTOGRAMS_HLOG, Names, Outline, Record, RecordedSecond};
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
 pub use summary::{
     MergedFrom, Misaligned, OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION,

@@ -220,6 +220,44 @@ pub struct Record {
     pub auth: Option<AuthTotals>,
 }
 
+/// What counts.jsonl says of a run without its counts or histograms: enough to check runs
+/// against each other before reading any of them whole.
+#[derive(Clone, Debug, Default)]
+pub struct Outline {
+    pub names: Names,
+    /// Every finished step's facts, in order.
+    pub steps: Vec<StepFacts>,
+    pub sessions: bool,
+    pub auth: bool,
+}
+
+impl Outline {
+    /// Reads `dir/counts.jsonl` lightly (no histogram is made).
+    pub fn read(dir: &Path) -> Result<Outline, ReportError> {
+        let path = dir.join(COUNTS_JSONL);
+        let bytes = fs::read(&path).map_err(|e| ReportError::io(&path, e))?;
+        let mut out = Outline::default();
+        for text in super::complete_lines(&bytes).split(|&b| b == b'\n') {
+            if text.is_empty() {
+                continue;
+            }
+            let line: serde_json::Value =
+                serde_json::from_slice(text).map_err(|e| ReportError::json(&path, e))?;
+            let json = |e| ReportError::json(&path, e);
+            match line["kind"].as_str() {
+                Some("names") => out.names = Names::deserialize(&line).map_err(json)?,
+                Some("step") => out
+                    .steps
+                    .push(StepFacts::deserialize(&line["facts"]).map_err(json)?),
+                Some("sessions") => out.sessions = true,
+                Some("auth") => out.auth = true,
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl Record {
     /// Reads counts.jsonl, histograms.hlog and latency.hlog of `dir`. Lines cut short by a
     /// crash are left out; a histogram whose step has no line yet is too.
