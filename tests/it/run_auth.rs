@@ -415,30 +415,14 @@ fn no_secret_is_written_in_the_run_folder_its_name_or_the_terminal() {
     drop(server);
 }
 
-/// DER as PEM.
-fn pem(label: &str, der: &[u8]) -> String {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> = b64
-        .as_bytes()
-        .chunks(64)
-        .map(|c| std::str::from_utf8(c).unwrap())
-        .collect();
-    format!(
-        "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
-        lines.join("\n")
-    )
-}
-
 #[test]
 fn private_key_jwt_clients_get_tokens() {
     let dir = scratch("auth_jwt");
     let key = rcgen::KeyPair::generate().unwrap();
     let private = dir.join("client.key.pem");
     let public = dir.join("client.pub.pem");
-    use rcgen::PublicKeyData;
-    std::fs::write(&private, pem("PRIVATE KEY", &key.serialize_der())).unwrap();
-    std::fs::write(&public, pem("PUBLIC KEY", &key.subject_public_key_info())).unwrap();
+    std::fs::write(&private, key.serialize_pem()).unwrap();
+    std::fs::write(&public, key.public_key_pem()).unwrap();
     let server = start_http(&serve_cmd(&[
         "--auth",
         "--auth-client-key",
@@ -625,19 +609,11 @@ fn step_column(dir: &Path, step: usize, col: &str) -> f64 {
     num(&steps(dir)[step], col)
 }
 
-#[test]
-fn a_token_per_user_sweep_of_4_then_8_users_fetches_one_token_per_user_that_ran() {
-    let _share = machine::loading();
-    let dir = scratch("auth_per_user_sweep");
-    // Tokens that outlive the run: every token issued is a user's first.
-    let p = builtin_profile(
-        &dir,
-        "auth_token_lifetime_s = 600",
-        "concurrency = [4, 8]\nduration = \"2s\"",
-    );
-    let out = dir.join("run");
+/// Runs `profile` (a `serve --auth` built-in target) with a token per user on two workers
+/// into `out`, and checks it exited 0.
+fn run_per_user(profile: &Path, out: &Path) {
     let run = run_with(
-        &p,
+        profile,
         &[("AUTH_IT_SECRET", SECRET)],
         &[
             "--token-per-user",
@@ -649,6 +625,20 @@ fn a_token_per_user_sweep_of_4_then_8_users_fetches_one_token_per_user_that_ran(
         Duration::from_secs(90),
     );
     assert!(run.output.status.success(), "{:?}", text(&run.output));
+}
+
+#[test]
+fn a_token_per_user_sweep_of_4_then_8_users_fetches_one_token_per_user_that_ran() {
+    let _share = machine::loading();
+    let dir = scratch("auth_per_user_sweep");
+    // Tokens that outlive the run: every token issued is a user's first.
+    let p = builtin_profile(
+        &dir,
+        "auth_token_lifetime_s = 600",
+        "concurrency = [4, 8]\nduration = \"2s\"",
+    );
+    let out = dir.join("run");
+    run_per_user(&p, &out);
     let target = target_stats_file(&out);
     let auth = &summary(&out)["auth"];
     // Ground truth: 8 distinct users ran (users 0-3, then 0-7), each with its own token, the
@@ -680,19 +670,7 @@ fn short_tokens_per_user_are_refreshed_by_each_user_with_no_request_failing() {
         "concurrency = [4]\nduration = \"7s\"",
     );
     let out = dir.join("run");
-    let run = run_with(
-        &p,
-        &[("AUTH_IT_SECRET", SECRET)],
-        &[
-            "--token-per-user",
-            "--workers",
-            "2",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(90),
-    );
-    assert!(run.output.status.success(), "{:?}", text(&run.output));
+    run_per_user(&p, &out);
     let target = target_stats_file(&out);
     let auth = &summary(&out)["auth"];
     let requests = u(auth, "/token_requests");

@@ -454,20 +454,6 @@ mod tests {
     use super::*;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-    fn pem(label: &str, der: &[u8]) -> String {
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-        let lines: Vec<&str> = b64
-            .as_bytes()
-            .chunks(64)
-            .map(|c| std::str::from_utf8(c).unwrap())
-            .collect();
-        format!(
-            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
-            lines.join("\n")
-        )
-    }
-
     /// Mutual TLS: a server that wants a client certificate issued by its CA gets the one of
     /// `client_cert`/`client_key`, and a client without one is refused; the server itself is
     /// trusted through `cacert`.
@@ -495,12 +481,9 @@ mod tests {
             std::fs::write(&p, text).unwrap();
             p
         };
-        let cacert = write("server.pem", pem("CERTIFICATE", server_cert.der()));
-        let cert = write("client.pem", pem("CERTIFICATE", client_cert.der()));
-        let key = write(
-            "client.key",
-            pem("PRIVATE KEY", &client_key.serialize_der()),
-        );
+        let cacert = write("server.pem", server_cert.pem());
+        let cert = write("client.pem", client_cert.pem());
+        let key = write("client.key", client_key.serialize_pem());
 
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
