@@ -61,7 +61,7 @@ pub struct Overrides {
     /// syntax, or a bare word).
     pub builtin_knobs: Vec<(String, String)>,
     /// Replace the mix with `tools/call` of this tool, with these arguments.
-    pub tool: Option<(String, Option<toml::Table>)>,
+    pub tool: Option<(String, Option<serde_json::Map<String, serde_json::Value>>)>,
     pub levels: Option<LevelsFlag>,
     pub duration: Option<Duration>,
     pub warmup: Option<Duration>,
@@ -347,7 +347,7 @@ fn set_builtin_knobs(
 }
 
 /// A mix of one operation: `tools/call` of `tool`.
-fn tool_call(tool: &str, args: Option<toml::Table>) -> Op {
+fn tool_call(tool: &str, args: Option<serde_json::Map<String, serde_json::Value>>) -> Op {
     Op {
         name: None,
         method: Method::ToolsCall,
@@ -486,8 +486,8 @@ fn flags_only_profile() -> Profile {
 
 /// The default mix: `tools/call echo {"message": "hi"}`.
 fn default_mix() -> Vec<Op> {
-    let mut args = toml::Table::new();
-    args.insert("message".into(), toml::Value::String("hi".into()));
+    let mut args = serde_json::Map::new();
+    args.insert("message".into(), "hi".into());
     vec![tool_call("echo", Some(args))]
 }
 

@@ -79,7 +79,9 @@ pub(crate) fn tools() -> Vec<Value> {
 /// Checks the `Mcp-Param-*` headers of a `tools/call` of `tool` against its `arguments`, as
 /// the transport page says: a mirrored argument present in the body must come with its
 /// header, equal once decoded (an undecodable value is a mismatch); an absent or null one
-/// expects nothing. `None`: the tool mirrors nothing. `Err` names the first mismatch.
+/// (or one not mirrored, like a float) must come without (SEP-2243: the client omits it).
+/// `None`: the tool mirrors nothing.
+/// `Err` names the first mismatch.
 pub(crate) fn check(
     tool: &str,
     arguments: Option<&RawValue>,
@@ -92,15 +94,15 @@ pub(crate) fn check(
         .and_then(|a| serde_json::from_str(a.get()).ok())
         .unwrap_or(Value::Null);
     for h in REGION_HEADERS.iter() {
-        let Some(text) = h.argument(&args).and_then(headers::param_text) else {
-            continue;
-        };
         let name = h.header_name();
-        let got = received
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(&name))
-            .and_then(|(_, v)| headers::decode_value(v));
-        if got.as_deref() != Some(text.as_ref()) {
+        let sent = received.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name));
+        let agrees = match h.argument(&args).and_then(headers::param_text) {
+            Some(text) => {
+                sent.and_then(|(_, v)| headers::decode_value(v)).as_deref() == Some(&text)
+            }
+            None => sent.is_none(),
+        };
+        if !agrees {
             return Some(Err(format!("Mcp-Param-{}", h.name)));
         }
     }
@@ -146,6 +148,19 @@ mod tests {
                 &[("mcp-param-region", "eu")]
             ),
             Some(Ok(()))
+        );
+        // A null count: no Mcp-Param-Count may be sent.
+        let null_count = RawValue::from_string(r#"{"region":"eu","count":null}"#.into()).unwrap();
+        let region = [("mcp-param-region", "eu")];
+        assert_eq!(check(REGION_ECHO, Some(&null_count), &region), Some(Ok(())));
+        let stray = [("mcp-param-region", "eu"), ("mcp-param-count", "null")];
+        assert_eq!(
+            check(REGION_ECHO, Some(&null_count), &stray),
+            Some(Err("Mcp-Param-Count".into()))
+        );
+        assert_eq!(
+            check(REGION_ECHO, Some(&only_region), &stray),
+            Some(Err("Mcp-Param-Count".into()))
         );
         assert_eq!(check("echo", Some(&args), &[]), None);
     }

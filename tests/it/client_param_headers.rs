@@ -161,3 +161,36 @@ tool = "*"
             .all(|t| !t["reason"].as_str().unwrap().is_empty())
     );
 }
+
+#[test]
+fn a_null_argument_is_sent_as_null_without_its_header() {
+    let server = serve(&["--header-tools"]);
+    let dir = scratch("param-headers-null");
+    let out_dir = dir.join("run");
+    let out = run(&[
+        "--url",
+        &server.url,
+        "--tool",
+        "region_echo",
+        "--args",
+        r#"{"region":"eu","count":null,"message":"hi"}"#,
+        "-c",
+        "1",
+        "-d",
+        "300ms",
+        "--warmup",
+        "0s",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stats = target_stats(&server.url);
+    let region = &stats["operations"]["region_echo"];
+    let calls = region["requests"].as_u64().unwrap();
+    assert!(calls > 0, "{stats}");
+    // Every call was checked: Mcp-Param-Region sent, no Mcp-Param-Count for the null.
+    assert_eq!(stats["param_header_checks"], calls, "{stats}");
+    assert_eq!(stats["param_header_mismatches"], 0, "{stats}");
+    assert_eq!(region["answered_ok"], calls, "{stats}");
+}
