@@ -11,6 +11,7 @@ mod analysis_knee;
 mod client_negotiation;
 mod client_param_headers;
 mod codec;
+mod conformance;
 mod correlator_identity;
 mod correlator_progress;
 mod correlator_rows;
