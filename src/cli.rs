@@ -1214,3 +1214,18 @@ impl ProbeArgs {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_are_json_and_keep_null() {
+        let args = tool_args(r#"{"region":"us-east1","verbose":null,"n":[1,null]}"#).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(args),
+            serde_json::json!({"region": "us-east1", "verbose": null, "n": [1, null]})
+        );
+        assert!(tool_args("[1]").is_err());
+    }
+}
