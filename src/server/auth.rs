@@ -17,13 +17,13 @@
 
 use super::config::ConfigError;
 use super::config::{AuthMetadata, ServeConfig};
+use super::stats::AuthCounts;
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response};
-use serde::{Deserialize, Serialize};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -36,35 +36,6 @@ pub(crate) const OTHER_SCOPE: &str = "other";
 const MAX_FORM: usize = 64 << 10;
 /// What every token starts with (tests look for it where no token may be).
 pub const TOKEN_PREFIX: &str = "mcpl_at_";
-
-/// What the authorization server and the resource counted (`/stats` `auth`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuthCounts {
-    /// POSTs to the token endpoint, and of those the ones answered with a token.
-    pub token_requests: u64,
-    pub tokens_issued: u64,
-    /// Token requests refused, by OAuth error code (`invalid_client`, `invalid_scope`, …).
-    pub token_refused: std::collections::BTreeMap<String, u64>,
-    /// Most token requests being served at once.
-    pub token_requests_in_flight_max: u64,
-    /// MCP requests refused 401, by reason: `missing` (no bearer token), `invalid` (not one
-    /// of this server's), `expired`, `revoked`; and their total.
-    pub unauthorized: u64,
-    pub unauthorized_missing: u64,
-    pub unauthorized_invalid: u64,
-    pub unauthorized_expired: u64,
-    pub unauthorized_revoked: u64,
-    /// MCP requests refused 403 (`insufficient_scope`).
-    pub forbidden: u64,
-    /// MCP requests let through with a valid token.
-    pub authorized: u64,
-    /// Revocations (at `auth_revoke_at` times, or by `POST /auth/revoke`) that took place.
-    pub revocations: u64,
-    /// Metadata documents served.
-    pub metadata_served: u64,
-    /// Tokens checked by `POST /introspect` (another resource server asking).
-    pub introspections: u64,
-}
 
 #[derive(Default)]
 struct Counters {

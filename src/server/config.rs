@@ -2,8 +2,7 @@
 //! types with their text syntax (`fixed:20`, `5s:2s`, `drop=10,garbage=7`, …), and the checks
 //! that turn a raw configuration into one that can run.
 
-use super::faults::{FaultEvery, FaultOdds, Periods, ProgressFault, TaskFault};
-use super::mcp::SERVABLE;
+use super::faults::{FaultEvery, FaultOdds, Periods, ProgressFault, SyntaxError, TaskFault};
 use crate::protocol::Revision;
 use serde::Deserialize;
 use std::fmt;
@@ -11,25 +10,29 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The revisions the target can serve, oldest first (2024-11-05 is not among them).
+pub(crate) const SERVABLE: [Revision; 4] = [
+    Revision::V2025_03_26,
+    Revision::V2025_06_18,
+    Revision::V2025_11_25,
+    Revision::V2026_07_28,
+];
+
 /// A configuration that cannot run, or a knob whose text does not parse.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
-    #[error("invalid {what} `{text}`: {why}")]
-    Syntax {
-        what: &'static str,
-        text: String,
-        why: String,
-    },
+    #[error(transparent)]
+    Syntax(#[from] SyntaxError),
     #[error("{0}")]
     Invalid(String),
 }
 
 fn syntax(what: &'static str, text: &str, why: impl fmt::Display) -> ConfigError {
-    ConfigError::Syntax {
+    ConfigError::Syntax(SyntaxError {
         what,
         text: text.to_owned(),
         why: why.to_string(),
-    }
+    })
 }
 
 /// Which MCP eras the endpoint serves (`--era`, profile key `era`).

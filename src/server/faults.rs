@@ -4,13 +4,22 @@
 //! periods are one type for every family ([`Periods`]): the answer faults ([`FaultEvery`])
 //! and the protocol anomalies of tasks and progress ([`TaskFault`], [`ProgressFault`]).
 
-use super::config::ConfigError;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use serde::Deserialize;
 use std::fmt;
 use std::marker::PhantomData;
 use std::str::FromStr;
+
+/// A knob's text that does not parse, for the fault families here and the configuration's
+/// value types alike: ``invalid fault `drop=x`: bad value in `drop=x` ``.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid {what} `{text}`: {why}")]
+pub struct SyntaxError {
+    pub what: &'static str,
+    pub text: String,
+    pub why: String,
+}
 
 /// One way to spoil an answer. The order of [`FaultKind::ALL`] is the precedence order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -72,8 +81,8 @@ fn parse_pairs<T: Copy + Default, const K: usize>(
     text: &str,
     names: &[&'static str],
     value: impl Fn(&str) -> Option<T>,
-) -> Result<[T; K], ConfigError> {
-    let err = |why: String| ConfigError::Syntax {
+) -> Result<[T; K], SyntaxError> {
+    let err = |why: String| SyntaxError {
         what,
         text: text.to_owned(),
         why,
@@ -146,8 +155,8 @@ impl FaultOdds {
 }
 
 impl FromStr for FaultOdds {
-    type Err = ConfigError;
-    fn from_str(text: &str) -> Result<Self, ConfigError> {
+    type Err = SyntaxError;
+    fn from_str(text: &str) -> Result<Self, SyntaxError> {
         let odds = parse_pairs(
             "fault-random",
             text,
@@ -155,7 +164,7 @@ impl FromStr for FaultOdds {
             |v| v.parse::<f64>().ok().filter(|p| (0.0..=1.0).contains(p)),
         )?;
         if odds.iter().sum::<f64>() > 1.0 + 1e-9 {
-            return Err(ConfigError::Syntax {
+            return Err(SyntaxError {
                 what: "fault-random",
                 text: text.to_owned(),
                 why: "probabilities add up to more than 1".into(),
@@ -166,8 +175,8 @@ impl FromStr for FaultOdds {
 }
 
 impl TryFrom<String> for FaultOdds {
-    type Error = ConfigError;
-    fn try_from(s: String) -> Result<Self, ConfigError> {
+    type Error = SyntaxError;
+    fn try_from(s: String) -> Result<Self, SyntaxError> {
         s.parse()
     }
 }
@@ -227,8 +236,8 @@ impl<A: Anomaly> Periods<A> {
 }
 
 impl<A: Anomaly> FromStr for Periods<A> {
-    type Err = ConfigError;
-    fn from_str(text: &str) -> Result<Self, ConfigError> {
+    type Err = SyntaxError;
+    fn from_str(text: &str) -> Result<Self, SyntaxError> {
         let names: Vec<&'static str> = A::ALL.iter().map(|k| k.name()).collect();
         Ok(Periods {
             every: parse_pairs(A::WHAT, text, &names, period)?,
@@ -238,8 +247,8 @@ impl<A: Anomaly> FromStr for Periods<A> {
 }
 
 impl<A: Anomaly> TryFrom<String> for Periods<A> {
-    type Error = ConfigError;
-    fn try_from(s: String) -> Result<Self, ConfigError> {
+    type Error = SyntaxError;
+    fn try_from(s: String) -> Result<Self, SyntaxError> {
         s.parse()
     }
 }

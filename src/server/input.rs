@@ -5,11 +5,14 @@
 //! every key. After the last round the call completes, or becomes a task. Nothing is held
 //! per call: the state travels with the client, keyed by a secret of this target.
 
-use super::methods::invalid_params;
 use super::stats::{InputCounters, Stats};
+use super::wire::invalid_params;
 use crate::jsonrpc::ErrorObject;
 use serde_json::{Map, Value, json};
 use std::hash::{DefaultHasher, Hash, Hasher};
+
+/// Longest `ms` a `sleep` call or an `ask_input` round may ask for.
+pub(crate) const SLEEP_MAX_MS: u64 = 600_000;
 
 /// Most rounds one call may ask for.
 pub(crate) const ROUNDS_MAX: u64 = 10;
@@ -160,7 +163,7 @@ impl AskInput {
             Value::Null => 0,
             v => v
                 .as_u64()
-                .filter(|ms| *ms <= super::methods::SLEEP_MAX_MS)
+                .filter(|ms| *ms <= SLEEP_MAX_MS)
                 .ok_or_else(|| bad("`ms` must be an integer from 0 to 600000"))?,
         };
         let responses = match responses {

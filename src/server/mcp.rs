@@ -4,8 +4,9 @@
 
 use super::config::{BatchPolicy, ServeConfig};
 use super::input::Kind;
-use super::methods::{Call, Prepared, invalid_params, prompt_call, tool_call};
+use super::methods::{Call, Prepared, prompt_call, tool_call};
 use super::param_tools;
+use super::wire::invalid_params;
 use crate::jsonrpc::{ErrorObject, Id, codes};
 use crate::protocol::codes as mcp_codes;
 use crate::protocol::headers::{self, NameParam};
@@ -14,14 +15,6 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::borrow::Cow;
-
-/// The revisions the target can serve, oldest first (2024-11-05 is not among them).
-pub(crate) const SERVABLE: [Revision; 4] = [
-    Revision::V2025_03_26,
-    Revision::V2025_06_18,
-    Revision::V2025_11_25,
-    Revision::V2026_07_28,
-];
 
 /// The revision a legacy request is served at before any `initialize` agreed one.
 const ASSUMED: Revision = Revision::V2025_03_26;

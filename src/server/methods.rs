@@ -8,14 +8,14 @@
 
 use super::Shared;
 use super::faults::ProgressFault;
-use super::input::{AskInput, Step};
+use super::input::{AskInput, SLEEP_MAX_MS, Step};
 use super::job_api::{ITEMS_MAX, REQUEST_KEY_MAX};
 use super::mcp::{ClientCaps, Params};
 use super::param_tools;
 use super::races;
 use super::stats::Stats;
 use super::tasks::{NewTask, TaskOutcome};
-use super::wire::{Outcome, Progress};
+use super::wire::{Outcome, Progress, invalid_params};
 use crate::jsonrpc::{ErrorObject, codes};
 use crate::protocol::Revision;
 use crate::protocol::TASKS_EXTENSION;
@@ -157,7 +157,6 @@ pub(crate) struct Prepared {
     pub progress: Option<Box<RawValue>>,
 }
 
-pub(crate) const SLEEP_MAX_MS: u64 = 600_000;
 const PAYLOAD_MAX: usize = 64 << 20;
 const PROGRESS_STEPS_MAX: u64 = 1_000;
 const RESOURCE_NOT_FOUND: i64 = -32002;
@@ -166,14 +165,6 @@ const RESOURCE_NOT_FOUND: i64 = -32002;
 const ECHO_DEFAULT: &str = "hello";
 static ECHO_DEFAULT_JSON: LazyLock<Box<RawValue>> =
     LazyLock::new(|| serde_json::value::to_raw_value(ECHO_DEFAULT).expect("a string serialises"));
-
-pub(crate) fn invalid_params(message: impl Into<String>) -> ErrorObject {
-    ErrorObject {
-        code: codes::INVALID_PARAMS,
-        message: message.into(),
-        data: None,
-    }
-}
 
 /// Runs a call on `shared` (its versions, job API, tasks, counters). Server notifications
 /// (progress, task status) go to `progress` when the request has a stream.

@@ -36,7 +36,7 @@ mod stdio;
 mod tasks;
 mod wire;
 
-pub use auth::{AuthCounts, TOKEN_PREFIX};
+pub use auth::TOKEN_PREFIX;
 pub use config::{
     AnswerMode, AuthMetadata, Balance, BatchPolicy, ConfigError, RejectStatus, ServeConfig,
     ServedEras, ServiceTime, Stall,
@@ -46,10 +46,9 @@ pub use hostile::{
     HostileConfig, HostileKind, HostileStats, HostileTransport, RunningHostile,
     serve_hostile_stdio, start_hostile_http,
 };
-pub use races::RaceCounts;
 pub use stats::{
-    ClientView, FaultCounts, InputCounts, JobCounts, OperationCounts, ProgressCounts,
-    ReplicaCounts, StatsSnapshot, TaskCounts, TaskFaultCounts,
+    AuthCounts, ClientView, FaultCounts, InputCounts, JobCounts, OperationCounts, ProgressCounts,
+    RaceCounts, ReplicaCounts, StatsSnapshot, TaskCounts, TaskFaultCounts,
 };
 
 use capacity::Capacity;

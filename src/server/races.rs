@@ -7,8 +7,8 @@
 //! (every call that hangs counted). Their counters are the ground truth of `probe --races`.
 
 use super::config::ServeConfig;
+use super::stats::RaceCounts;
 use crate::jsonrpc::ErrorObject;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -308,28 +308,6 @@ enum Arrival {
     Starts,
     Waits,
     Hangs,
-}
-
-/// The race targets' counters (see docs/target.md, "Races").
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RaceCounts {
-    /// `counter_add` calls applied.
-    pub counter_adds: u64,
-    /// `counter_read` calls answered.
-    pub counter_reads: u64,
-    /// With `racy`: the updates racy writes overwrote, summed (each write discards what
-    /// was added between its read and its write): the updates a client finds lost.
-    pub overwritten: u64,
-    /// With `read_lag_ms`: `counter_read` calls that saw an older value than the counter
-    /// held.
-    pub stale_reads: u64,
-    /// Counters held.
-    pub counters: u64,
-    /// With `lazy_init_ms`: calls answered after waiting for the lazy initialisation.
-    pub lazy_init_waited: u64,
-    /// With `first_call_deadlock`: calls that will never be answered (inside the lazy
-    /// initialisation when it deadlocked, or arrived after).
-    pub first_call_hung: u64,
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! served at `GET /stats` and written by `--stats FILE`.
 
 use super::faults::FaultKind;
-use super::races::RaceCounts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -55,7 +54,7 @@ pub(super) const KNOWN_OPERATIONS: [&str; 35] = [
     "slow_task",
     "task_only",
     "ask_input",
-    super::param_tools::REGION_ECHO,
+    "region_echo",
     "tasks/get",
     "tasks/result",
     "tasks/cancel",
@@ -569,7 +568,7 @@ pub struct StatsSnapshot {
     pub races: RaceCounts,
     /// With `auth`: the authorization server's and the protected resource's counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth: Option<super::auth::AuthCounts>,
+    pub auth: Option<AuthCounts>,
 }
 
 /// One replica's share (`--replicas`): what the load balancer sent it and what it answered.
@@ -752,4 +751,55 @@ pub struct ProgressCounts {
     pub down: u64,
     /// Of them, carrying a token the client never issued.
     pub unknown_token: u64,
+}
+
+/// The race targets' counters (see docs/target.md, "Races").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaceCounts {
+    /// `counter_add` calls applied.
+    pub counter_adds: u64,
+    /// `counter_read` calls answered.
+    pub counter_reads: u64,
+    /// With `racy`: the updates racy writes overwrote, summed (each write discards what
+    /// was added between its read and its write): the updates a client finds lost.
+    pub overwritten: u64,
+    /// With `read_lag_ms`: `counter_read` calls that saw an older value than the counter
+    /// held.
+    pub stale_reads: u64,
+    /// Counters held.
+    pub counters: u64,
+    /// With `lazy_init_ms`: calls answered after waiting for the lazy initialisation.
+    pub lazy_init_waited: u64,
+    /// With `first_call_deadlock`: calls that will never be answered (inside the lazy
+    /// initialisation when it deadlocked, or arrived after).
+    pub first_call_hung: u64,
+}
+
+/// What the authorization server and the resource counted (`/stats` `auth`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthCounts {
+    /// POSTs to the token endpoint, and of those the ones answered with a token.
+    pub token_requests: u64,
+    pub tokens_issued: u64,
+    /// Token requests refused, by OAuth error code (`invalid_client`, `invalid_scope`, …).
+    pub token_refused: std::collections::BTreeMap<String, u64>,
+    /// Most token requests being served at once.
+    pub token_requests_in_flight_max: u64,
+    /// MCP requests refused 401, by reason: `missing` (no bearer token), `invalid` (not one
+    /// of this server's), `expired`, `revoked`; and their total.
+    pub unauthorized: u64,
+    pub unauthorized_missing: u64,
+    pub unauthorized_invalid: u64,
+    pub unauthorized_expired: u64,
+    pub unauthorized_revoked: u64,
+    /// MCP requests refused 403 (`insufficient_scope`).
+    pub forbidden: u64,
+    /// MCP requests let through with a valid token.
+    pub authorized: u64,
+    /// Revocations (at `auth_revoke_at` times, or by `POST /auth/revoke`) that took place.
+    pub revocations: u64,
+    /// Metadata documents served.
+    pub metadata_served: u64,
+    /// Tokens checked by `POST /introspect` (another resource server asking).
+    pub introspections: u64,
 }

@@ -9,8 +9,8 @@
 use super::config::ServeConfig;
 use super::faults::{Periods, TaskFault};
 use super::job_api::STORE_FULL;
-use super::methods::invalid_params;
 use super::stats::{TaskCounts, TaskFaultCounts};
+use super::wire::invalid_params;
 use crate::jsonrpc::{ErrorObject, codes};
 use serde_json::{Map, Value, json};
 use std::cmp::Reverse;

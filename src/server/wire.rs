@@ -4,7 +4,7 @@
 
 use super::faults::FaultKind;
 use super::stats::{OpCounters, Stats, View};
-use crate::jsonrpc::{BatchWriter, ErrorObject};
+use crate::jsonrpc::{BatchWriter, ErrorObject, codes};
 use bytes::Bytes;
 use serde_json::value::RawValue;
 use std::sync::{Arc, Mutex};
@@ -351,6 +351,15 @@ impl<'a> Progress<'a> {
     pub(crate) fn after_answer(&self, message: Vec<u8>) {
         let mut late = self.sink.late.lock().unwrap_or_else(|e| e.into_inner());
         late.push((message, Arc::clone(self.op)));
+    }
+}
+
+/// A JSON-RPC -32602 error with `message`.
+pub(crate) fn invalid_params(message: impl Into<String>) -> ErrorObject {
+    ErrorObject {
+        code: codes::INVALID_PARAMS,
+        message: message.into(),
+        data: None,
     }
 }
 
