@@ -104,6 +104,10 @@ pub(crate) struct ServeArgs {
     /// check the Mcp-Param-* headers of region_echo calls.
     #[arg(long)]
     pub header_tools: bool,
+    /// 2026-07-28: ask_input asks for input whatever client capabilities the call declared
+    /// (a server that does not check them).
+    #[arg(long)]
+    pub input_unchecked: bool,
     /// Requests served at once (0: unlimited, no capacity model) [default: 0].
     #[arg(long, value_name = "N")]
     pub capacity: Option<u32>,
@@ -309,6 +313,7 @@ impl ServeArgs {
             sessions: !self.no_sessions,
             discover: !self.no_discover,
             header_tools: self.header_tools,
+            input_unchecked: self.input_unchecked,
             capacity: self.capacity.unwrap_or(d.capacity),
             queue: self.queue.unwrap_or(d.queue),
             reject: self.reject.unwrap_or(d.reject),

@@ -1,12 +1,14 @@
 //! Pairing by id, never by position: the pending map, the window of ended ids, and the
 //! classification of every incoming message and every unpaired end, as docs/metrics.md defines.
 
+mod input;
 mod ledger;
 
+pub use input::InputCover;
 pub use ledger::{Applied, Ledger};
 
 use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message, ResponseId};
-use crate::metrics::{Counters, FlowStats, Stats};
+use crate::metrics::{AskedKind, Counters, FlowStats, Stats};
 use crate::transport::Cancelled;
 use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
@@ -70,6 +72,8 @@ pub struct Settled {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Class {
     Ok,
+    /// A result `input_required` asking for a kind of input nothing answers (its kind).
+    InputUnanswered(AskedKind),
     Error,
     BothResultError,
     InvalidJsonrpc,
@@ -86,7 +90,11 @@ impl Class {
     pub fn pairs(self) -> bool {
         matches!(
             self,
-            Class::Ok | Class::Error | Class::BothResultError | Class::InvalidJsonrpc
+            Class::Ok
+                | Class::InputUnanswered(_)
+                | Class::Error
+                | Class::BothResultError
+                | Class::InvalidJsonrpc
         )
     }
 }
@@ -277,6 +285,8 @@ pub struct ServerRequest {
     pub method: Box<str>,
     /// The task it is about (`params._meta["io.modelcontextprotocol/related-task"].taskId`).
     pub related_task: Option<Box<str>>,
+    /// Its params, for the answer that fills an elicitation's `requestedSchema`.
+    pub params: Option<Box<RawValue>>,
 }
 
 /// One worker's correlator. Not shared: each worker owns one and merges its [`Stats`].
@@ -298,6 +308,8 @@ pub struct Correlator {
     settled: Vec<Settled>,
     /// Requests from the server, when someone answers them.
     server_requests: Option<Vec<ServerRequest>>,
+    /// 2026-07-28: results are read for an `input_required` this cover leaves unanswered.
+    input_cover: Option<InputCover>,
 }
 
 impl Default for Correlator {
@@ -322,7 +334,15 @@ impl Correlator {
             stats: Stats::default(),
             settled: Vec::new(),
             server_requests: None,
+            input_cover: None,
         }
+    }
+
+    /// From now on, a result `input_required` asking for a kind `cover` does not answer
+    /// ends its request as `input_unanswered` (2026-07-28, docs/metrics.md "Input nobody
+    /// answers").
+    pub fn read_input_required(&mut self, cover: InputCover) {
+        self.input_cover = Some(cover);
     }
 
     #[inline]
@@ -452,6 +472,7 @@ impl Correlator {
                         id,
                         related_task: params.and_then(related_task),
                         method: method.as_ref().into(),
+                        params: params.map(ToOwned::to_owned),
                     });
                 }
                 Class::ServerMessage
@@ -503,7 +524,12 @@ impl Correlator {
         let service = Duration::from_nanos(now_ns.saturating_sub(written));
         let class = match (r.result.is_some(), r.error.is_some()) {
             _ if !r.well_formed => Class::InvalidJsonrpc,
-            (true, false) => Class::Ok,
+            (true, false) => match (self.input_cover, r.result) {
+                (Some(cover), Some(result)) => cover
+                    .unanswered(result)
+                    .map_or(Class::Ok, Class::InputUnanswered),
+                _ => Class::Ok,
+            },
             (false, true) => Class::Error,
             (true, true) => Class::BothResultError,
             (false, false) => Class::InvalidJsonrpc,
@@ -778,6 +804,14 @@ impl Correlator {
         self.server_requests.get_or_insert_with(Vec::new);
     }
 
+    /// Counts a request for input from the server that was answered with an error for want
+    /// of a canned answer (`input_refused`, by kind).
+    pub fn input_refused(&mut self, kind: AskedKind) {
+        let c = &mut self.stats.counters;
+        c.input_refused += 1;
+        c.input_refused_by_kind.count(kind);
+    }
+
     /// Hands over the requests from the server kept since the last call.
     pub fn take_server_requests(&mut self, into: &mut Vec<ServerRequest>) {
         if let Some(kept) = &mut self.server_requests {
@@ -828,6 +862,10 @@ impl Correlator {
 fn count_class(c: &mut Counters, class: Class) {
     match class {
         Class::Ok => c.ok += 1,
+        Class::InputUnanswered(kind) => {
+            c.input_unanswered += 1;
+            c.input_unanswered_by_kind.count(kind);
+        }
         Class::Error => c.errors += 1,
         Class::BothResultError => c.both_result_error += 1,
         Class::InvalidJsonrpc => c.invalid_jsonrpc += 1,
