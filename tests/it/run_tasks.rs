@@ -50,13 +50,24 @@ fn run_tasks(dir: &Path, target: &str, revision: &str, body: &str, clients: &str
         .map(|r| (r["op"].clone(), r))
         .collect();
     let summary = summary(&out_dir)["steps"][0].clone();
-    RunRows { step, ops, summary }
+    let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    RunRows {
+        step,
+        ops,
+        summary,
+        terminal,
+        html,
+    }
 }
 
 struct RunRows {
     step: Row,
     ops: HashMap<String, Row>,
     summary: Value,
+    /// What the run printed, and its report.html.
+    terminal: String,
+    html: String,
 }
 
 impl RunRows {
@@ -476,6 +487,14 @@ args = { kinds = ["sampling", "roots"] }
         tripped.iter().any(|t| t["criterion"] == "input_unanswered"),
         "{tripped:?}"
     );
+    // Both reports name the tool that asked and the `[input]` line that would answer it.
+    for (report, text) in [("terminal", &r.terminal), ("report.html", &r.html)] {
+        assert!(text.contains("asked by ask_input"), "{report}:\n{text}");
+        assert!(
+            text.contains("answer with [input] sampling = "),
+            "{report}:\n{text}"
+        );
+    }
 }
 
 /// SEP-1034: an elicitation accepted with no canned `content` fills the requested schema
