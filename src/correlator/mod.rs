@@ -16,6 +16,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
+/// The error a server answers a protocol version it does not serve with (`version_rejected`).
+const UNSUPPORTED_VERSION: i64 = crate::protocol::codes::UNSUPPORTED_VERSION;
+
 /// How many ended ids are remembered by default, to tell `duplicate_id` and `late` from
 /// `unknown_id`. Older ids are forgotten; a response for one then counts as `unknown_id`.
 pub const DEFAULT_ENDED_WINDOW: usize = 1 << 16;
@@ -547,6 +550,7 @@ impl Correlator {
         o.counters.responses += 1;
         if let Some(code) = code {
             *o.counters.errors_by_code.entry(code).or_default() += 1;
+            o.counters.version_rejected += u64::from(code == UNSUPPORTED_VERSION);
         }
         if let Some(owner) = owner {
             self.settled.push(Settled {
@@ -802,6 +806,14 @@ impl Correlator {
     /// (they are still counted as `server_messages`).
     pub fn keep_server_requests(&mut self) {
         self.server_requests.get_or_insert_with(Vec::new);
+    }
+
+    /// Counts `id`, just ended unanswered by a refusal that said -32022, under its operation
+    /// as `version_rejected` (of the end it had).
+    pub fn version_rejected(&mut self, id: &Id) {
+        if let Some(op) = self.record(id).map(|r| r.op) {
+            self.stats.op_mut(op).counters.version_rejected += 1;
+        }
     }
 
     /// Counts a request for input from the server that was answered with an error for want

@@ -179,6 +179,10 @@ pub struct Counters {
     pub input_refused: u64,
     #[serde(default)]
     pub input_refused_by_kind: ByKind,
+    /// Of `errors` (or of `http_other`, as it arrived): requests refused with -32022, the
+    /// protocol version they carried not served (docs/metrics.md, "Versions refused").
+    #[serde(default)]
+    pub version_rejected: u64,
 }
 
 derived_counts!(Counters);
@@ -251,7 +255,8 @@ macro_rules! additive_counters {
             auth_failures,
             retries_token,
             input_unanswered,
-            input_refused
+            input_refused,
+            version_rejected
         )
     };
 }

@@ -286,6 +286,10 @@ pub struct StepSummary {
     /// want of a canned answer (docs/metrics.md, "Input nobody answers").
     #[serde(default)]
     pub input_refused: u64,
+    /// Of `errors` or `http_other` (as it arrived): requests refused -32022, their protocol
+    /// version not served.
+    #[serde(default)]
+    pub version_rejected: u64,
 }
 
 /// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum.
@@ -646,6 +650,7 @@ impl StepSummary {
             token_fetch_p99_ms: token_fetch.p99,
             token_fetch_max_ms: token_fetch.max,
             input_refused: c.input_refused,
+            version_rejected: c.version_rejected,
         }
         .with_iterations(s)
         .with_flows(s)
@@ -795,6 +800,9 @@ pub struct OpSummary {
     /// answers").
     #[serde(default)]
     pub input_unanswered: u64,
+    /// Of its `errors` or `http_other`: requests refused -32022.
+    #[serde(default)]
+    pub version_rejected: u64,
 }
 
 derived_counts!(OpSummary);
@@ -879,6 +887,7 @@ impl OpSummary {
             service_max_ms: service.max,
             service_mean_ms: service.mean,
             input_unanswered: c.input_unanswered,
+            version_rejected: c.version_rejected,
         }
     }
 }

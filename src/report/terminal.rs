@@ -132,7 +132,7 @@ type Count = fn(&StepSummary) -> u64;
 
 /// Counters called out under the table when they are not zero, with what they usually mean.
 /// The first seven are docs/metrics.md's anomalies.
-const CALLOUTS: [(&str, Count); 21] = [
+const CALLOUTS: [(&str, Count); 22] = [
     ("duplicate_id", |s| s.duplicate_id),
     ("late", |s| s.late),
     ("unknown_id", |s| s.unknown_id),
@@ -154,6 +154,7 @@ const CALLOUTS: [(&str, Count); 21] = [
     ("http_403", |s| s.http_403),
     ("input_unanswered", |s| s.input_unanswered.unwrap_or(0)),
     ("input_refused", |s| s.input_refused),
+    ("version_rejected", |s| s.version_rejected),
 ];
 
 /// What a non-zero count of `counter` usually means, for the counters called out in reports.
@@ -237,6 +238,11 @@ pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
         "input_unanswered" => {
             "calls answered input_required (2026-07-28) asking for input that the profile's \
              [input] does not give: the calls never completed; answer them with [input]"
+        }
+        "version_rejected" => {
+            "requests refused with -32022 (unsupported protocol version): the server stopped \
+             serving the revision agreed at the start, or a replica behind the same URL serves \
+             other revisions"
         }
         "input_refused" => {
             "the server asked for input during calls (elicitation/create, \
