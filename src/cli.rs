@@ -104,6 +104,14 @@ pub(crate) struct ServeArgs {
     /// check the Mcp-Param-* headers of region_echo calls.
     #[arg(long)]
     pub header_tools: bool,
+    /// 2026-07-28: ask_input asks for input whatever client capabilities the call declared
+    /// (a server that does not check them).
+    #[arg(long)]
+    pub input_unchecked: bool,
+    /// 2026-07-28: refuse the first N server/discover requests with HTTP 400, -32022 and
+    /// data.supported [default: 0].
+    #[arg(long, value_name = "N")]
+    pub discover_refusals: Option<u64>,
     /// Requests served at once (0: unlimited, no capacity model) [default: 0].
     #[arg(long, value_name = "N")]
     pub capacity: Option<u32>,
@@ -309,6 +317,8 @@ impl ServeArgs {
             sessions: !self.no_sessions,
             discover: !self.no_discover,
             header_tools: self.header_tools,
+            input_unchecked: self.input_unchecked,
+            discover_refusals: self.discover_refusals.unwrap_or(d.discover_refusals),
             capacity: self.capacity.unwrap_or(d.capacity),
             queue: self.queue.unwrap_or(d.queue),
             reject: self.reject.unwrap_or(d.reject),

@@ -5,7 +5,7 @@
 use super::knee::Knee;
 use super::verdict::{StopCriteria, Tripped, judge};
 use crate::metrics::{
-    Finding, FlowSummary, OpSummary, RetriesByCause, ScenarioNames, ScenarioSummary, Stats,
+    ByKind, Finding, FlowSummary, OpSummary, RetriesByCause, ScenarioNames, ScenarioSummary, Stats,
     StepFacts, StepSummary, Verdict,
 };
 use std::collections::BTreeMap;
@@ -31,6 +31,9 @@ pub struct JudgedStep {
     pub flows: Option<FlowSummary>,
     /// The first findings of the scenarios' `tally` steps, each with this step's number.
     pub findings: Vec<Finding>,
+    /// Its `input_unanswered` and `input_refused` by kind of input.
+    pub input_unanswered_by_kind: ByKind,
+    pub input_refused_by_kind: ByKind,
 }
 
 impl JudgedStep {
@@ -103,6 +106,8 @@ impl SweepJudge {
             scenarios,
             flows: stats.flows.as_deref().map(FlowSummary::of),
             findings,
+            input_unanswered_by_kind: stats.counters.input_unanswered_by_kind,
+            input_refused_by_kind: stats.counters.input_refused_by_kind,
         }
     }
 }

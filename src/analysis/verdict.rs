@@ -61,6 +61,9 @@ pub enum Tripped {
     P99 { value_ms: f64, slo_ms: f64 },
     /// A pairing anomaly with `fail_on_anomaly` set.
     Anomaly { counter: String, count: u64 },
+    /// Calls asked for input and nothing answered (`input_unanswered`, `input_refused`):
+    /// whatever its error rate, such a step is not healthy.
+    InputUnanswered { count: u64 },
 }
 
 /// A fraction as a percentage with at most two decimals and no trailing zeros: 0.408 → "40.8%".
@@ -85,6 +88,7 @@ pub(crate) fn counter_phrase(counter: &str) -> &str {
         "http_401" => "HTTP 401 (unauthorized)",
         "http_403" => "HTTP 403 (forbidden: insufficient scope)",
         "expired_unsent" => "requests that expired unsent",
+        "input_unanswered" => "requests for input nothing answered",
         "in_flight_at_end" => "requests never answered",
         other => other,
     }
@@ -116,6 +120,12 @@ impl fmt::Display for Tripped {
             Tripped::Anomaly { counter, count } => {
                 write!(f, "{count} {counter} (fail_on_anomaly)")
             }
+            Tripped::InputUnanswered { count } => {
+                write!(
+                    f,
+                    "{count} requests for input nothing answered (see [input])"
+                )
+            }
         }
     }
 }
@@ -140,6 +150,7 @@ fn dominant_cause(s: &StepSummary) -> Option<Cause> {
         ("http_other", s.http_other),
         ("transport_errors", s.transport_errors),
         ("expired_unsent", s.expired_unsent),
+        ("input_unanswered", s.input_unanswered.unwrap_or(0)),
         ("in_flight_at_end", s.in_flight_at_end),
     ];
     let (mut counter, mut n) = terms.into_iter().max_by_key(|(_, n)| *n)?;
@@ -161,7 +172,7 @@ fn dominant_cause(s: &StepSummary) -> Option<Cause> {
 }
 
 /// Every stop criterion this step trips, in the order: the target down (whatever the
-/// criteria), error rate, p99 SLO, anomalies.
+/// criteria), error rate, p99 SLO, anomalies, input nothing answered (whatever the criteria).
 pub fn tripped(s: &StepSummary, c: &StopCriteria) -> Vec<Tripped> {
     let mut out = Vec::new();
     if let Some(reason) = &s.target_down {
@@ -199,6 +210,10 @@ pub fn tripped(s: &StepSummary, c: &StopCriteria) -> Vec<Tripped> {
                 });
             }
         }
+    }
+    let unanswered = s.input_unanswered.unwrap_or(0) + s.input_refused;
+    if unanswered > 0 {
+        out.push(Tripped::InputUnanswered { count: unanswered });
     }
     out
 }

@@ -167,6 +167,34 @@ impl Connector {
         })
     }
 
+    /// `server/discover` was refused -32022 with 2026-07-28 in `data.supported`: the server
+    /// speaks it, so it is sent once more with that revision and, refused again, 2026-07-28
+    /// is spoken without discovery; the legacy `initialize` is never tried.
+    async fn retry_discover(
+        &self,
+        t: &mut AnyTransport,
+        mut tried: Vec<Attempt>,
+    ) -> Result<ServerInfo, McpError> {
+        const RETRY: &str = "server/discover 2026-07-28 (retried: data.supported names it)";
+        match discover(t, &self.opts).await? {
+            Discovery::Modern(info) => {
+                tried.push(Attempt::new(RETRY, "answered with 2026-07-28 supported"));
+                Ok(ServerInfo {
+                    detection: "server/discover refused -32022 with 2026-07-28 in \
+                                data.supported; retried with 2026-07-28, answered with it \
+                                supported"
+                        .into(),
+                    negotiation: tried,
+                    ..info
+                })
+            }
+            Discovery::Legacy { answered, .. } => {
+                tried.push(Attempt::new(RETRY, answered));
+                without_discovery(t, tried, &self.opts).await
+            }
+        }
+    }
+
     /// Another transport for a server already connected once, with the same revision and no
     /// discovery or listing: a fresh session for legacy HTTP, nothing at all for 2026-07-28
     /// HTTP, a new child (with its handshake) for stdio.
@@ -206,16 +234,21 @@ impl Connector {
                 Initialized::LateDiscover(info) => Ok(info),
             };
         }
-        let (answered, offered, unanswered) = match discover(t, &self.opts).await? {
+        let (answered, offered, unanswered, lists_modern) = match discover(t, &self.opts).await? {
             Discovery::Modern(info) => return Ok(info),
             Discovery::Legacy {
                 answered,
                 offered,
                 unanswered,
-            } => (answered, offered, unanswered),
+                lists_modern,
+            } => (answered, offered, unanswered, lists_modern),
         };
         let reason = format!("server/discover {answered}");
         let mut tried = vec![Attempt::new("server/discover", answered)];
+        if lists_modern {
+            // A -32022 naming 2026-07-28 in `data.supported`: retried once with it.
+            return self.retry_discover(t, tried).await;
+        }
         if self.opts.protocol != ProtocolChoice::Auto {
             set_modern(t);
             return Ok(ServerInfo {
@@ -363,6 +396,8 @@ enum Discovery {
         offered: Option<Revision>,
         /// Nothing came back within the wait (no answer, no status).
         unanswered: bool,
+        /// A -32022 refusal whose `data.supported` names 2026-07-28: the server speaks it.
+        lists_modern: bool,
     },
 }
 
@@ -439,17 +474,18 @@ async fn discover(t: &mut AnyTransport, opts: &ConnectOptions) -> Result<Discove
         h.set_cancel_style(CancelStyle::Notify);
     }
     let error = answer.any_error.clone();
-    let offered = answer
-        .response
-        .as_ref()
+    let supported: Vec<Revision> = (answer.response.as_ref())
         .and_then(|r| r.pointer("/error/data/supported"))
         .and_then(Value::as_array)
-        .and_then(|a| {
+        .map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().and_then(Revision::parse))
-                .filter(|r| !r.is_modern())
-                .max()
-        });
+                .collect()
+        })
+        .unwrap_or_default();
+    let offered = supported.iter().copied().filter(|r| !r.is_modern()).max();
+    let refused_version = matches!(&error, Some((code, _)) if *code == codes::UNSUPPORTED_VERSION);
+    let lists_modern = refused_version && supported.contains(&Revision::V2026_07_28);
     let mut answered = match (answer.status, &error, result) {
         (_, Some((code, msg)), _) => format!("refused with {code} ({msg})"),
         (_, None, Some(_)) => "answered without 2026-07-28".into(),
@@ -464,6 +500,7 @@ async fn discover(t: &mut AnyTransport, opts: &ConnectOptions) -> Result<Discove
         answered,
         offered,
         unanswered,
+        lists_modern,
     })
 }
 

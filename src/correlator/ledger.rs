@@ -65,7 +65,7 @@ impl Ledger {
                 status,
                 retry_after_s,
                 batch_rejected,
-                ..
+                error_code,
             } => {
                 if batch {
                     let got = self.batch_answers.remove(&exchange).unwrap_or(0);
@@ -85,8 +85,12 @@ impl Ledger {
                     403 => End::Http403,
                     _ => End::HttpOther,
                 };
+                // A refusal whose one error says -32022 (a refused batch's): `version_rejected`.
+                let rejected = error_code == Some(crate::protocol::codes::UNSUPPORTED_VERSION);
                 for id in &ids {
-                    c.end(id, end);
+                    if c.end(id, end) && rejected {
+                        c.version_rejected(id);
+                    }
                 }
             }
             Event::Retried { ids, cause, .. } => {

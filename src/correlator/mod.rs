@@ -1,18 +1,23 @@
 //! Pairing by id, never by position: the pending map, the window of ended ids, and the
 //! classification of every incoming message and every unpaired end, as docs/metrics.md defines.
 
+mod input;
 mod ledger;
 
+pub use input::InputCover;
 pub use ledger::{Applied, Ledger};
 
 use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message, ResponseId};
-use crate::metrics::{Counters, FlowStats, Stats};
+use crate::metrics::{AskedKind, Counters, FlowStats, Stats};
 use crate::transport::Cancelled;
 use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
+
+/// The error a server answers a protocol version it does not serve with (`version_rejected`).
+const UNSUPPORTED_VERSION: i64 = crate::protocol::codes::UNSUPPORTED_VERSION;
 
 /// How many ended ids are remembered by default, to tell `duplicate_id` and `late` from
 /// `unknown_id`. Older ids are forgotten; a response for one then counts as `unknown_id`.
@@ -70,6 +75,8 @@ pub struct Settled {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Class {
     Ok,
+    /// A result `input_required` asking for a kind of input nothing answers (its kind).
+    InputUnanswered(AskedKind),
     Error,
     BothResultError,
     InvalidJsonrpc,
@@ -86,7 +93,11 @@ impl Class {
     pub fn pairs(self) -> bool {
         matches!(
             self,
-            Class::Ok | Class::Error | Class::BothResultError | Class::InvalidJsonrpc
+            Class::Ok
+                | Class::InputUnanswered(_)
+                | Class::Error
+                | Class::BothResultError
+                | Class::InvalidJsonrpc
         )
     }
 }
@@ -277,6 +288,8 @@ pub struct ServerRequest {
     pub method: Box<str>,
     /// The task it is about (`params._meta["io.modelcontextprotocol/related-task"].taskId`).
     pub related_task: Option<Box<str>>,
+    /// Its params, for the answer that fills an elicitation's `requestedSchema`.
+    pub params: Option<Box<RawValue>>,
 }
 
 /// One worker's correlator. Not shared: each worker owns one and merges its [`Stats`].
@@ -298,6 +311,8 @@ pub struct Correlator {
     settled: Vec<Settled>,
     /// Requests from the server, when someone answers them.
     server_requests: Option<Vec<ServerRequest>>,
+    /// 2026-07-28: results are read for an `input_required` this cover leaves unanswered.
+    input_cover: Option<InputCover>,
 }
 
 impl Default for Correlator {
@@ -322,7 +337,15 @@ impl Correlator {
             stats: Stats::default(),
             settled: Vec::new(),
             server_requests: None,
+            input_cover: None,
         }
+    }
+
+    /// From now on, a result `input_required` asking for a kind `cover` does not answer
+    /// ends its request as `input_unanswered` (2026-07-28, docs/metrics.md "Input nobody
+    /// answers").
+    pub fn read_input_required(&mut self, cover: InputCover) {
+        self.input_cover = Some(cover);
     }
 
     #[inline]
@@ -452,6 +475,7 @@ impl Correlator {
                         id,
                         related_task: params.and_then(related_task),
                         method: method.as_ref().into(),
+                        params: params.map(ToOwned::to_owned),
                     });
                 }
                 Class::ServerMessage
@@ -503,7 +527,12 @@ impl Correlator {
         let service = Duration::from_nanos(now_ns.saturating_sub(written));
         let class = match (r.result.is_some(), r.error.is_some()) {
             _ if !r.well_formed => Class::InvalidJsonrpc,
-            (true, false) => Class::Ok,
+            (true, false) => match (self.input_cover, r.result) {
+                (Some(cover), Some(result)) => cover
+                    .unanswered(result)
+                    .map_or(Class::Ok, Class::InputUnanswered),
+                _ => Class::Ok,
+            },
             (false, true) => Class::Error,
             (true, true) => Class::BothResultError,
             (false, false) => Class::InvalidJsonrpc,
@@ -521,6 +550,7 @@ impl Correlator {
         o.counters.responses += 1;
         if let Some(code) = code {
             *o.counters.errors_by_code.entry(code).or_default() += 1;
+            o.counters.version_rejected += u64::from(code == UNSUPPORTED_VERSION);
         }
         if let Some(owner) = owner {
             self.settled.push(Settled {
@@ -778,6 +808,22 @@ impl Correlator {
         self.server_requests.get_or_insert_with(Vec::new);
     }
 
+    /// Counts `id`, just ended unanswered by a refusal that said -32022, under its operation
+    /// as `version_rejected` (of the end it had).
+    pub fn version_rejected(&mut self, id: &Id) {
+        if let Some(op) = self.record(id).map(|r| r.op) {
+            self.stats.op_mut(op).counters.version_rejected += 1;
+        }
+    }
+
+    /// Counts a request for input from the server that was answered with an error for want
+    /// of a canned answer (`input_refused`, by kind).
+    pub fn input_refused(&mut self, kind: AskedKind) {
+        let c = &mut self.stats.counters;
+        c.input_refused += 1;
+        c.input_refused_by_kind.count(kind);
+    }
+
     /// Hands over the requests from the server kept since the last call.
     pub fn take_server_requests(&mut self, into: &mut Vec<ServerRequest>) {
         if let Some(kept) = &mut self.server_requests {
@@ -828,6 +874,10 @@ impl Correlator {
 fn count_class(c: &mut Counters, class: Class) {
     match class {
         Class::Ok => c.ok += 1,
+        Class::InputUnanswered(kind) => {
+            c.input_unanswered += 1;
+            c.input_unanswered_by_kind.count(kind);
+        }
         Class::Error => c.errors += 1,
         Class::BothResultError => c.both_result_error += 1,
         Class::InvalidJsonrpc => c.invalid_jsonrpc += 1,

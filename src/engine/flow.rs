@@ -13,8 +13,8 @@ use super::worker::{Sending, next_id};
 use crate::correlator::{Class, End, Outcome, Owner, Sent, ServerRequest, Settled, Tag};
 use crate::jsonrpc::Id;
 use crate::load::flow::{
-    CallAnswer, FlowRules, Inline, InputKind, OpFlow, Status, TaskMethod, TaskView, read_call,
-    read_task, render_retry, result_agrees,
+    CallAnswer, FlowRules, Inline, OpFlow, Status, TaskMethod, TaskView, read_call, read_task,
+    render_retry, result_agrees,
 };
 use crate::load::mix::MixOp;
 use crate::metrics::FlowStats;
@@ -29,9 +29,6 @@ use std::time::{Duration, Instant};
 
 /// JSON-RPC's invalid params: what both revisions answer for a task id they do not hold.
 const UNKNOWN_TASK: i64 = -32602;
-/// JSON-RPC's method not found: the answer to a server request the profile has no canned
-/// answer for.
-const NO_ANSWER: i64 = -32601;
 /// Task ids remembered run-wide to see one given twice.
 const TASK_IDS_KEPT: usize = 1 << 16;
 
@@ -153,8 +150,8 @@ impl Flows {
         }
     }
 
-    /// Whether the server may send requests for the calls to answer (2025-11-25): the
-    /// worker has its correlator keep them.
+    /// Whether the server may send requests about the calls' tasks (2025-11-25), each a
+    /// round of its task's call.
     pub(super) fn answers_server_requests(&self) -> bool {
         !self.rules.revision.is_modern()
     }
@@ -376,6 +373,8 @@ impl Flows {
                     }
                     CallAnswer::Task(view) => self.task_created(s, t, slot, view, now),
                 },
+                // Input nothing answers: the correlator counted it `input_unanswered`.
+                (Class::InputUnanswered(_), _) => self.end(s, slot, Ending::Failed, now),
                 // An error, or an answer no client can read: the call's final answer.
                 _ => self.end(s, slot, Ending::Answered { ok: false }, now),
             },
@@ -472,18 +471,10 @@ impl Flows {
             stats.counters.input_rounds_exceeded += 1;
             return self.end(s, slot, Ending::Failed, now);
         }
-        let responses = match rules.input.as_ref() {
-            Some(canned) => canned.respond(requests),
-            None => Err(first_kind(requests)),
-        };
-        let responses = match responses {
-            Ok(r) => r,
-            Err(kind) => {
-                let c = &mut s.corr.flow_stats().counters;
-                c.input_unanswered += 1;
-                *c.input_unanswered_by_kind.entry(kind).or_default() += 1;
-                return self.end(s, slot, Ending::Failed, now);
-            }
+        // The correlator ended a round asking for a kind `[input]` does not answer as
+        // `input_unanswered`, so this one is answered in full.
+        let Some(Ok(responses)) = rules.input.as_ref().map(|c| c.respond(requests)) else {
+            return self.end(s, slot, Ending::Failed, now);
         };
         let (id, _) = next_id(s.seq, s.worker, s.workers, s.segment);
         s.buf.clear();
@@ -625,27 +616,10 @@ impl Flows {
         request: ServerRequest,
         now: Instant,
     ) {
-        let kind = InputKind::of_method(&request.method);
         let canned = self.rules.input.as_ref();
-        let answer = kind.and_then(|k| canned?.answer(k));
-        let body = match answer {
-            Some(result) => {
-                serde_json::json!({"jsonrpc": "2.0", "id": request.id, "result": result})
-            }
-            None => serde_json::json!({"jsonrpc": "2.0", "id": request.id, "error": {
-                "code": NO_ANSWER,
-                "message": format!("mcpload has no answer for {} (the profile's [input])", request.method),
-            }}),
-        };
-        let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-        t.send(Outgoing::single(bytes, None, McpHeaders::default()));
-        let c = &mut s.corr.flow_stats().counters;
-        if answer.is_some() {
-            c.input_rounds += 1;
-        } else {
-            let kind = kind.map_or("other", InputKind::capability);
-            c.input_unanswered += 1;
-            *c.input_unanswered_by_kind.entry(kind.into()).or_default() += 1;
+        let answered = super::asked::answer(s.corr, t, canned, &request);
+        if answered {
+            s.corr.flow_stats().counters.input_rounds += 1;
         }
         let owner = request
             .related_task
@@ -656,7 +630,7 @@ impl Flows {
         };
         let max = canned.map_or(0, |i| i.max_rounds);
         let call = self.calls.get(slot);
-        if answer.is_some() {
+        if answered {
             call.rounds += 1;
             if call.rounds <= max {
                 return;
@@ -854,17 +828,6 @@ fn poll_interval(server: Option<Duration>, profile: Option<Duration>) -> Duratio
         (Some(d), None) | (None, Some(d)) => d,
         (None, None) => crate::load::flow::DEFAULT_POLL_INTERVAL,
     }
-}
-
-/// The kind of the first input request, for a call with no canned input at all.
-fn first_kind(requests: &serde_json::Map<String, Value>) -> String {
-    requests
-        .values()
-        .filter_map(|r| r.get("method").and_then(Value::as_str))
-        .filter_map(crate::load::flow::InputKind::of_method)
-        .map(|k| k.capability().to_owned())
-        .next()
-        .unwrap_or_else(|| "other".into())
 }
 
 /// An error object's `code`.

@@ -3,6 +3,7 @@
 //! (`analysis`), decides whether the sweep goes on, and hands everything to a [`StepSink`].
 //! The engine never writes files, formats or prints.
 
+mod asked;
 mod flow;
 mod scenario;
 mod segment;

@@ -545,6 +545,12 @@ fn answer_value(step: &str, outcome: &Outcome) -> Result<Value, String> {
                 (Class::Error, _, Some(e)) => {
                     answer.insert("error".into(), parse(e));
                 }
+                (Class::InputUnanswered(kind), _, _) => {
+                    return Err(format!(
+                        "{step}: input_unanswered: the server asked for {} input [input] does not give",
+                        kind.name()
+                    ));
+                }
                 _ => return Err(format!("{step}: the answer was not valid JSON-RPC")),
             }
             Ok(Value::Object(answer))

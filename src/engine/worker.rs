@@ -84,6 +84,9 @@ struct StepState {
 impl Worker {
     pub(super) async fn run(mut self, mut orders: mpsc::UnboundedReceiver<Order>) -> AnyTransport {
         let mut corr = Correlator::default();
+        if let Some(cover) = self.work.mix.input_cover() {
+            corr.read_input_required(cover);
+        }
         let mut ledger = Ledger::default();
         let mut renderer = Renderer::new(self.index, self.work.seed);
         let mut seq = 0u64;
@@ -92,16 +95,15 @@ impl Worker {
         let mut units = match (&self.work.scenarios, self.work.mix.flows()) {
             (Some(sc), _) => Units::Iterations(Runner::new(sc)),
             (None, Some(rules)) => {
-                let flows = Flows::new(Arc::clone(rules), Arc::clone(&self.task_ids));
-                if flows.answers_server_requests() {
-                    corr.keep_server_requests();
-                }
-                Units::Calls(flows)
+                Units::Calls(Flows::new(Arc::clone(rules), Arc::clone(&self.task_ids)))
             }
             (None, None) => Units::Requests(
                 (self.work.token_per_user && self.work.model == Model::Closed).then(Users::default),
             ),
         };
+        if self.work.mix.answers_server_requests() {
+            corr.keep_server_requests();
+        }
         while let Some(order) = orders.recv().await {
             let Order::Step(order) = order else { continue };
             let mut ctx = Sending {
@@ -607,12 +609,18 @@ impl Units {
             (Units::Iterations(r), Some(sc)) => {
                 r.settle(sc, s, t, now);
                 r.fire_timers(sc, s, t, now);
+                super::asked::answer_all(s.corr, t, work.mix.canned_input());
             }
             (Units::Calls(f), _) => {
                 f.settle(s, t);
                 f.fire_timers(s, t, now);
             }
-            (Units::Requests(Some(users)), _) => users.settle(s.corr),
+            (Units::Requests(users), _) => {
+                if let Some(users) = users {
+                    users.settle(s.corr);
+                }
+                super::asked::answer_all(s.corr, t, work.mix.canned_input());
+            }
             _ => {}
         }
     }

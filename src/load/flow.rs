@@ -6,7 +6,9 @@
 
 use super::mix::OpNames;
 use crate::client::{Revision, header_value};
+use crate::correlator::InputCover;
 use crate::jsonrpc::{Id, encode_request_with};
+use crate::metrics::AskedKind;
 use crate::profile::{ElicitAction, InputAnswers};
 use crate::transport::McpHeaders;
 use serde::Deserialize;
@@ -168,8 +170,8 @@ pub fn render_retry(
 pub fn client_capabilities(input: Option<&CannedInput>, task: bool) -> Map<String, Value> {
     let mut caps = Map::new();
     if input.is_some() {
-        for kind in InputKind::ALL {
-            caps.insert(kind.capability().into(), json!({}));
+        for kind in ANSWERABLE {
+            caps.insert(kind.name().into(), json!({}));
         }
     }
     if task {
@@ -197,45 +199,20 @@ pub fn call_meta(input: Option<&CannedInput>, task: bool) -> Map<String, Value> 
     meta_with(client_capabilities(input, task))
 }
 
-/// A kind of input a server may ask for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InputKind {
-    Elicitation,
-    Sampling,
-    Roots,
-}
-
-impl InputKind {
-    pub const ALL: [InputKind; 3] = [
-        InputKind::Elicitation,
-        InputKind::Sampling,
-        InputKind::Roots,
-    ];
-
-    /// The kind an input request's `method` asks for.
-    pub fn of_method(method: &str) -> Option<InputKind> {
-        match method {
-            "elicitation/create" => Some(InputKind::Elicitation),
-            "sampling/createMessage" => Some(InputKind::Sampling),
-            "roots/list" => Some(InputKind::Roots),
-            _ => None,
-        }
-    }
-
-    /// The client capability that answers it; also its name in `input_unanswered_by_kind`.
-    pub fn capability(self) -> &'static str {
-        match self {
-            InputKind::Elicitation => "elicitation",
-            InputKind::Sampling => "sampling",
-            InputKind::Roots => "roots",
-        }
-    }
-}
+/// The kinds of input `[input]` may answer (a method that is none of them never is).
+pub const ANSWERABLE: [AskedKind; 3] = [
+    AskedKind::Elicitation,
+    AskedKind::Sampling,
+    AskedKind::Roots,
+];
 
 /// The profile's `[input]`, as the results the server gets.
 #[derive(Clone, Debug)]
 pub struct CannedInput {
     elicitation: Option<Value>,
+    /// The elicitation accepts with no canned `content`: each request's `requestedSchema`
+    /// is filled (SEP-1034: its defaults first).
+    fills_content: bool,
     sampling: Option<Value>,
     roots: Option<Value>,
     pub max_rounds: u32,
@@ -243,6 +220,10 @@ pub struct CannedInput {
 
 impl CannedInput {
     pub fn new(a: &InputAnswers) -> Self {
+        let fills_content = a
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.action == ElicitAction::Accept && e.content.is_none());
         let elicitation = a.elicitation.as_ref().map(|e| {
             let action = match e.action {
                 ElicitAction::Accept => "accept",
@@ -268,37 +249,51 @@ impl CannedInput {
         );
         CannedInput {
             elicitation,
+            fills_content,
             sampling,
             roots,
             max_rounds: a.max_rounds,
         }
     }
 
-    /// The canned result for `kind`, when the profile gives one.
-    pub fn answer(&self, kind: InputKind) -> Option<&Value> {
-        match kind {
-            InputKind::Elicitation => self.elicitation.as_ref(),
-            InputKind::Sampling => self.sampling.as_ref(),
-            InputKind::Roots => self.roots.as_ref(),
+    /// The canned result for a request of `kind` with `params`, when the profile gives one:
+    /// an elicitation accepted with no canned content carries content made from the
+    /// request's `requestedSchema`.
+    pub fn answer(&self, kind: AskedKind, params: Option<&Value>) -> Option<Value> {
+        let canned = match kind {
+            AskedKind::Elicitation => self.elicitation.as_ref(),
+            AskedKind::Sampling => self.sampling.as_ref(),
+            AskedKind::Roots => self.roots.as_ref(),
+            AskedKind::Other => None,
+        }?;
+        let mut answer = canned.clone();
+        if kind == AskedKind::Elicitation && self.fills_content {
+            let schema = params.and_then(|p| p.get("requestedSchema"));
+            answer["content"] =
+                schema.map_or_else(|| json!({}), super::schema_args::elicited_content);
+        }
+        Some(answer)
+    }
+
+    /// The kinds it answers, for the correlator to tell an answered round from one nothing
+    /// answers.
+    pub fn cover(&self) -> InputCover {
+        InputCover {
+            elicitation: self.elicitation.is_some(),
+            sampling: self.sampling.is_some(),
+            roots: self.roots.is_some(),
         }
     }
 
     /// The `inputResponses` answering `requests` (key to `{method, params}`), or the first
     /// kind (or unknown method) with no canned answer.
-    pub fn respond(&self, requests: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    pub fn respond(&self, requests: &Map<String, Value>) -> Result<Map<String, Value>, AskedKind> {
         let mut out = Map::new();
         for (key, req) in requests {
             let method = req.get("method").and_then(Value::as_str).unwrap_or("");
-            let answer = InputKind::of_method(method).and_then(|k| self.answer(k));
-            match answer {
-                Some(a) => {
-                    out.insert(key.clone(), a.clone());
-                }
-                None => {
-                    return Err(InputKind::of_method(method)
-                        .map_or_else(|| "other".to_owned(), |k| k.capability().to_owned()));
-                }
-            }
+            let kind = AskedKind::of_method(method);
+            let answer = self.answer(kind, req.get("params")).ok_or(kind)?;
+            out.insert(key.clone(), answer);
         }
         Ok(out)
     }
@@ -523,7 +518,7 @@ mod tests {
         );
         let roots: Map<String, Value> =
             serde_json::from_value(json!({"r": {"method": "roots/list"}})).unwrap();
-        assert_eq!(canned.respond(&roots).unwrap_err(), "roots");
+        assert_eq!(canned.respond(&roots).unwrap_err(), AskedKind::Roots);
     }
 
     #[test]

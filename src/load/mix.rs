@@ -9,6 +9,7 @@ use super::template::{CsvRow, Ctx, JsonTemplate, Rng, TextTemplate};
 use crate::client::{
     ParamHeader, Revision, ServerInfo, TaskSupport, ToolInfo, header_value, modern_meta,
 };
+use crate::correlator::InputCover;
 use crate::jsonrpc::{Id, encode_request_with};
 use crate::profile::{InputAnswers, Method, Op, TaskMode};
 use crate::protocol::headers::param_text;
@@ -98,6 +99,10 @@ pub struct Mix {
     skipped: Vec<Skipped>,
     /// The rules of tasks and input rounds, when an operation has either.
     flows: Option<Arc<FlowRules>>,
+    /// The profile's `[input]`, as the results the server gets.
+    input: Option<CannedInput>,
+    /// The agreed revision is 2026-07-28.
+    modern: bool,
 }
 
 /// What a scenario iteration binds for every request it sends: its CSV row (by number; a
@@ -242,12 +247,34 @@ impl Mix {
             names: names.into_vec(),
             skipped,
             flows,
+            input: canned.cloned(),
+            modern,
         })
     }
 
     /// The rules of tasks and input rounds, when an operation has either.
     pub fn flows(&self) -> Option<&Arc<FlowRules>> {
         self.flows.as_ref()
+    }
+
+    /// 2026-07-28: the kinds of input the run answers, for the correlator to read results
+    /// `input_required` by; `None` in the legacy era (it has no such result).
+    pub fn input_cover(&self) -> Option<InputCover> {
+        let canned = self.input.as_ref();
+        self.modern
+            .then(|| canned.map(CannedInput::cover).unwrap_or_default())
+    }
+
+    /// The profile's `[input]`, which also answers the requests a legacy server sends
+    /// during a call.
+    pub fn canned_input(&self) -> Option<&CannedInput> {
+        self.input.as_ref()
+    }
+
+    /// Whether the server may send requests during a call that must be answered (the
+    /// legacy era: 2026-07-28 asks with `input_required` results instead).
+    pub fn answers_server_requests(&self) -> bool {
+        !self.modern
     }
 
     /// The server's tools `tool = "*"` left out, with the reason.

@@ -1,12 +1,33 @@
 //! Arguments made up from a tool's `inputSchema`, for `tool = "*"` and for the calls `mcpload
 //! probe` makes: every required property gets its default, const, first example or enum
-//! member, or a plain value of its type.
+//! member, or a plain value of its type. The content of an elicitation accepted with no
+//! canned content (SEP-1034) is made the same way, every property's default first. A `$ref`
+//! is never followed (nor fetched): its property gets a plain value.
 
 use serde_json::{Map, Value};
 
 /// An arguments object that satisfies the schema's `required` list and property types.
 pub fn arguments_for(schema: &Value) -> Value {
     object_for(schema, 0)
+}
+
+/// The content of an elicitation accepted with no canned content, for its
+/// `requestedSchema`: every property that has a `default` gets it (SEP-1034), then every
+/// required property still without a value gets one as [`arguments_for`] makes it.
+pub fn elicited_content(schema: &Value) -> Value {
+    let mut out = Map::new();
+    let props = schema.get("properties").and_then(Value::as_object);
+    for (name, prop) in props.into_iter().flatten() {
+        if let Some(d) = prop.get("default") {
+            out.insert(name.clone(), d.clone());
+        }
+    }
+    if let Value::Object(made) = object_for(schema, 0) {
+        for (name, v) in made {
+            out.entry(name).or_insert(v);
+        }
+    }
+    Value::Object(out)
 }
 
 fn object_for(schema: &Value, depth: usize) -> Value {
@@ -79,5 +100,28 @@ mod tests {
                    "k": "v", "long": "xxx", "inner": {"x": 1}})
         );
         assert_eq!(arguments_for(&json!({})), json!({}));
+    }
+
+    #[test]
+    fn elicited_content_takes_every_default_then_fills_the_required() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "default": "John Doe"},
+                "age": {"type": "integer", "default": 30},
+                "score": {"type": "number", "default": 95.5},
+                "status": {"type": "string", "enum": ["active", "inactive"], "default": "active"},
+                "verified": {"type": "boolean", "default": true},
+                "nick": {"type": "string"},
+                "email": {"type": "string", "minLength": 2},
+                "remote": {"$ref": "https://example.invalid/schema.json"}
+            },
+            "required": ["email", "remote"]
+        });
+        assert_eq!(
+            elicited_content(&schema),
+            json!({"name": "John Doe", "age": 30, "score": 95.5, "status": "active",
+                   "verified": true, "email": "xx", "remote": "x"})
+        );
     }
 }

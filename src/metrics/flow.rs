@@ -5,7 +5,6 @@
 use super::{LatencyHistogram, Percentiles};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::ops::AddAssign;
 
 /// The counts of docs/metrics.md's task and input tables. Names are the CSV column names.
@@ -50,13 +49,8 @@ pub struct FlowCounters {
     pub tasks_live_max: u64,
     /// `input_required` answers taken up (each a round).
     pub input_rounds: u64,
-    /// Calls ended because the server asked for an input kind the profile has no answer
-    /// for.
-    pub input_unanswered: u64,
     /// Calls ended because they asked for more rounds than `input.max_rounds`.
     pub input_rounds_exceeded: u64,
-    /// `input_unanswered` by kind: `elicitation`, `sampling`, `roots`, `other`.
-    pub input_unanswered_by_kind: BTreeMap<String, u64>,
 }
 
 impl AddAssign<&FlowCounters> for FlowCounters {
@@ -83,13 +77,9 @@ impl AddAssign<&FlowCounters> for FlowCounters {
             task_id_reused,
             task_poll_errors,
             input_rounds,
-            input_unanswered,
             input_rounds_exceeded
         );
         self.tasks_live_max = self.tasks_live_max.max(o.tasks_live_max);
-        for (k, n) in &o.input_unanswered_by_kind {
-            *self.input_unanswered_by_kind.entry(k.clone()).or_default() += n;
-        }
     }
 }
 

@@ -28,12 +28,14 @@ macro_rules! derived_counts {
 
 mod correctness;
 mod flow;
+mod input;
 mod scenario;
 mod summary;
 mod tags;
 
 pub use correctness::{Defect, FINDINGS_KEPT, Finding, IDS_KEPT, Tallies};
 pub use flow::{FlowCounters, FlowStats, FlowSummary};
+pub use input::{AskedKind, ByKind};
 pub use tags::Slot;
 
 pub use scenario::{
@@ -161,6 +163,26 @@ pub struct Counters {
     /// `requests`), the attempt each replaces ended `http_other` and `http_401`.
     #[serde(default)]
     pub retries_token: u64,
+    /// Responses `input_required` (2026-07-28) that no canned answer of `[input]` met: the
+    /// call asked for input and got none. An end of the pairing identity, never `ok`
+    /// (docs/metrics.md, "Input nobody answers").
+    #[serde(default)]
+    pub input_unanswered: u64,
+    /// `input_unanswered` by the first kind left unanswered (in the order elicitation,
+    /// sampling, roots, other).
+    #[serde(default)]
+    pub input_unanswered_by_kind: ByKind,
+    /// Requests for input the server sent during a call (2025-11-25: `elicitation/create`,
+    /// `sampling/createMessage`, `roots/list`) answered with an error for want of a canned
+    /// answer: of `server_messages`, not an end.
+    #[serde(default)]
+    pub input_refused: u64,
+    #[serde(default)]
+    pub input_refused_by_kind: ByKind,
+    /// Of `errors` (or of `http_other`, as it arrived): requests refused with -32022, the
+    /// protocol version they carried not served (docs/metrics.md, "Versions refused").
+    #[serde(default)]
+    pub version_rejected: u64,
 }
 
 derived_counts!(Counters);
@@ -180,6 +202,7 @@ impl Counters {
             + self.http_other
             + self.transport_errors
             + self.expired_unsent
+            + self.input_unanswered
     }
 }
 
@@ -230,7 +253,10 @@ macro_rules! additive_counters {
             token_requests,
             token_refreshes,
             auth_failures,
-            retries_token
+            retries_token,
+            input_unanswered,
+            input_refused,
+            version_rejected
         )
     };
 }
@@ -246,6 +272,10 @@ impl Counters {
                 ($($f:ident),*) => { $( left.$f = left.$f.saturating_sub(p.$f); )* };
             }
             additive_counters!(take);
+            left.input_unanswered_by_kind = left
+                .input_unanswered_by_kind
+                .less(&p.input_unanswered_by_kind);
+            left.input_refused_by_kind = left.input_refused_by_kind.less(&p.input_refused_by_kind);
         }
         left
     }
@@ -263,6 +293,8 @@ impl AddAssign<&Counters> for Counters {
         for (code, n) in &o.errors_by_code {
             *self.errors_by_code.entry(*code).or_default() += n;
         }
+        self.input_unanswered_by_kind += &o.input_unanswered_by_kind;
+        self.input_refused_by_kind += &o.input_refused_by_kind;
     }
 }
 

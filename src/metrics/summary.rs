@@ -188,6 +188,9 @@ pub struct StepSummary {
     pub polls_per_task_p50: Option<u64>,
     #[serde(default)]
     pub input_rounds: Option<u64>,
+    /// Responses `input_required` nothing answered: an end of the pairing identity (always
+    /// written since schema_version 3; a folder of before has it only with calls of several
+    /// requests).
     #[serde(default)]
     pub input_unanswered: Option<u64>,
     #[serde(default)]
@@ -279,6 +282,14 @@ pub struct StepSummary {
     pub token_fetch_p99_ms: Option<f64>,
     #[serde(default)]
     pub token_fetch_max_ms: Option<f64>,
+    /// The server's requests for input during a call (2025-11-25) answered with an error for
+    /// want of a canned answer (docs/metrics.md, "Input nobody answers").
+    #[serde(default)]
+    pub input_refused: u64,
+    /// Of `errors` or `http_other` (as it arrived): requests refused -32022, their protocol
+    /// version not served.
+    #[serde(default)]
+    pub version_rejected: u64,
 }
 
 /// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum.
@@ -603,7 +614,7 @@ impl StepSummary {
             time_to_terminal_p99_ms: None,
             polls_per_task_p50: None,
             input_rounds: None,
-            input_unanswered: None,
+            input_unanswered: Some(c.input_unanswered),
             input_rounds_exceeded: None,
             progress_notifications: c.progress_notifications,
             progress_calls: c.progress_calls,
@@ -638,6 +649,8 @@ impl StepSummary {
             token_fetch_p50_ms: token_fetch.p50,
             token_fetch_p99_ms: token_fetch.p99,
             token_fetch_max_ms: token_fetch.max,
+            input_refused: c.input_refused,
+            version_rejected: c.version_rejected,
         }
         .with_iterations(s)
         .with_flows(s)
@@ -669,7 +682,6 @@ impl StepSummary {
         self.time_to_terminal_p99_ms = sum.time_to_terminal_p99_ms;
         self.polls_per_task_p50 = sum.polls_per_task_p50;
         self.input_rounds = Some(c.input_rounds);
-        self.input_unanswered = Some(c.input_unanswered);
         self.input_rounds_exceeded = Some(c.input_rounds_exceeded);
         self
     }
@@ -784,6 +796,13 @@ pub struct OpSummary {
     pub service_p999_ms: Option<f64>,
     pub service_max_ms: Option<f64>,
     pub service_mean_ms: Option<f64>,
+    /// Its responses `input_required` nothing answered (docs/metrics.md, "Input nobody
+    /// answers").
+    #[serde(default)]
+    pub input_unanswered: u64,
+    /// Of its `errors` or `http_other`: requests refused -32022.
+    #[serde(default)]
+    pub version_rejected: u64,
 }
 
 derived_counts!(OpSummary);
@@ -867,6 +886,8 @@ impl OpSummary {
             service_p999_ms: service.p999,
             service_max_ms: service.max,
             service_mean_ms: service.mean,
+            input_unanswered: c.input_unanswered,
+            version_rejected: c.version_rejected,
         }
     }
 }

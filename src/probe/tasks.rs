@@ -13,10 +13,11 @@ use super::{
 use crate::client::{McpError, ServerInfo, TaskSupport, ToolInfo};
 use crate::jsonrpc::{Id, codes};
 use crate::load::flow::{
-    CallAnswer, CannedInput, DEFAULT_POLL_INTERVAL, FlowRules, Inline, InputKind, SideOps, Status,
-    TaskMethod, TaskView, call_meta, read_call, read_task, render_retry, result_agrees,
+    CallAnswer, CannedInput, DEFAULT_POLL_INTERVAL, FlowRules, Inline, SideOps, Status, TaskMethod,
+    TaskView, call_meta, read_call, read_task, render_retry, result_agrees,
 };
 use crate::load::schema_args::arguments_for;
+use crate::metrics::AskedKind;
 use crate::profile::{ElicitAction, Elicitation, InputAnswers};
 use crate::protocol::codes::MISSING_CLIENT_CAPABILITY;
 use crate::protocol::{Revision, TASKS_EXTENSION};
@@ -209,9 +210,7 @@ impl Answer {
 /// The kind an input request asks for, by its method (`other` for none of the three).
 fn kind_of(request: &Value) -> String {
     let method = request.get("method").and_then(Value::as_str).unwrap_or("");
-    InputKind::of_method(method)
-        .map_or("other", InputKind::capability)
-        .to_owned()
+    AskedKind::of_method(method).name().to_owned()
 }
 
 /// A task's status as written: 2025-11-25's creation nests it in `task`.

@@ -6,8 +6,8 @@ use crate::analysis::{
     GateResult, JudgedStep, Knee, RunFigures, StopCriteria, Thresholds, Tripped,
 };
 use crate::metrics::{
-    AuthSummary, Finding, FlowSummary, OpSummary, RetriesByCause, ScenarioSummary, SessionSummary,
-    StepSummary,
+    AuthSummary, ByKind, Finding, FlowSummary, OpSummary, RetriesByCause, ScenarioSummary,
+    SessionSummary, StepSummary,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,7 +17,7 @@ use std::path::Path;
 
 /// The version of summary.json's layout. Bumped when a field is renamed or redefined; adding
 /// a field does not bump it.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The oldest summary.json layout still read (docs/results.md lists what each changed).
 pub const OLDEST_SCHEMA_VERSION: u32 = 1;
@@ -72,6 +72,12 @@ pub struct StepRecord {
     /// without any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// `input_unanswered` and `input_refused` by kind of input (`elicitation`, `sampling`,
+    /// `roots`, `other`).
+    #[serde(default)]
+    pub input_unanswered_by_kind: ByKind,
+    #[serde(default)]
+    pub input_refused_by_kind: ByKind,
 }
 
 impl StepRecord {
@@ -92,6 +98,8 @@ impl StepRecord {
             scenarios: step.scenarios.clone(),
             flows: step.flows.clone(),
             findings: step.findings.clone(),
+            input_unanswered_by_kind: step.input_unanswered_by_kind,
+            input_refused_by_kind: step.input_refused_by_kind,
             figures,
         }
     }

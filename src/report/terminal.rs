@@ -4,9 +4,11 @@
 //! error codes, and the gates. Returned as a
 //! string; ANSI colours only when the caller says the output is a terminal.
 
-use super::{RunStatus, RunSummary};
+use super::{RunStatus, RunSummary, StepRecord};
 use crate::analysis::{Knee, Tripped, distinct, pct};
-use crate::metrics::{Model, NO_OP, OpSummary, ScenarioSummary, StepSummary, Verdict, WHOLE};
+use crate::metrics::{
+    AskedKind, ByKind, Model, NO_OP, OpSummary, ScenarioSummary, StepSummary, Verdict, WHOLE,
+};
 use anstyle::{AnsiColor, Style};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -130,7 +132,7 @@ type Count = fn(&StepSummary) -> u64;
 
 /// Counters called out under the table when they are not zero, with what they usually mean.
 /// The first seven are docs/metrics.md's anomalies.
-const CALLOUTS: [(&str, Count); 19] = [
+const CALLOUTS: [(&str, Count); 22] = [
     ("duplicate_id", |s| s.duplicate_id),
     ("late", |s| s.late),
     ("unknown_id", |s| s.unknown_id),
@@ -150,6 +152,9 @@ const CALLOUTS: [(&str, Count); 19] = [
     ("progress_then_missing", |s| s.progress_then_missing),
     ("auth_failures", |s| s.auth_failures),
     ("http_403", |s| s.http_403),
+    ("input_unanswered", |s| s.input_unanswered.unwrap_or(0)),
+    ("input_refused", |s| s.input_refused),
+    ("version_rejected", |s| s.version_rejected),
 ];
 
 /// What a non-zero count of `counter` usually means, for the counters called out in reports.
@@ -229,6 +234,20 @@ pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
         "progress_unknown_token" => {
             "progress notifications for tokens mcpload never issued (or without a readable \
              token and value): the server mixes up requests or sessions"
+        }
+        "input_unanswered" => {
+            "calls answered input_required (2026-07-28) asking for input that the profile's \
+             [input] does not give: the calls never completed; answer them with [input]"
+        }
+        "version_rejected" => {
+            "requests refused with -32022 (unsupported protocol version): the server stopped \
+             serving the revision agreed at the start, or a replica behind the same URL serves \
+             other revisions"
+        }
+        "input_refused" => {
+            "the server asked for input during calls (elicitation/create, \
+             sampling/createMessage, roots/list) that the profile's [input] does not give: \
+             mcpload answered each with an error; answer them with [input]"
         }
         "progress_then_missing" => {
             "calls that reported progress and then ended without their answer: the stream \
@@ -358,11 +377,35 @@ pub(super) struct Callout {
 }
 
 /// What a step recorded of the cause of `counter`, for the counters whose cause is kept.
-fn cause<'a>(counter: &str, s: &'a StepSummary) -> Option<&'a str> {
+fn cause(counter: &str, s: &StepRecord) -> Option<String> {
     match counter {
-        "transport_errors" => s.transport_error.as_deref(),
+        "transport_errors" => s.figures.transport_error.clone(),
+        "input_unanswered" => {
+            let asked: Vec<&str> = (s.ops.iter())
+                .filter(|o| o.input_unanswered > 0)
+                .map(|o| o.op.as_str())
+                .collect();
+            let lines = input_lines(&s.input_unanswered_by_kind)?;
+            Some(format!("asked by {}; {lines}", asked.join(", ")))
+        }
+        "input_refused" => input_lines(&s.input_refused_by_kind),
         _ => None,
     }
+}
+
+/// The `[input]` lines that would answer the kinds counted in `kinds`, as one sentence.
+fn input_lines(kinds: &ByKind) -> Option<String> {
+    let named: Vec<&str> = kinds.kinds().map(AskedKind::name).collect();
+    let lines: Vec<&str> = kinds.kinds().filter_map(AskedKind::input_line).collect();
+    if named.is_empty() {
+        return None;
+    }
+    let answer = if lines.is_empty() {
+        "no [input] line answers it".to_owned()
+    } else {
+        format!("answer with [input] {}", lines.join("; "))
+    };
+    Some(format!("{} asked for; {answer}", named.join(", ")))
 }
 
 /// Every non-zero counter of [`CALLOUTS`].
@@ -381,9 +424,9 @@ pub(super) fn callouts(run: &RunSummary) -> Vec<Callout> {
                 total: figures.iter().map(|s| get(s)).sum(),
                 steps,
                 hint: anomaly_hint(counter).unwrap_or_default(),
-                cause: figures
-                    .iter()
-                    .find_map(|s| Some((s.step, cause(counter, s)?.to_owned()))),
+                cause: (run.steps.iter())
+                    .filter(|s| get(&s.figures) > 0)
+                    .find_map(|s| Some((s.figures.step, cause(counter, s)?))),
             })
         })
         .collect()

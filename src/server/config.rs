@@ -459,6 +459,12 @@ pub struct ServeConfig {
     /// 2026-07-28: list the `x-mcp-header` tools too (`region_echo`, valid; `bad_header_*`,
     /// invalid) and check the `Mcp-Param-*` headers of `region_echo` calls.
     pub header_tools: bool,
+    /// 2026-07-28: `ask_input` asks whatever capabilities the client declared (a server
+    /// that does not check them), so a client that declares none is asked too.
+    pub input_unchecked: bool,
+    /// 2026-07-28: the first N `server/discover` requests are refused HTTP 400, -32022 with
+    /// `data.supported` (a server that refuses the revision a client first offers).
+    pub discover_refusals: u64,
     /// Requests served at once (0: unlimited, no capacity model).
     pub capacity: u32,
     /// POSTs that may wait for a service slot beyond `capacity`; past that they are refused.
@@ -580,6 +586,8 @@ impl Default for ServeConfig {
             sessions: true,
             discover: true,
             header_tools: false,
+            input_unchecked: false,
+            discover_refusals: 0,
             capacity: 0,
             queue: 0,
             reject: RejectStatus::TooManyRequests,

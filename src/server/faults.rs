@@ -40,11 +40,14 @@ pub enum FaultKind {
     Garbage,
     /// The answer is cut in the middle.
     Truncate,
+    /// The request is refused as a 2026-07-28 server refuses a version it does not serve:
+    /// HTTP 400, error -32022 with `data.supported`, under the request's id.
+    VersionRejected,
 }
 
 impl FaultKind {
     /// Every kind, in precedence order.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Drop,
         FaultKind::NullId,
         FaultKind::UnknownId,
@@ -53,6 +56,7 @@ impl FaultKind {
         FaultKind::BadVersion,
         FaultKind::Garbage,
         FaultKind::Truncate,
+        FaultKind::VersionRejected,
     ];
 
     /// The name used on the command line and in profiles.
@@ -66,6 +70,7 @@ impl FaultKind {
             FaultKind::BadVersion => "bad-version",
             FaultKind::Garbage => "garbage",
             FaultKind::Truncate => "truncate",
+            FaultKind::VersionRejected => "version-rejected",
         }
     }
 
@@ -133,7 +138,7 @@ impl Anomaly for FaultKind {
 /// the sequence number, picks at most one kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct FaultOdds([f64; 8]);
+pub struct FaultOdds([f64; FaultKind::ALL.len()]);
 
 impl FaultOdds {
     pub fn probability(&self, kind: FaultKind) -> f64 {
@@ -192,18 +197,21 @@ pub trait Anomaly: Copy + Eq + fmt::Debug + Send + Sync + 'static {
     fn name(self) -> &'static str;
 }
 
+/// The most kinds one family of anomalies may have.
+const PERIODS_MAX: usize = 12;
+
 /// Exact periods of one family of anomalies: `regress=5,forget=7` (every 5th and every 7th;
 /// where both match, the earlier kind of [`Anomaly::ALL`] wins).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Periods<A: Anomaly> {
-    every: [u64; 8],
+    every: [u64; PERIODS_MAX],
     kinds: PhantomData<A>,
 }
 
 impl<A: Anomaly> Default for Periods<A> {
     fn default() -> Self {
         Periods {
-            every: [0; 8],
+            every: [0; PERIODS_MAX],
             kinds: PhantomData,
         }
     }

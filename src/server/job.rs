@@ -109,6 +109,11 @@ impl Shared {
         } else {
             (None, 0)
         };
+        let refused = fault == Some(FaultKind::VersionRejected) || self.refuses_discover(req);
+        let work = match work {
+            Ok(prep) if refused => Err(self.protocol.unsupported(prep.version.as_str())),
+            work => work,
+        };
         Job {
             id: id.to_owned(),
             op: Op {
@@ -121,6 +126,17 @@ impl Shared {
             seq,
             initialize,
         }
+    }
+
+    /// Whether `req` is a `server/discover` among the first `discover_refusals` (counted).
+    fn refuses_discover(&self, req: &Req) -> bool {
+        let limit = self.cfg.discover_refusals;
+        if limit == 0 || req.method != "server/discover" {
+            return false;
+        }
+        let n = &self.stats.discover_refused;
+        n.fetch_update(Relaxed, Relaxed, |k| (k < limit).then_some(k + 1))
+            .is_ok()
     }
 
     /// Runs a job through the capacity model and its method, then shapes the answer.

@@ -314,6 +314,8 @@ pub(crate) struct Protocol {
     discover: bool,
     /// The `x-mcp-header` tools are listed and their headers checked.
     header_tools: bool,
+    /// Calls are taken to declare every input capability (`input_unchecked`).
+    input_unchecked: bool,
 }
 
 impl Protocol {
@@ -326,6 +328,7 @@ impl Protocol {
             supported_json,
             discover: cfg.discover,
             header_tools: cfg.header_tools,
+            input_unchecked: cfg.input_unchecked,
         })
     }
 
@@ -457,11 +460,14 @@ impl Protocol {
             }
         };
         let modern = version.is_modern();
-        let caps = if modern {
+        let mut caps = if modern {
             ClientCaps::read(parsed.meta.as_ref().and_then(|m| m.capabilities))
         } else {
             ClientCaps::default()
         };
+        if self.input_unchecked {
+            (caps.elicitation, caps.sampling, caps.roots) = (true, true, true);
+        }
         let tasks_legacy = version == Revision::V2025_11_25;
         let task_id = || match &p.task_id {
             Some(id) => Ok(id.to_string()),

@@ -171,13 +171,14 @@ pub(crate) struct Stats {
     pub param_header_checks: AtomicU64,
     pub param_header_mismatches: AtomicU64,
     pub unknown_session: AtomicU64,
+    pub discover_refused: AtomicU64,
     in_flight: AtomicU64,
     in_flight_max: AtomicU64,
     serving: AtomicU64,
     serving_max: AtomicU64,
     connections: AtomicU64,
     connections_max: AtomicU64,
-    faults: [AtomicU64; 8],
+    faults: [AtomicU64; FaultKind::ALL.len()],
     pub input: InputCounters,
     pub progress: ProgressCounters,
     view: [AtomicU64; VIEWS],
@@ -330,6 +331,7 @@ impl Stats {
                 bad_version: f(FaultKind::BadVersion),
                 garbage: f(FaultKind::Garbage),
                 truncate: f(FaultKind::Truncate),
+                version_rejected: f(FaultKind::VersionRejected),
             },
             client_view: ClientView::from_counters(&self.view),
             client_view_unattributed: ClientView::from_counters(&self.unattributed),
@@ -339,6 +341,7 @@ impl Stats {
             input: self.input.snapshot(),
             progress: self.progress.snapshot(),
             unknown_session: g(&self.unknown_session),
+            discover_refused: g(&self.discover_refused),
             replicas: Vec::new(),
             races: RaceCounts::default(),
             auth: None,
@@ -357,6 +360,9 @@ pub struct FaultCounts {
     pub bad_version: u64,
     pub garbage: u64,
     pub truncate: u64,
+    /// Requests refused HTTP 400, -32022 (`version-rejected`).
+    #[serde(default)]
+    pub version_rejected: u64,
 }
 
 impl FaultCounts {
@@ -369,6 +375,7 @@ impl FaultCounts {
             + self.bad_version
             + self.garbage
             + self.truncate
+            + self.version_rejected
     }
 }
 
@@ -559,6 +566,9 @@ pub struct StatsSnapshot {
     /// DELETE that carried an `Mcp-Session-Id` no replica that saw it knew.
     #[serde(default)]
     pub unknown_session: u64,
+    /// `server/discover` requests refused -32022 (`discover_refusals`).
+    #[serde(default)]
+    pub discover_refused: u64,
     /// With `replicas` above 1, each replica's own counters (the fields above are the
     /// fleet's totals); absent otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -148,6 +148,11 @@ pub(crate) fn shape(
             view(View::Missing);
             Shaped::Garbage(format!("<<mcpload garbage, request {seq}>>").into_bytes())
         }
+        FaultKind::VersionRejected => {
+            // The request's job was refused already (its outcome is the -32022 error).
+            answered(false);
+            Shaped::Message(message("2.0", id.get(), None, error))
+        }
         FaultKind::Truncate => {
             // Over SSE the stream ends inside the event: a plain SSE parser drops it silently,
             // mcpload reports those bytes as unreadable (parse_errors), as for JSON and stdio.

@@ -174,3 +174,53 @@ args = { message = "hi" }
         ("tools/list 2026-07-28", "answered with a result")
     );
 }
+
+/// A 2026-07-28 server that refuses the first `server/discover` with HTTP 400, -32022 and
+/// `data.supported = ["2026-07-28"]` (`--discover-refusals 1`): mcpload retries with that
+/// revision, never sends the legacy `initialize`, and records both attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_32022_naming_2026_07_28_is_retried_with_it_not_with_initialize() {
+    let server = serve(&["--era", "modern", "--discover-refusals", "1"]);
+    let mut conn = connect(&server.url, ProtocolChoice::Auto).await;
+    assert_eq!(
+        (conn.server.era, conn.server.revision),
+        (Era::Modern, Revision::V2026_07_28)
+    );
+    let tried = &conn.server.negotiation;
+    assert_eq!(tried.len(), 2, "{tried:?}");
+    assert_eq!(tried[0].sent, "server/discover");
+    assert!(tried[0].answered.contains("-32022"), "{tried:?}");
+    assert!(
+        tried[1].sent.starts_with("server/discover 2026-07-28"),
+        "{tried:?}"
+    );
+    assert!(
+        tried.iter().all(|a| !a.sent.starts_with("initialize")),
+        "{tried:?}"
+    );
+    echoes_all_answered(&mut conn).await;
+    let stats = target_stats(&server.url);
+    assert_eq!(stats["discover_refused"], 1, "{stats}");
+    assert!(stats["operations"].get("initialize").is_none(), "{stats}");
+    assert_eq!(
+        stats["operations"]["server/discover"]["requests"], 2,
+        "{stats}"
+    );
+}
+
+/// Refused every time: 2026-07-28 is spoken without discovery, still never `initialize`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_32022_naming_2026_07_28_twice_speaks_it_without_discovery() {
+    let server = serve(&["--era", "modern", "--discover-refusals", "2"]);
+    let mut conn = connect(&server.url, ProtocolChoice::Auto).await;
+    assert_eq!(conn.server.revision, Revision::V2026_07_28);
+    let tried = &conn.server.negotiation;
+    let sent: Vec<&str> = sent(tried);
+    assert_eq!(sent.len(), 3, "{tried:?}");
+    assert_eq!(sent[2], "tools/list 2026-07-28", "{tried:?}");
+    assert!(tried[1].answered.contains("-32022"), "{tried:?}");
+    echoes_all_answered(&mut conn).await;
+    let stats = target_stats(&server.url);
+    assert_eq!(stats["discover_refused"], 2);
+    assert!(stats["operations"].get("initialize").is_none(), "{stats}");
+}

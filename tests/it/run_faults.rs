@@ -8,8 +8,8 @@ use crate::support::scratch::scratch;
 use crate::support::servers::{serve, target_stats};
 
 /// Every knob at a different prime period, so that each fires and they rarely coincide.
-const FAULTS: &str =
-    "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,garbage=29,truncate=31";
+const FAULTS: &str = "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,\
+garbage=29,truncate=31,version-rejected=37";
 
 /// Runs one closed-loop step against a served target and compares with its /stats.
 fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
@@ -94,12 +94,19 @@ fn check_faults_and_handshake(
         "bad_version",
         "garbage",
         "truncate",
+        "version_rejected",
     ] {
         assert!(
             stat(&format!("/faults/{kind}")) > 0.0,
             "{name}: no {kind} fault fired"
         );
     }
+    // Each refused -32022 as a 2026-07-28 server refuses a version: of `errors`, never ok.
+    assert_eq!(
+        num(row, "version_rejected"),
+        stat("/faults/version_rejected"),
+        "{name}: version_rejected"
+    );
     let handshake = stat("/requests_seen") - num(row, "requests");
     assert!(
         (1.0..=4.0).contains(&handshake),

@@ -20,7 +20,7 @@ const CLIENTS: u64 = 3;
 
 /// Runs a step of `CLIENTS` research queries against `target` (a `[target]` line) with
 /// `input` (the profile's `[input]` table); returns steps.csv's row, ops.csv's rows by
-/// operation and summary.json's step `flows`.
+/// operation and summary.json's step.
 fn research(dir: &Path, target: &str, input: &str) -> (Row, HashMap<String, Row>, Value) {
     let text = format!(
         r#"[target]
@@ -63,8 +63,8 @@ task_timeout = "40s"
         .into_iter()
         .map(|r| (r["op"].clone(), r))
         .collect();
-    let flows = summary(&out_dir)["steps"][0]["flows"].clone();
-    (rows[0].clone(), ops, flows)
+    let step = summary(&out_dir)["steps"][0].clone();
+    (rows[0].clone(), ops, step)
 }
 
 fn n(row: &Row, col: &str) -> u64 {
@@ -88,6 +88,7 @@ fn assert_answered(step: &Row, ops: &HashMap<String, Row>, flows: &Value, extra_
     );
     for col in [
         "input_unanswered",
+        "input_refused",
         "input_rounds_exceeded",
         "task_anomalies",
         "tasks_unfinished",
@@ -107,10 +108,10 @@ fn a_task_asking_for_input_over_http_is_answered_from_the_canned_input() {
     let server = start_http(&everything_cmd("streamableHttp"));
     let dir = scratch("task-input-http");
     let input = r#"elicitation = { action = "accept", content = { interpretation = "snake" } }"#;
-    let (step, ops, flows) = research(&dir, &format!("url = '{}'", server.url), input);
+    let (step, ops, record) = research(&dir, &format!("url = '{}'", server.url), input);
     // Over HTTP a request of the server's own (its roots/list at session start) goes to a GET
     // stream mcpload does not open: only the tasks' elicitations arrive.
-    assert_answered(&step, &ops, &flows, 0);
+    assert_answered(&step, &ops, &record["flows"], 0);
 }
 
 #[test]
@@ -121,10 +122,10 @@ fn a_task_asking_for_input_over_stdio_is_answered_from_the_canned_input() {
 roots = ["file:///tmp"]"#;
     let command = serde_json::to_string(&line(&everything_cmd("stdio"))).unwrap();
     let target = format!("stdio = {command}");
-    let (step, ops, flows) = research(&dir, &target, input);
+    let (step, ops, record) = research(&dir, &target, input);
     // Over stdio the server's roots/list, 350 ms after the session starts, may come during
     // the load: answered from the canned roots, a round of no call.
-    assert_answered(&step, &ops, &flows, 1);
+    assert_answered(&step, &ops, &record["flows"], 1);
 }
 
 #[test]
@@ -132,7 +133,7 @@ fn a_task_asking_for_input_the_profile_cannot_give_is_counted_and_cancelled() {
     let _share = machine::loading();
     let server = start_http(&everything_cmd("streamableHttp"));
     let dir = scratch("task-input-unanswered");
-    let (step, ops, flows) = research(
+    let (step, ops, record) = research(
         &dir,
         &format!("url = '{}'", server.url),
         r#"sampling = "no elicitation here""#,
@@ -140,8 +141,8 @@ fn a_task_asking_for_input_the_profile_cannot_give_is_counted_and_cancelled() {
     assert_eq!(n(&step, "calls"), CLIENTS);
     assert_eq!(n(&step, "calls_failed"), CLIENTS, "{step:?}");
     assert_eq!(n(&step, "tasks_created"), CLIENTS);
-    assert_eq!(n(&step, "input_unanswered"), CLIENTS);
-    assert_eq!(flows["input_unanswered_by_kind"]["elicitation"], CLIENTS);
+    assert_eq!(n(&step, "input_refused"), CLIENTS);
+    assert_eq!(record["input_refused_by_kind"]["elicitation"], CLIENTS);
     assert_eq!(n(&step, "input_rounds"), 0);
     assert_eq!(n(&step, "tasks_completed"), 0);
     assert_eq!(n(&ops["tasks/cancel"], "requests"), CLIENTS);

@@ -50,13 +50,24 @@ fn run_tasks(dir: &Path, target: &str, revision: &str, body: &str, clients: &str
         .map(|r| (r["op"].clone(), r))
         .collect();
     let summary = summary(&out_dir)["steps"][0].clone();
-    RunRows { step, ops, summary }
+    let terminal = String::from_utf8_lossy(&out.stdout).into_owned();
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    RunRows {
+        step,
+        ops,
+        summary,
+        terminal,
+        html,
+    }
 }
 
 struct RunRows {
     step: Row,
     ops: HashMap<String, Row>,
     summary: Value,
+    /// What the run printed, and its report.html.
+    terminal: String,
+    html: String,
 }
 
 impl RunRows {
@@ -421,8 +432,10 @@ max_rounds = 2
     let roots_calls = r.op("roots", "requests");
     assert!(roots_calls > 0);
     assert_eq!(r.n("input_unanswered"), roots_calls);
+    assert_eq!(r.op("roots", "input_unanswered"), roots_calls);
+    assert_eq!(r.op("roots", "ok"), 0);
     assert_eq!(
-        r.flow("input_unanswered_by_kind")["roots"].as_u64(),
+        r.summary["input_unanswered_by_kind"]["roots"].as_u64(),
         Some(roots_calls)
     );
     // A long call: asked three rounds, two answered, the third over the limit.
@@ -435,6 +448,115 @@ max_rounds = 2
     );
     assert_eq!(r.n("calls_failed"), roots_calls + long_calls);
     assert_eq!(r.n("calls_answered"), 0);
+}
+
+/// Without `[input]`, a call answered `input_required` has not completed: its answer is
+/// `input_unanswered` (by kind, per operation, in the pairing identity), never `ok`, and
+/// the step is not judged healthy. Each is one of the target's rounds asked, none answered.
+#[test]
+fn input_required_without_input_is_unanswered_never_ok() {
+    let _share = machine::loading();
+    // A target that asks whatever the client declared (mcpload declares no input
+    // capability without `[input]`).
+    let target = serve(&["--input-unchecked"]);
+    let dir = scratch("tasks-input-none");
+    let body = r#"
+[[mix]]
+method = "tools/call"
+tool = "ask_input"
+args = { kinds = ["sampling", "roots"] }
+"#;
+    let r = run_tasks(&dir, &url_of(&target.url), "2026-07-28", body, "2");
+    let stats = target_stats(&target.url);
+    let asked = truth(&stats, "/input/rounds_asked");
+    assert!(asked > 0);
+    assert_eq!(truth(&stats, "/input/rounds_answered"), 0);
+    assert_eq!(r.n("ok"), 0);
+    assert_eq!(r.n("input_unanswered"), asked);
+    assert_eq!(r.op("ask_input", "input_unanswered"), asked);
+    assert_eq!(r.op("ask_input", "requests"), asked);
+    // The first kind asked for that nothing answers.
+    assert_eq!(
+        r.summary["input_unanswered_by_kind"]["sampling"].as_u64(),
+        Some(asked)
+    );
+    assert_eq!(r.step["error_rate"], "1.0");
+    assert_eq!(r.step["verdict"], "failed");
+    let tripped = r.summary["tripped"].as_array().unwrap();
+    assert!(
+        tripped.iter().any(|t| t["criterion"] == "input_unanswered"),
+        "{tripped:?}"
+    );
+    // Both reports name the tool that asked and the `[input]` line that would answer it.
+    for (report, text) in [("terminal", &r.terminal), ("report.html", &r.html)] {
+        assert!(text.contains("asked by ask_input"), "{report}:\n{text}");
+        assert!(
+            text.contains("answer with [input] sampling = "),
+            "{report}:\n{text}"
+        );
+    }
+}
+
+/// SEP-1034: an elicitation accepted with no canned `content` fills the requested schema
+/// (its defaults first, then values made as tool arguments are), so the target takes every
+/// round as answered in full and validly.
+#[test]
+fn an_accept_without_content_fills_the_requested_schema() {
+    let _share = machine::loading();
+    let target = serve(&[]);
+    let dir = scratch("tasks-input-accept");
+    let body = r#"
+[[mix]]
+method = "tools/call"
+tool = "ask_input"
+
+[input]
+elicitation = { action = "accept" }
+"#;
+    let r = run_tasks(&dir, &url_of(&target.url), "2026-07-28", body, "2");
+    let stats = target_stats(&target.url);
+    let asked = truth(&stats, "/input/rounds_asked");
+    assert!(asked > 0);
+    assert_eq!(truth(&stats, "/input/responses_invalid"), 0);
+    assert_eq!(truth(&stats, "/input/rounds_answered"), asked);
+    assert_eq!(r.n("input_rounds"), asked);
+    assert_eq!(r.n("input_unanswered"), 0);
+    assert_eq!(r.n("calls_answered"), truth(&stats, "/input/completed"));
+    assert_eq!(r.n("errors"), 0);
+}
+
+/// An `[input]` that answers one kind of two: the rounds asking for the other are
+/// `input_unanswered`, counted under that kind.
+#[test]
+fn input_required_for_a_kind_input_does_not_give_is_unanswered() {
+    let _share = machine::loading();
+    let target = serve(&[]);
+    let dir = scratch("tasks-input-partial");
+    let body = r#"
+[[mix]]
+method = "tools/call"
+tool = "ask_input"
+args = { kinds = ["elicitation", "sampling"] }
+
+[input]
+elicitation = { action = "decline" }
+"#;
+    let r = run_tasks(&dir, &url_of(&target.url), "2026-07-28", body, "2");
+    let stats = target_stats(&target.url);
+    let asked = truth(&stats, "/input/rounds_asked");
+    assert!(asked > 0);
+    assert_eq!(r.n("ok"), 0);
+    assert_eq!(r.n("input_unanswered"), asked);
+    assert_eq!(r.n("input_rounds"), 0);
+    assert_eq!(r.n("calls_failed"), asked);
+    assert_eq!(
+        r.summary["input_unanswered_by_kind"]["sampling"].as_u64(),
+        Some(asked)
+    );
+    assert_eq!(
+        r.summary["input_unanswered_by_kind"]["elicitation"].as_u64(),
+        Some(0)
+    );
 }
 
 /// `task = "auto"` makes a task of a tool the server says may run as one, and leaves the

@@ -75,7 +75,7 @@ pub(crate) fn num(row: &std::collections::HashMap<String, String>, col: &str) ->
 
 /// The ends of a request in the pairing identity of docs/metrics.md: each request sent ends
 /// as exactly one of these.
-pub(crate) const ENDS: [&str; 12] = [
+pub(crate) const ENDS: [&str; 13] = [
     "ok",
     "errors",
     "both_result_error",
@@ -87,6 +87,7 @@ pub(crate) const ENDS: [&str; 12] = [
     "http_other",
     "transport_errors",
     "expired_unsent",
+    "input_unanswered",
     "in_flight_at_end",
 ];
 
