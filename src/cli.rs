@@ -813,7 +813,7 @@ pub(crate) struct RunArgs {
     pub tool: Option<String>,
     /// Arguments of --tool, as a JSON object; strings may hold {{seq}}, {{rand:1..9}}, ...
     #[arg(long, value_name = "JSON", requires = "tool", value_parser = tool_args)]
-    pub args: Option<toml::Table>,
+    pub args: Option<serde_json::Map<String, serde_json::Value>>,
     /// Closed loop: virtual clients per step, e.g. 1,2,4,8 or '1..64 x2'.
     #[arg(long, short = 'c', value_name = "LEVELS", value_parser = Levels::parse, conflicts_with = "rate")]
     pub concurrency: Option<Levels>,
@@ -994,10 +994,10 @@ fn absolute(text: &str) -> Result<PathBuf, String> {
     std::path::absolute(text).map_err(|e| e.to_string())
 }
 
-/// `--args`: a JSON object, kept as the TOML table a profile's `args` would be.
-fn tool_args(text: &str) -> Result<toml::Table, String> {
+/// `--args`: a JSON object, kept as JSON (`null` included).
+fn tool_args(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     match serde_json::from_str(text).map_err(|e| e.to_string())? {
-        serde_json::Value::Object(m) => toml::Table::try_from(m).map_err(|e| e.to_string()),
+        serde_json::Value::Object(m) => Ok(m),
         _ => Err("must be a JSON object".into()),
     }
 }

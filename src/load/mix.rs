@@ -180,7 +180,7 @@ impl Mix {
                     weights.push(share);
                 }
             } else {
-                let args = op.args.as_ref().map(toml_to_json);
+                let args = op.args.clone().map(Value::Object);
                 let mut req = Request::of(op, op.tool.as_deref(), args.as_ref());
                 let listed = op.tool.as_deref().and_then(|name| server.tool(name));
                 let flow = op_flow(op, listed, server, canned.is_some());

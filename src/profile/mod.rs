@@ -206,8 +206,8 @@ pub struct Op {
     /// `tools/call`: the tool's name, or `"*"` for every tool the server lists.
     pub tool: Option<String>,
     /// `tools/call` / `prompts/get`: arguments; strings may hold `{{seq}}`, `{{worker}}`,
-    /// `{{uuid}}`, `{{rand:A..B}}`, `{{csv:COLUMN}}`.
-    pub args: Option<toml::Table>,
+    /// `{{uuid}}`, `{{rand:A..B}}`, `{{csv:COLUMN}}`. JSON, so that `--args` may hold `null`.
+    pub args: Option<serde_json::Map<String, serde_json::Value>>,
     /// `resources/read`: the uri template.
     pub uri: Option<TemplateText>,
     /// `prompts/get`: the prompt's name.
@@ -661,7 +661,7 @@ impl Source {
         }
         if let Some(args) = &o.args {
             args.values()
-                .try_for_each(values::check_templates)
+                .try_for_each(values::check_json_templates)
                 .map_err(|m| self.error(Some(op.span()), format!("field `mix.args`: {m}")))?;
         }
         let task_keys = [

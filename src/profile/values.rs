@@ -220,10 +220,15 @@ impl<'de> Deserialize<'de> for TemplateText {
 
 /// Checks every string of a TOML value for well-formed holes.
 pub(super) fn check_templates(v: &toml::Value) -> Result<(), String> {
+    check_json_templates(&serde_json::to_value(v).map_err(|e| e.to_string())?)
+}
+
+/// Checks every string of a JSON value for well-formed holes.
+pub(super) fn check_json_templates(v: &serde_json::Value) -> Result<(), String> {
     match v {
-        toml::Value::String(s) => template::parse(s).map(|_| ()),
-        toml::Value::Array(a) => a.iter().try_for_each(check_templates),
-        toml::Value::Table(t) => t.values().try_for_each(check_templates),
+        serde_json::Value::String(s) => template::parse(s).map(|_| ()),
+        serde_json::Value::Array(a) => a.iter().try_for_each(check_json_templates),
+        serde_json::Value::Object(t) => t.values().try_for_each(check_json_templates),
         _ => Ok(()),
     }
 }

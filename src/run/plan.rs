@@ -16,7 +16,7 @@ use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
 use crate::transport::{Credentials, StdioOptions, TlsOptions};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ pub struct Overrides {
     /// syntax, or a bare word).
     pub builtin_knobs: Vec<(String, String)>,
     /// Replace the mix with `tools/call` of this tool, with these arguments.
-    pub tool: Option<(String, Option<toml::Table>)>,
+    pub tool: Option<(String, Option<Map<String, Value>>)>,
     pub levels: Option<LevelsFlag>,
     pub duration: Option<Duration>,
     pub warmup: Option<Duration>,
@@ -347,7 +347,7 @@ fn set_builtin_knobs(
 }
 
 /// A mix of one operation: `tools/call` of `tool`.
-fn tool_call(tool: &str, args: Option<toml::Table>) -> Op {
+fn tool_call(tool: &str, args: Option<Map<String, Value>>) -> Op {
     Op {
         name: None,
         method: Method::ToolsCall,
@@ -486,8 +486,8 @@ fn flags_only_profile() -> Profile {
 
 /// The default mix: `tools/call echo {"message": "hi"}`.
 fn default_mix() -> Vec<Op> {
-    let mut args = toml::Table::new();
-    args.insert("message".into(), toml::Value::String("hi".into()));
+    let mut args = Map::new();
+    args.insert("message".into(), Value::from("hi"));
     vec![tool_call("echo", Some(args))]
 }
 

@@ -161,3 +161,41 @@ tool = "*"
             .all(|t| !t["reason"].as_str().unwrap().is_empty())
     );
 }
+
+/// Defect 3 of #23: `--args` is JSON, `null` included. The call is made (it was refused as
+/// `unsupported unit type`), the null argument travels in the body, and its `x-mcp-header`
+/// mirror is left out: the target checked every call and found no header that disagrees.
+#[test]
+fn a_null_argument_is_sent_as_null_with_no_header() {
+    let server = serve(&["--header-tools"]);
+    let dir = scratch("param-headers-null");
+    let out_dir = dir.join("run");
+    let out = run(&[
+        "--url",
+        &server.url,
+        "--tool",
+        "region_echo",
+        "--args",
+        r#"{"message":"hi","region":null,"count":3}"#,
+        "--concurrency",
+        "1",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "0s",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats = target_stats(&server.url);
+    let region = &stats["operations"]["region_echo"];
+    let calls = region["requests"].as_u64().unwrap();
+    assert!(calls > 0, "{stats}");
+    assert_eq!(region["answered_ok"], calls, "{stats}");
+    assert_eq!(stats["param_header_checks"], calls, "{stats}");
+    assert_eq!(stats["param_header_mismatches"], 0, "{stats}");
+}
