@@ -649,6 +649,7 @@ impl Plan {
             auth,
             scope: o.scope.clone(),
             token_endpoint: o.token_endpoint.clone(),
+            jwt_audience: o.jwt_audience,
             resource: url.to_owned(),
             tls: self.tls_options(),
             connect_timeout: self.load.connect_timeout,
