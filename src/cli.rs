@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use mcpload::auth::JwtAudience;
 use mcpload::client::split_header;
 use mcpload::profile::{
     AuthMethod, AuthSpec, Levels, OAuthSpec, Spacing, TlsSpec, parse_bytes, parse_duration,
@@ -266,6 +267,10 @@ pub(crate) struct ServeAuthArgs {
     /// The client's public key (PEM), to accept private_key_jwt assertions.
     #[arg(long, value_name = "FILE", requires = "auth")]
     pub auth_client_key: Option<PathBuf>,
+    /// private_key_jwt: require the assertion's `aud` to be the token endpoint's URL, not the
+    /// issuer identifier (the default, as SEP-1046 and RFC 7523bis require).
+    #[arg(long, requires = "auth")]
+    pub auth_jwt_aud_token_endpoint: bool,
     /// The scope MCP requests need [default: mcp].
     #[arg(long, value_name = "SCOPE", requires = "auth")]
     pub auth_scope: Option<String>,
@@ -364,6 +369,8 @@ impl ServeArgs {
             auth_client_secret_env: (self.auth.auth_client_secret_env.clone())
                 .unwrap_or(d.auth_client_secret_env),
             auth_client_key: self.auth.auth_client_key.clone().or(d.auth_client_key),
+            auth_jwt_aud_token_endpoint: self.auth.auth_jwt_aud_token_endpoint
+                || d.auth_jwt_aud_token_endpoint,
             auth_scope: self.auth.auth_scope.clone().unwrap_or(d.auth_scope),
             auth_resources: self.auth.auth_resource.clone(),
             auth_token_lifetime_s: self.auth.token_lifetime.unwrap_or(d.auth_token_lifetime_s),
@@ -943,6 +950,10 @@ pub(crate) struct AuthArgs {
     /// OAuth private_key_jwt: the PEM private key signing the client's assertions.
     #[arg(long, value_name = "FILE", value_parser = absolute)]
     pub oauth_private_key: Option<PathBuf>,
+    /// OAuth private_key_jwt: the assertion's `aud`: issuer (the authorization server's
+    /// issuer identifier, discovered) or token_endpoint [default: issuer].
+    #[arg(long, value_name = "AUD", value_parser = JwtAudience::parse)]
+    pub oauth_jwt_audience: Option<JwtAudience>,
     /// OAuth: one token per virtual user (closed loop), each fetched when its user first
     /// sends, instead of one for the run (with these flags' or the profile's credentials).
     #[arg(long)]
@@ -983,6 +994,7 @@ impl AuthArgs {
                 token_endpoint: self.oauth_token_endpoint.clone(),
                 auth_method: self.oauth_auth_method.unwrap_or_default(),
                 private_key_file: self.oauth_private_key.clone(),
+                jwt_audience: self.oauth_jwt_audience.unwrap_or_default(),
                 ..OAuthSpec::default()
             }),
             ..AuthSpec::default()

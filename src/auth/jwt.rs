@@ -58,7 +58,7 @@ impl JwtKey {
         Ok(key)
     }
 
-    /// A fresh assertion of `client_id` for the token endpoint `audience`.
+    /// A fresh assertion of `client_id` for `audience` (the issuer or the token endpoint).
     pub fn assertion(&self, client_id: &str, audience: &str) -> Result<String, String> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -42,6 +42,28 @@ impl ClientAuth {
     }
 }
 
+/// The `aud` of a `private_key_jwt` assertion.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JwtAudience {
+    /// The authorization server's issuer identifier, from its metadata (SEP-1046, RFC
+    /// 7523bis).
+    #[default]
+    Issuer,
+    /// The token endpoint's URL, for servers that still want it.
+    TokenEndpoint,
+}
+
+impl JwtAudience {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "issuer" => Ok(JwtAudience::Issuer),
+            "token_endpoint" => Ok(JwtAudience::TokenEndpoint),
+            _ => Err(format!("{s:?}: expected issuer or token_endpoint")),
+        }
+    }
+}
+
 /// The client credentials grant, and where to use it.
 #[derive(Clone)]
 pub struct OAuthConfig {
@@ -51,6 +73,8 @@ pub struct OAuthConfig {
     pub scope: Option<String>,
     /// The token endpoint; without it, it is discovered.
     pub token_endpoint: Option<String>,
+    /// `private_key_jwt`: what the assertion's `aud` names.
+    pub jwt_audience: JwtAudience,
     /// The MCP endpoint's URL: the resource, unless its metadata names it otherwise.
     pub resource: String,
     pub tls: TlsOptions,
@@ -97,6 +121,8 @@ pub fn credentials(cfg: OAuthConfig, per_user: bool) -> Credentials {
 #[derive(Clone, Debug)]
 struct Found {
     token_endpoint: String,
+    /// The authorization server's issuer identifier, when its metadata was read.
+    issuer: Option<String>,
     resource: String,
     scope: Option<String>,
 }
@@ -146,6 +172,7 @@ impl Client {
         let found = match &self.cfg.token_endpoint {
             Some(endpoint) => Found {
                 token_endpoint: endpoint.clone(),
+                issuer: None,
                 resource: self.cfg.resource.clone(),
                 scope: self
                     .cfg
@@ -249,8 +276,13 @@ impl Client {
             .and_then(Value::as_str)
             .ok_or_else(|| format!("the metadata of {issuer} names no token_endpoint"))?
             .to_owned();
+        let issuer = as_metadata
+            .get("issuer")
+            .and_then(Value::as_str)
+            .map_or(issuer, str::to_owned);
         Ok(Found {
             token_endpoint,
+            issuer: Some(issuer),
             resource,
             scope: self
                 .cfg
@@ -294,10 +326,18 @@ impl Client {
                     "client_assertion_type",
                     "urn:ietf:params:oauth:client-assertion-type:jwt-bearer".into(),
                 ));
-                form.push((
-                    "client_assertion",
-                    key.assertion(id, &found.token_endpoint)?,
-                ));
+                let audience = match (self.cfg.jwt_audience, &found.issuer) {
+                    (JwtAudience::Issuer, Some(issuer)) => issuer,
+                    (JwtAudience::Issuer, None) => {
+                        return Err("private_key_jwt: the assertion's audience is the \
+                                    authorization server's issuer, which only its metadata \
+                                    names: leave out the token endpoint (it is discovered), \
+                                    or set jwt_audience = \"token_endpoint\""
+                            .into());
+                    }
+                    (JwtAudience::TokenEndpoint, _) => &found.token_endpoint,
+                };
+                form.push(("client_assertion", key.assertion(id, audience)?));
             }
         }
         let body: Vec<String> = form

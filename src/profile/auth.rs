@@ -44,6 +44,9 @@ pub struct OAuthSpec {
     pub private_key_file: Option<PathBuf>,
     pub key_alg: Option<String>,
     pub key_id: Option<String>,
+    /// `private_key_jwt`: the assertion's `aud`, `"issuer"` (default) or `"token_endpoint"`.
+    #[serde(default)]
+    pub jwt_audience: crate::auth::JwtAudience,
     /// Refused (a secret in the profile): read only to say so.
     pub client_secret: Option<toml::Value>,
 }
@@ -162,6 +165,18 @@ impl OAuthSpec {
                 "oauth.private_key_file",
                 "a private key is for `auth_method = \"private_key_jwt\"`".into(),
             )),
+            AuthMethod::PrivateKeyJwt
+                if self.token_endpoint.is_some()
+                    && self.jwt_audience == crate::auth::JwtAudience::Issuer =>
+            {
+                Some((
+                    "oauth.jwt_audience",
+                    "the assertion's audience is the issuer, which only the authorization \
+                     server's metadata names: leave out `token_endpoint` (it is discovered), \
+                     or set `jwt_audience = \"token_endpoint\"`"
+                        .into(),
+                ))
+            }
             _ => None,
         }
     }

@@ -16,7 +16,7 @@ use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
 use crate::transport::{Credentials, StdioOptions, TlsOptions};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ pub struct Overrides {
     /// syntax, or a bare word).
     pub builtin_knobs: Vec<(String, String)>,
     /// Replace the mix with `tools/call` of this tool, with these arguments.
-    pub tool: Option<(String, Option<serde_json::Map<String, serde_json::Value>>)>,
+    pub tool: Option<(String, Option<Map<String, Value>>)>,
     pub levels: Option<LevelsFlag>,
     pub duration: Option<Duration>,
     pub warmup: Option<Duration>,
@@ -347,7 +347,7 @@ fn set_builtin_knobs(
 }
 
 /// A mix of one operation: `tools/call` of `tool`.
-fn tool_call(tool: &str, args: Option<serde_json::Map<String, serde_json::Value>>) -> Op {
+fn tool_call(tool: &str, args: Option<Map<String, Value>>) -> Op {
     Op {
         name: None,
         method: Method::ToolsCall,
@@ -486,7 +486,7 @@ fn flags_only_profile() -> Profile {
 
 /// The default mix: `tools/call echo {"message": "hi"}`.
 fn default_mix() -> Vec<Op> {
-    let mut args = serde_json::Map::new();
+    let mut args = Map::new();
     args.insert("message".into(), "hi".into());
     vec![tool_call("echo", Some(args))]
 }
@@ -649,6 +649,7 @@ impl Plan {
             auth,
             scope: o.scope.clone(),
             token_endpoint: o.token_endpoint.clone(),
+            jwt_audience: o.jwt_audience,
             resource: url.to_owned(),
             tls: self.tls_options(),
             connect_timeout: self.load.connect_timeout,

@@ -70,6 +70,8 @@ pub(crate) struct AuthServer {
     client_id: String,
     secret: Option<String>,
     key: Option<(jsonwebtoken::DecodingKey, jsonwebtoken::Algorithm)>,
+    /// The `aud` an assertion must name is the token endpoint's URL, not the issuer.
+    aud_token_endpoint: bool,
     scope: String,
     resources: Vec<String>,
     lifetime_ms: u64,
@@ -153,6 +155,7 @@ impl AuthServer {
             client_id: cfg.auth_client_id.clone(),
             secret,
             key,
+            aud_token_endpoint: cfg.auth_jwt_aud_token_endpoint,
             scope: cfg.auth_scope.clone(),
             resources: cfg.auth_resources.clone(),
             lifetime_ms: cfg.auth_token_lifetime_s.saturating_mul(1000),
@@ -583,7 +586,12 @@ impl AuthServer {
                     return false;
                 };
                 let mut v = jsonwebtoken::Validation::new(*alg);
-                v.set_audience(&[format!("{base}/token")]);
+                // The issuer identifier (SEP-1046, RFC 7523bis) is the metadata's `issuer`.
+                v.set_audience(&[if self.aud_token_endpoint {
+                    format!("{base}/token")
+                } else {
+                    base.to_owned()
+                }]);
                 v.set_issuer(&[&self.client_id]);
                 v.set_required_spec_claims(&["exp", "aud", "iss", "sub"]);
                 let Ok(data) = jsonwebtoken::decode::<serde_json::Value>(&jwt, key, &v) else {

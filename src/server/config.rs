@@ -560,6 +560,10 @@ pub struct ServeConfig {
     pub auth_client_secret_env: String,
     /// The client's public key (PEM), for `private_key_jwt`.
     pub auth_client_key: Option<std::path::PathBuf>,
+    /// `private_key_jwt`: the assertion's `aud` must be the token endpoint's URL instead of
+    /// the issuer identifier (for clients written before SEP-1046 / RFC 7523bis).
+    #[serde(default)]
+    pub auth_jwt_aud_token_endpoint: bool,
     /// The scope MCP requests need.
     pub auth_scope: String,
     /// Resources (RFC 8707) the authorization server issues tokens for besides this
@@ -630,6 +634,7 @@ impl Default for ServeConfig {
             auth_client_id: "mcpload".into(),
             auth_client_secret_env: "MCPLOAD_CLIENT_SECRET".into(),
             auth_client_key: None,
+            auth_jwt_aud_token_endpoint: false,
             auth_scope: "mcp".into(),
             auth_resources: Vec::new(),
             auth_token_lifetime_s: 3600,

@@ -293,6 +293,30 @@ fn a_profile_that_writes_a_secret_is_refused_naming_the_field() {
     }
 }
 
+/// With the token endpoint written in, no metadata names the issuer: the default audience
+/// cannot be made, and the profile is refused naming the field and both ways out.
+#[test]
+fn a_jwt_profile_with_a_token_endpoint_needs_the_token_endpoint_audience() {
+    let dir = scratch("auth_jwt_profile");
+    let p = profile(
+        &dir,
+        "jwt",
+        "[target]\nurl = \"http://127.0.0.1:9/mcp\"\n\n[target.auth]\noauth = { client_id = \"a\", auth_method = \"private_key_jwt\", private_key_file = \"k.pem\", token_endpoint = \"http://127.0.0.1:9/token\" }\n",
+    );
+    let run = run_with(&p, &[], &[], Duration::from_secs(30));
+    let (_, stderr) = text(&run.output);
+    assert_eq!(run.output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("target.auth.oauth.jwt_audience"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("{}:4:", p.display())), "{stderr}");
+    assert!(
+        stderr.contains("jwt_audience = \"token_endpoint\""),
+        "{stderr}"
+    );
+}
+
 /// `mcpload serve --auth` as a child, its client secret [`SECRET`], with `args` added.
 fn protected_server(args: &[&str]) -> Server {
     let mut cmd = vec!["env".to_owned(), format!("MCPLOAD_CLIENT_SECRET={SECRET}")];
@@ -415,37 +439,104 @@ fn no_secret_is_written_in_the_run_folder_its_name_or_the_terminal() {
     drop(server);
 }
 
-#[test]
-fn private_key_jwt_clients_get_tokens() {
-    let dir = scratch("auth_jwt");
+/// A `private_key_jwt` run against `serve --auth` with the client's public key: the run's
+/// output and the target's `/stats`.
+fn jwt_run(name: &str, serve_extra: &[&str], run_extra: &[&str]) -> (Watched, PathBuf, Value) {
+    let dir = scratch(name);
     let key = rcgen::KeyPair::generate().unwrap();
     let private = dir.join("client.key.pem");
     let public = dir.join("client.pub.pem");
     std::fs::write(&private, key.serialize_pem()).unwrap();
     std::fs::write(&public, key.public_key_pem()).unwrap();
-    let server = start_http(&serve_cmd(&[
+    let mut serve_args = vec![
         "--auth",
         "--auth-client-key",
         public.to_str().unwrap(),
         "--auth-client-id",
         "jwt-client",
-    ]));
+    ];
+    serve_args.extend_from_slice(serve_extra);
+    let server = start_http(&serve_cmd(&serve_args));
     let out = dir.join("run");
     let mut run = bin();
     run.args(["run", "--quiet", "--url", &server.url])
         .args(["--oauth-client-id", "jwt-client"])
         .args(["--oauth-auth-method", "private_key_jwt"])
         .args(["--oauth-private-key", private.to_str().unwrap()])
+        .args(run_extra)
         .args(["-c", "2", "-d", "1s", "--warmup", "0s", "--workers", "1"])
         .args(["--out", out.to_str().unwrap()]);
     let run = watch(run, Duration::from_secs(60));
-    assert!(run.output.status.success(), "{:?}", text(&run.output));
-    let r = &steps(&out)[0];
-    assert!(num(r, "ok") > 0.0);
-    assert_eq!(num(r, "requests"), num(r, "ok"));
     let stats = target_stats(&server.url);
-    assert_eq!(u(&stats, "/auth/tokens_issued"), 1);
-    assert_eq!(stats["auth"]["token_refused"], serde_json::json!({}));
+    (run, out, stats)
+}
+
+/// Defect 6 of #23: the assertion's `aud` is the issuer identifier from the authorization
+/// server's metadata (SEP-1046, RFC 7523bis) by default, which the target requires by
+/// default; `--oauth-jwt-audience token_endpoint` is for a server that wants the token
+/// endpoint's URL (`--auth-jwt-aud-token-endpoint`).
+#[test]
+fn private_key_jwt_clients_get_tokens_with_the_audience_the_server_requires() {
+    for (name, serve_extra, run_extra) in [
+        ("auth_jwt_issuer", &[][..], &[][..]),
+        (
+            "auth_jwt_token_endpoint",
+            &["--auth-jwt-aud-token-endpoint"][..],
+            &["--oauth-jwt-audience", "token_endpoint"][..],
+        ),
+    ] {
+        let (run, out, stats) = jwt_run(name, serve_extra, run_extra);
+        assert!(
+            run.output.status.success(),
+            "{name}: {:?}",
+            text(&run.output)
+        );
+        let r = &steps(&out)[0];
+        assert!(num(r, "ok") > 0.0, "{name}");
+        assert_eq!(num(r, "requests"), num(r, "ok"), "{name}");
+        assert_eq!(u(&stats, "/auth/tokens_issued"), 1, "{name}: {stats}");
+        assert_eq!(
+            stats["auth"]["token_refused"],
+            serde_json::json!({}),
+            "{name}"
+        );
+    }
+}
+
+/// An assertion for the other audience is refused `invalid_client`, and the run stops at once.
+#[test]
+fn a_private_key_jwt_assertion_for_the_wrong_audience_is_refused_invalid_client() {
+    for (name, serve_extra, run_extra) in [
+        (
+            "auth_jwt_wants_issuer",
+            &[][..],
+            &["--oauth-jwt-audience", "token_endpoint"][..],
+        ),
+        (
+            "auth_jwt_wants_token_endpoint",
+            &["--auth-jwt-aud-token-endpoint"][..],
+            &[][..],
+        ),
+    ] {
+        let (run, out, stats) = jwt_run(name, serve_extra, run_extra);
+        let (stdout, stderr) = text(&run.output);
+        assert_eq!(
+            run.output.status.code(),
+            Some(2),
+            "{name}: {stdout}\n{stderr}"
+        );
+        assert!(stderr.contains("invalid_client"), "{name}: {stderr}");
+        assert!(
+            !out.exists(),
+            "{name}: no run folder for a run that never started"
+        );
+        assert_eq!(u(&stats, "/auth/tokens_issued"), 0, "{name}: {stats}");
+        assert_eq!(
+            u(&stats, "/auth/token_refused/invalid_client"),
+            1,
+            "{name}: {stats}"
+        );
+    }
 }
 
 /// The protected resource and the authorization server by hand: scope, revocation, counts.
