@@ -219,6 +219,14 @@ pub(crate) struct ServeArgs {
     /// With --sse-close-early: refuse those GETs (405), so the answers never come.
     #[arg(long)]
     pub sse_resume_refuse: bool,
+    /// Also speak the legacy HTTP+SSE transport (2024-11-05): GET /sse opens a session's
+    /// stream, its `endpoint` event names the POST URL, answers come on the stream.
+    #[arg(long)]
+    pub legacy_sse: bool,
+    /// With --legacy-sse: every Nth request of a session (initialize aside) ends it:
+    /// answered 202, never run, the stream ended; later POSTs naming it get 404.
+    #[arg(long, value_name = "N")]
+    pub legacy_sse_end_every: Option<u64>,
     /// N server replicas behind an in-process load balancer on the one port, each with its
     /// own capacity model and sessions [default: 1].
     #[arg(long, value_name = "N")]
@@ -346,6 +354,8 @@ impl ServeArgs {
             progress_fault: self.progress_fault.unwrap_or(d.progress_fault),
             sse_close_early: self.sse_close_early.unwrap_or(d.sse_close_early),
             sse_resume_refuse: self.sse_resume_refuse || d.sse_resume_refuse,
+            legacy_sse: self.legacy_sse || d.legacy_sse,
+            legacy_sse_end_every: self.legacy_sse_end_every.unwrap_or(d.legacy_sse_end_every),
             replicas: self.replicas.unwrap_or(d.replicas),
             balance: self.balance.unwrap_or(d.balance),
             shared_sessions: self.shared_sessions || d.shared_sessions,
