@@ -649,6 +649,9 @@ pub(crate) struct ProbeArgs {
     /// auto (server/discover, then initialize, then 2026-07-28 without discovery) or a protocol revision to pin.
     #[arg(long, default_value = "auto", value_name = "auto|REVISION")]
     pub protocol: mcpload::client::ProtocolChoice,
+    /// HTTP transport: auto, streamable-http, or sse (the legacy HTTP+SSE of 2024-11-05).
+    #[arg(long, default_value = "auto", value_name = "TRANSPORT")]
+    pub transport: mcpload::client::TransportChoice,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -760,6 +763,7 @@ impl ProbeArgs {
         };
         let opts = ConnectOptions {
             protocol: self.protocol,
+            transport: self.transport,
             ..ConnectOptions::default()
         };
         let connector = Connector::new(target, opts)?;
@@ -808,6 +812,10 @@ pub(crate) struct RunArgs {
     /// auto (detect the era) or a revision: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28.
     #[arg(long, value_name = "REVISION")]
     pub protocol: Option<mcpload::client::ProtocolChoice>,
+    /// HTTP transport: auto (Streamable HTTP, or the legacy HTTP+SSE transport when that is
+    /// what the URL speaks), streamable-http, or sse (the legacy HTTP+SSE of 2024-11-05).
+    #[arg(long, value_name = "TRANSPORT")]
+    pub transport: Option<mcpload::client::TransportChoice>,
     /// HTTP: every 400 to a request carrying the session id means the session is gone (for
     /// servers known to answer so, like the TypeScript SDK's examples).
     #[arg(long)]
@@ -1073,6 +1081,7 @@ impl RunArgs {
             target,
             headers: self.headers,
             protocol: self.protocol,
+            transport: self.transport,
             session_lost_on_400: self.session_lost_on_400,
             auth: self.auth.spec(),
             token_per_user: self.auth.token_per_user,

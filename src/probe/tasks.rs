@@ -919,6 +919,7 @@ mod tests {
             capabilities,
             supported_versions: Vec::new(),
             session: false,
+            transport: crate::client::TransportKind::StreamableHttp,
             tools,
         }
     }
