@@ -101,7 +101,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         );
     }
     let server = connected.server;
-    if server.transport == TransportKind::Sse && !plan.quiet {
+    if server.transport == TransportKind::Sse {
         eprintln!(
             "mcpload: speaking the legacy HTTP+SSE transport (2024-11-05), protocol {}: {}",
             server.revision, server.detection

@@ -6,7 +6,7 @@
 //! as a message of the stream's exchange, so the correlator pairs it by id.
 //!
 //! Ends (docs/metrics.md): a POST refused with a status ends its request as over Streamable
-//! HTTP; a request answered 202 whose stream then ends is `missing` (never sent again); a
+//! HTTP (a POST's body that is not JSON, such as a 202's text, is no message); a request answered 202 whose stream then ends is `missing` (never sent again); a
 //! POST answered 404 is `session_lost`, and the session is opened anew (a new stream and
 //! `initialize`) and the request retried in it once, as legacy Streamable HTTP sessions are.
 
@@ -133,9 +133,14 @@ impl SessionStream {
     }
 }
 
-/// A request answered 202 (or on its way) whose answer is awaited on the stream.
+/// A request whose answer is awaited on a stream: held for a session, POSTed, or answered
+/// 202.
 struct Awaited {
-    generation: u64,
+    /// The session it was POSTed in (`None`: held for one).
+    generation: Option<u64>,
+    /// Its POST was answered 2xx: the server has it, its answer comes on that session's
+    /// stream or never.
+    accepted: bool,
     body: Bytes,
     headers: McpHeaders,
     /// It is a retry already: a second loss ends it.
@@ -280,7 +285,8 @@ impl LegacySseTransport {
     fn post(&mut self, out: Outgoing, retried: bool) {
         for id in &out.ids {
             let awaited = Awaited {
-                generation: self.generation,
+                generation: Some(self.generation),
+                accepted: false,
                 body: out.body.clone(),
                 headers: out.headers.clone(),
                 retried,
@@ -481,7 +487,7 @@ impl LegacySseTransport {
         let ids: Vec<Id> = self
             .awaited
             .iter()
-            .filter(|(_, a)| a.generation == generation)
+            .filter(|(_, a)| a.accepted && a.generation == Some(generation))
             .map(|(id, _)| id.clone())
             .collect();
         for id in &ids {
@@ -500,7 +506,19 @@ impl LegacySseTransport {
     /// the stream); a refusal ends its requests; a 404 is the session lost.
     fn on_post_event(&mut self, event: Event) -> Option<Event> {
         match event {
-            Event::Closed { .. } => None,
+            // The 202's body ("Accepted" as text from the Python SDK) is no JSON-RPC.
+            Event::Closed { ids, .. } => {
+                for id in &ids {
+                    if let Some(a) = self.awaited.get_mut(id) {
+                        a.accepted = true;
+                    }
+                }
+                None
+            }
+            Event::Unreadable {
+                why: Unreadable::UnexpectedContentType,
+                ..
+            } => None,
             Event::Refused {
                 exchange,
                 ids,
@@ -511,7 +529,8 @@ impl LegacySseTransport {
                 let lost_generation = ids
                     .first()
                     .and_then(|id| self.awaited.get(id))
-                    .map_or(self.generation, |a| a.generation);
+                    .and_then(|a| a.generation)
+                    .unwrap_or(self.generation);
                 if lost_generation == self.generation {
                     self.restart();
                 }
@@ -559,9 +578,16 @@ impl LegacySseTransport {
         if matches!(self.phase, Phase::Open) {
             let retried = out.ids.iter().any(|id| self.retry_pending(id));
             self.post(out, retried);
-        } else {
-            self.held.push(out);
+            return;
         }
+        // Not in any session until it is POSTed: no stream's end concerns it.
+        for id in &out.ids {
+            if let Some(a) = self.awaited.get_mut(id) {
+                a.generation = None;
+                a.accepted = false;
+            }
+        }
+        self.held.push(out);
     }
 
     /// The `initialize` of a re-opening session was refused or failed.
