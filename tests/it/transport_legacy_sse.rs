@@ -281,3 +281,35 @@ fn python_sdk_sse_transport_under_a_sweep() {
         "{knee}"
     );
 }
+
+/// A server that agrees on 2024-11-05 over stdio is spoken to at that revision.
+#[test]
+fn revision_2024_11_05_is_agreed_over_stdio() {
+    let _share = machine::loading();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stdio_2024_11_05.py");
+    let out_dir = scratch("legacy-2024-stdio").join("run");
+    let command = format!("python3 {}", script.display());
+    let out = run(&[
+        "--stdio",
+        &command,
+        "--tool",
+        "echo",
+        "-c",
+        "2",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "0s",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let settings = &summary(&out_dir)["settings"];
+    assert_eq!(settings["transport"], "stdio");
+    assert_eq!(settings["protocol_agreed"]["revision"], "2024-11-05");
+    let row = &steps(&out_dir)[0];
+    assert_identity(row);
+    assert!(num(row, "requests") > 0.0);
+    assert_eq!(num(row, "ok"), num(row, "requests"));
+}
