@@ -648,12 +648,7 @@ async fn initialize(
                 });
             }
             if has_session {
-                let mut init_body = Vec::new();
-                op.stamp(&mut init_body, &id);
-                h.set_legacy_init(LegacyInit {
-                    initialize: Bytes::from(init_body),
-                    initialized,
-                });
+                h.set_legacy_init(reinit(&op, &id, initialized));
             }
             has_session
         }
@@ -667,12 +662,7 @@ async fn initialize(
                 None,
                 McpHeaders::default(),
             ));
-            let mut init_body = Vec::new();
-            op.stamp(&mut init_body, &id);
-            s.set_legacy_init(LegacyInit {
-                initialize: Bytes::from(init_body),
-                initialized,
-            });
+            s.set_legacy_init(reinit(&op, &id, initialized));
             true
         }
     };
@@ -681,6 +671,16 @@ async fn initialize(
         result,
         session,
     })
+}
+
+/// What opening a lost session anew sends: this `initialize` again, then `initialized`.
+fn reinit(initialize: &Operation, id: &Id, initialized: Bytes) -> LegacyInit {
+    let mut body = Vec::new();
+    initialize.stamp(&mut body, id);
+    LegacyInit {
+        initialize: Bytes::from(body),
+        initialized,
+    }
 }
 
 enum Raced {

@@ -4,19 +4,24 @@
 //! (`missing` when their stream ended, `timeouts` otherwise) equal the target's own counts; auto-detection, and the error for a URL that
 //! speaks neither transport; the Python SDK's `sse` transport under load.
 
+use crate::run_faults::FAULTS;
 use crate::support::machine;
 use crate::support::run::*;
 use crate::support::scratch::scratch;
 use crate::support::servers::{python_cmd, serve, start_http, target_stats};
 use serde_json::Value;
 
-/// Every knob at a different prime period, as in run_faults.rs.
-const FAULTS: &str =
-    "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,garbage=29,truncate=31";
-
 /// The stream URL of a target whose Streamable HTTP endpoint is `mcp_url`.
 fn sse_url(mcp_url: &str) -> String {
     mcp_url.replace("/mcp", "/sse")
+}
+
+/// Half a second of echo calls from two clients at `target` (`--url URL` or `--stdio CMD`).
+fn echo_briefly(target: &[&str], out_dir: &std::path::Path) -> std::process::Output {
+    let mut args = target.to_vec();
+    args.extend_from_slice(&["--tool", "echo", "-c", "2", "--duration", "500ms"]);
+    args.extend_from_slice(&["--warmup", "0s", "--out", out_dir.to_str().unwrap()]);
+    run(&args)
 }
 
 fn get(v: &Value, path: &str) -> f64 {
@@ -169,20 +174,7 @@ fn auto_detects_the_legacy_transport() {
         (target.url.clone(), "streamable-http"),
     ] {
         let out_dir = scratch(&format!("legacy-sse-auto-{transport}")).join("run");
-        let out = run(&[
-            "--url",
-            &url,
-            "--tool",
-            "echo",
-            "-c",
-            "2",
-            "--duration",
-            "500ms",
-            "--warmup",
-            "0s",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ]);
+        let out = echo_briefly(&["--url", &url], &out_dir);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
         let settings = &summary(&out_dir)["settings"];
@@ -290,20 +282,7 @@ fn revision_2024_11_05_is_agreed_over_stdio() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stdio_2024_11_05.py");
     let out_dir = scratch("legacy-2024-stdio").join("run");
     let command = format!("python3 {}", script.display());
-    let out = run(&[
-        "--stdio",
-        &command,
-        "--tool",
-        "echo",
-        "-c",
-        "2",
-        "--duration",
-        "500ms",
-        "--warmup",
-        "0s",
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
+    let out = echo_briefly(&["--stdio", &command], &out_dir);
     assert_eq!(out.status.code(), Some(0));
     let settings = &summary(&out_dir)["settings"];
     assert_eq!(settings["transport"], "stdio");
