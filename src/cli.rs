@@ -228,6 +228,14 @@ pub(crate) struct ServeArgs {
     /// With --sse-close-early: refuse those GETs (405), so the answers never come.
     #[arg(long)]
     pub sse_resume_refuse: bool,
+    /// Also speak the legacy HTTP+SSE transport (2024-11-05): GET /sse opens a session's
+    /// stream, its `endpoint` event names the POST URL, answers come on the stream.
+    #[arg(long)]
+    pub legacy_sse: bool,
+    /// With --legacy-sse: every Nth request of a session (initialize aside) ends it:
+    /// answered 202, never run, the stream ended; later POSTs naming it get 404.
+    #[arg(long, value_name = "N")]
+    pub legacy_sse_end_every: Option<u64>,
     /// N server replicas behind an in-process load balancer on the one port, each with its
     /// own capacity model and sessions [default: 1].
     #[arg(long, value_name = "N")]
@@ -361,6 +369,8 @@ impl ServeArgs {
             progress_fault: self.progress_fault.unwrap_or(d.progress_fault),
             sse_close_early: self.sse_close_early.unwrap_or(d.sse_close_early),
             sse_resume_refuse: self.sse_resume_refuse || d.sse_resume_refuse,
+            legacy_sse: self.legacy_sse || d.legacy_sse,
+            legacy_sse_end_every: self.legacy_sse_end_every.unwrap_or(d.legacy_sse_end_every),
             replicas: self.replicas.unwrap_or(d.replicas),
             balance: self.balance.unwrap_or(d.balance),
             shared_sessions: self.shared_sessions || d.shared_sessions,
@@ -656,6 +666,9 @@ pub(crate) struct ProbeArgs {
     /// auto (server/discover, then initialize, then 2026-07-28 without discovery) or a protocol revision to pin.
     #[arg(long, default_value = "auto", value_name = "auto|REVISION")]
     pub protocol: mcpload::client::ProtocolChoice,
+    /// HTTP transport: auto, streamable-http, or sse (the legacy HTTP+SSE of 2024-11-05).
+    #[arg(long, default_value = "auto", value_name = "TRANSPORT")]
+    pub transport: mcpload::client::TransportChoice,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -767,6 +780,7 @@ impl ProbeArgs {
         };
         let opts = ConnectOptions {
             protocol: self.protocol,
+            transport: self.transport,
             ..ConnectOptions::default()
         };
         let connector = Connector::new(target, opts)?;
@@ -815,6 +829,10 @@ pub(crate) struct RunArgs {
     /// auto (detect the era) or a revision: 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28.
     #[arg(long, value_name = "REVISION")]
     pub protocol: Option<mcpload::client::ProtocolChoice>,
+    /// HTTP transport: auto (Streamable HTTP, or the legacy HTTP+SSE transport when that is
+    /// what the URL speaks), streamable-http, or sse (the legacy HTTP+SSE of 2024-11-05).
+    #[arg(long, value_name = "TRANSPORT")]
+    pub transport: Option<mcpload::client::TransportChoice>,
     /// HTTP: every 400 to a request carrying the session id means the session is gone (for
     /// servers known to answer so, like the TypeScript SDK's examples).
     #[arg(long)]
@@ -1085,6 +1103,7 @@ impl RunArgs {
             target,
             headers: self.headers,
             protocol: self.protocol,
+            transport: self.transport,
             session_lost_on_400: self.session_lost_on_400,
             auth: self.auth.spec(),
             token_per_user: self.auth.token_per_user,

@@ -5,19 +5,20 @@
 use super::ops::{Operation, client_info};
 use super::{
     Attempt, ConnectOptions, Endpoint, Era, McpError, ProtocolChoice, Revision, ServerInfo,
-    TaskSupport, ToolInfo, expand_env,
+    TaskSupport, ToolInfo, TransportChoice, TransportKind, expand_env,
 };
 use crate::jsonrpc::Id;
 use crate::protocol::codes;
 use crate::transport::{
     AnswerBudget, AnyTransport, CancelStyle, Challenge, Event, HttpClient, HttpOptions,
-    HttpTransport, LegacyInit, McpHeaders, Outgoing, Reply, StdioTransport, Transport,
+    HttpTransport, LegacyInit, LegacySseTransport, McpHeaders, Outgoing, Reply, StdioTransport,
+    Transport,
 };
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Uri};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -44,6 +45,8 @@ pub struct Connector {
     http: Option<HttpSetup>,
     /// Transports made so far.
     made: AtomicUsize,
+    /// HTTP transports speak the legacy HTTP+SSE transport (chosen, or detected).
+    legacy_sse: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -113,9 +116,10 @@ impl Connector {
         };
         Ok(Connector {
             target,
-            opts,
             http,
             made: AtomicUsize::new(0),
+            legacy_sse: AtomicBool::new(opts.transport == TransportChoice::Sse),
+            opts,
         })
     }
 
@@ -136,10 +140,12 @@ impl Connector {
                     pool_size: share(h.opts.pool_size, k, self.opts.transports),
                     ..h.opts.clone()
                 };
-                Ok(AnyTransport::Http(Box::new(HttpTransport::new(
-                    h.client.clone(),
-                    &opts,
-                ))))
+                let client = h.client.clone();
+                Ok(if self.legacy_sse.load(Ordering::Relaxed) {
+                    AnyTransport::LegacySse(Box::new(LegacySseTransport::new(client, &opts)))
+                } else {
+                    AnyTransport::Http(Box::new(HttpTransport::new(client, &opts)))
+                })
             }
             (Endpoint::Stdio(o), None) => {
                 let mut o = o.clone();
@@ -157,7 +163,23 @@ impl Connector {
             auth.ready().await.map_err(McpError::Auth)?;
         }
         let mut transport = self.raw_transport()?;
-        let mut server = self.negotiate(&mut transport).await?;
+        if let AnyTransport::LegacySse(t) = &mut transport {
+            t.connected(self.opts.handshake_timeout)
+                .await
+                .map_err(|e| McpError::Protocol {
+                    step: "the legacy HTTP+SSE stream",
+                    detail: e.to_string(),
+                })?;
+        }
+        let mut server = match self.negotiate(&mut transport).await {
+            Err(refused) if self.may_detect_legacy_sse(&refused) => {
+                let (sse, server) = self.detect_legacy_sse(refused).await?;
+                transport = sse;
+                server
+            }
+            agreed => agreed?,
+        };
+        server.transport = TransportKind::of(&transport);
         if self.opts.list_tools {
             server.tools = list_tools(&mut transport, server.revision, &self.opts).await?;
         }
@@ -195,6 +217,59 @@ impl Connector {
         }
     }
 
+    /// Whether an `auto` agreement over Streamable HTTP that ended so may be the legacy
+    /// HTTP+SSE transport: discover, `initialize` and `tools/list` all refused.
+    fn may_detect_legacy_sse(&self, e: &McpError) -> bool {
+        self.opts.transport == TransportChoice::Auto
+            && self.http.is_some()
+            && !self.legacy_sse.load(Ordering::Relaxed)
+            && matches!(
+                e,
+                McpError::Protocol {
+                    step: "protocol agreement",
+                    ..
+                }
+            )
+    }
+
+    /// Streamable HTTP was refused (`refused`): a GET that opens an SSE stream whose first
+    /// event is `endpoint` is the legacy HTTP+SSE transport, spoken from then on by every
+    /// transport made. The error names both transports tried.
+    async fn detect_legacy_sse(
+        &self,
+        refused: McpError,
+    ) -> Result<(AnyTransport, ServerInfo), McpError> {
+        let both = |sse: &dyn std::fmt::Display| McpError::Protocol {
+            step: "protocol agreement",
+            detail: format!(
+                "neither transport answered: Streamable HTTP: {refused}; the legacy HTTP+SSE \
+                 transport (2024-11-05): {sse}"
+            ),
+        };
+        self.legacy_sse.store(true, Ordering::Relaxed);
+        let mut transport = self.raw_transport()?;
+        if let AnyTransport::LegacySse(t) = &mut transport
+            && let Err(e) = t.connected(self.opts.handshake_timeout).await
+        {
+            self.legacy_sse.store(false, Ordering::Relaxed);
+            return Err(both(&e));
+        }
+        match self.negotiate(&mut transport).await {
+            Ok(server) => Ok((
+                transport,
+                ServerInfo {
+                    detection: format!(
+                        "Streamable HTTP refused ({refused}); a GET opened a legacy HTTP+SSE \
+                         stream (2024-11-05): {}",
+                        server.detection
+                    ),
+                    ..server
+                },
+            )),
+            Err(e) => Err(both(&e)),
+        }
+    }
+
     /// Another transport for a server already connected once, with the same revision and no
     /// discovery or listing: a fresh session for legacy HTTP, nothing at all for 2026-07-28
     /// HTTP, a new child (with its handshake) for stdio.
@@ -216,6 +291,9 @@ impl Connector {
     /// is refused or names no usable version, 2026-07-28 without discovery if `tools/list`
     /// with its `_meta` is answered.
     async fn negotiate(&self, t: &mut AnyTransport) -> Result<ServerInfo, McpError> {
+        if matches!(t, AnyTransport::LegacySse(_)) {
+            return self.negotiate_legacy_sse(t).await;
+        }
         if let ProtocolChoice::Pinned(r) = self.opts.protocol
             && !r.is_modern()
         {
@@ -293,6 +371,34 @@ impl Connector {
     }
 }
 
+impl Connector {
+    /// Over the legacy HTTP+SSE transport only the legacy era is spoken: `initialize`
+    /// offering the pinned revision, or the newest legacy one (the server may agree on an
+    /// older one, 2024-11-05 included).
+    async fn negotiate_legacy_sse(&self, t: &mut AnyTransport) -> Result<ServerInfo, McpError> {
+        let (offer, pinned, reason) = match self.opts.protocol {
+            ProtocolChoice::Pinned(r) if r.is_modern() => {
+                return Err(McpError::Protocol {
+                    step: "protocol agreement",
+                    detail: format!("{r} is not spoken over the legacy HTTP+SSE transport"),
+                });
+            }
+            ProtocolChoice::Pinned(r) => (r, true, "pinned by --protocol"),
+            _ => (
+                Revision::LATEST_LEGACY,
+                false,
+                "the legacy HTTP+SSE transport",
+            ),
+        };
+        match initialize(t, offer, pinned, None, &self.opts).await? {
+            Initialized::Legacy {
+                revision, result, ..
+            } => Ok(legacy_info(reason, vec![], revision, &result, true)),
+            Initialized::LateDiscover(info) => Ok(info),
+        }
+    }
+}
+
 /// Whether `initialize` failing with `e` is the server refusing the legacy era (an error
 /// answer, an error status, a version mcpload does not speak), not the exchange failing.
 fn refuses_initialize(e: &McpError) -> bool {
@@ -322,6 +428,7 @@ fn undiscovered_modern(negotiation: Vec<Attempt>) -> ServerInfo {
         capabilities: json!({}),
         supported_versions: Vec::new(),
         session: false,
+        transport: TransportKind::StreamableHttp,
         tools: Vec::new(),
     }
 }
@@ -383,6 +490,7 @@ fn legacy_info(
         capabilities: result.get("capabilities").cloned().unwrap_or(json!({})),
         supported_versions: Vec::new(),
         session,
+        transport: TransportKind::StreamableHttp,
         tools: Vec::new(),
     }
 }
@@ -444,6 +552,7 @@ fn modern_info(response: &Value) -> Option<ServerInfo> {
         capabilities: r.get("capabilities").cloned().unwrap_or(json!({})),
         supported_versions: supported,
         session: false,
+        transport: TransportKind::StreamableHttp,
         tools: Vec::new(),
     })
 }
@@ -461,7 +570,7 @@ async fn discover(t: &mut AnyTransport, opts: &ConnectOptions) -> Result<Discove
     let op = Operation::new(Revision::V2026_07_28, "server/discover", None)?;
     let id = Id::Str(DISCOVER_ID.into());
     let wait = match t {
-        AnyTransport::Http(_) => opts.handshake_timeout,
+        AnyTransport::Http(_) | AnyTransport::LegacySse(_) => opts.handshake_timeout,
         AnyTransport::Stdio(_) => opts.handshake_timeout.min(STDIO_DISCOVER_WAIT),
     };
     let answer = call(t, &op, &id, wait).await?;
@@ -576,12 +685,7 @@ async fn initialize(
                 });
             }
             if has_session {
-                let mut init_body = Vec::new();
-                op.stamp(&mut init_body, &id);
-                h.set_legacy_init(LegacyInit {
-                    initialize: Bytes::from(init_body),
-                    initialized,
-                });
+                h.set_legacy_init(reinit(&op, &id, initialized));
             }
             has_session
         }
@@ -589,12 +693,31 @@ async fn initialize(
             s.send(Outgoing::single(initialized, None, McpHeaders::default()));
             false
         }
+        AnyTransport::LegacySse(s) => {
+            s.send(Outgoing::single(
+                initialized.clone(),
+                None,
+                McpHeaders::default(),
+            ));
+            s.set_legacy_init(reinit(&op, &id, initialized));
+            true
+        }
     };
     Ok(Initialized::Legacy {
         revision,
         result,
         session,
     })
+}
+
+/// What opening a lost session anew sends: this `initialize` again, then `initialized`.
+fn reinit(initialize: &Operation, id: &Id, initialized: Bytes) -> LegacyInit {
+    let mut body = Vec::new();
+    initialize.stamp(&mut body, id);
+    LegacyInit {
+        initialize: Bytes::from(body),
+        initialized,
+    }
 }
 
 enum Raced {
@@ -786,38 +909,50 @@ pub(crate) async fn call(
                 any_error,
             })
         }
-        AnyTransport::Stdio(s) => {
-            s.send(Outgoing::single(
-                body,
-                Some(id.clone()),
-                McpHeaders::default(),
-            ));
-            let deadline = Instant::now() + wait;
-            loop {
-                match tokio::time::timeout_at(deadline, s.next_event()).await {
-                    Err(_) => {
-                        return Ok(Answer {
-                            status: None,
-                            response: None,
-                            session: None,
-                            any_error: None,
-                        });
-                    }
-                    Ok(Event::Message { bytes, .. }) => {
-                        if let Some(r) = response_for(&bytes, id) {
-                            let any_error = rpc_error(&r);
-                            return Ok(Answer {
-                                status: None,
-                                response: Some(r),
-                                session: None,
-                                any_error,
-                            });
-                        }
-                    }
-                    Ok(Event::Down { error }) => return Err(error.into()),
-                    Ok(_) => {}
+        AnyTransport::Stdio(s) => answer_on_stream(&mut **s, body, id, wait).await,
+        AnyTransport::LegacySse(s) => answer_on_stream(&mut **s, body, id, wait).await,
+    }
+}
+
+/// Sends `body` (request `id`) over a transport whose answers come as messages of their
+/// own (stdio, the legacy HTTP+SSE stream) and waits up to `wait` for the response; a
+/// refusal of the request's POST is its status.
+async fn answer_on_stream<T: Transport>(
+    t: &mut T,
+    body: Bytes,
+    id: &Id,
+    wait: Duration,
+) -> Result<Answer, McpError> {
+    t.send(Outgoing::single(
+        body,
+        Some(id.clone()),
+        McpHeaders::default(),
+    ));
+    let deadline = Instant::now() + wait;
+    let answer = |status, response: Option<Value>| {
+        let any_error = response.as_ref().and_then(rpc_error);
+        Ok(Answer {
+            status,
+            response,
+            session: None,
+            any_error,
+        })
+    };
+    loop {
+        match tokio::time::timeout_at(deadline, t.next_event()).await {
+            Err(_) => return answer(None, None),
+            Ok(Event::Message { bytes, .. }) => {
+                if let Some(r) = response_for(&bytes, id) {
+                    return answer(None, Some(r));
                 }
             }
+            Ok(Event::Refused { ids, status, .. }) if ids.contains(id) => {
+                return answer(Some(status), None);
+            }
+            Ok(Event::Failed { ids, error, .. }) if ids.contains(id) => return Err(error.into()),
+            Ok(Event::Closed { ids, .. }) if ids.contains(id) => return answer(None, None),
+            Ok(Event::Down { error }) => return Err(error.into()),
+            Ok(_) => {}
         }
     }
 }

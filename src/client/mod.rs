@@ -25,8 +25,8 @@ pub use ops::{Operation, client_info, header_value, modern_meta};
 pub use crate::protocol::headers::ParamHeader;
 pub use crate::protocol::{Era, ProtocolChoice, Revision};
 use crate::transport::{
-    Credentials, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ANSWER_MEMORY, StdioOptions, TlsOptions,
-    TransportError,
+    AnyTransport, Credentials, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ANSWER_MEMORY, StdioOptions,
+    TlsOptions, TransportError,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -91,10 +91,68 @@ impl Endpoint {
     }
 }
 
+/// Which HTTP transport to speak (`--transport`, profile `target.transport`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportChoice {
+    /// Streamable HTTP; the legacy HTTP+SSE transport when every way of agreeing on a
+    /// revision is refused and a GET opens an SSE stream whose first event is `endpoint`.
+    #[default]
+    Auto,
+    StreamableHttp,
+    /// The legacy HTTP+SSE transport (2024-11-05).
+    Sse,
+}
+
+impl std::str::FromStr for TransportChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(TransportChoice::Auto),
+            "streamable-http" => Ok(TransportChoice::StreamableHttp),
+            "sse" => Ok(TransportChoice::Sse),
+            _ => Err(format!(
+                "unknown transport {s:?}: use auto, streamable-http or sse"
+            )),
+        }
+    }
+}
+
+/// The transport a connection speaks (`settings.transport`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    StreamableHttp,
+    /// The legacy HTTP+SSE transport (2024-11-05).
+    Sse,
+    Stdio,
+}
+
+impl TransportKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::StreamableHttp => "streamable-http",
+            TransportKind::Sse => "sse",
+            TransportKind::Stdio => "stdio",
+        }
+    }
+
+    /// What a transport is.
+    pub fn of(t: &AnyTransport) -> Self {
+        match t {
+            AnyTransport::Http(_) => TransportKind::StreamableHttp,
+            AnyTransport::LegacySse(_) => TransportKind::Sse,
+            AnyTransport::Stdio(_) => TransportKind::Stdio,
+        }
+    }
+}
+
 /// How to connect.
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
     pub protocol: ProtocolChoice,
+    /// HTTP: Streamable HTTP, the legacy HTTP+SSE transport, or either as the server speaks.
+    pub transport: TransportChoice,
     /// HTTP: the most connections open to the target at once, over every transport the
     /// connector makes. Everything sent to the target goes over them: the handshake, the
     /// load, cancel notifications, a legacy session's re-initialization and DELETE, probes.
@@ -138,6 +196,7 @@ impl Default for ConnectOptions {
     fn default() -> Self {
         ConnectOptions {
             protocol: ProtocolChoice::Auto,
+            transport: TransportChoice::Auto,
             pool_size: 64,
             transports: 1,
             max_message_bytes: 16 << 20,
@@ -285,8 +344,10 @@ pub struct ServerInfo {
     pub capabilities: Value,
     /// `supportedVersions` from `server/discover`, when it answered.
     pub supported_versions: Vec<String>,
-    /// A legacy HTTP session id was issued.
+    /// A legacy HTTP session id was issued (a legacy HTTP+SSE session is always one).
     pub session: bool,
+    /// The transport spoken.
+    pub transport: TransportKind,
     pub tools: Vec<ToolInfo>,
 }
 

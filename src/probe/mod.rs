@@ -17,7 +17,7 @@ pub use tasks::{
 use crate::client::{Connected, Connector, McpError, Operation, ServerInfo, ToolInfo};
 use crate::jsonrpc::{BatchWriter, Id, codes};
 use crate::load::schema_args::arguments_for;
-use crate::transport::{AnyTransport, Event, McpHeaders, Transport, cancel_notification};
+use crate::transport::{AnyTransport, Event, McpHeaders, Outgoing, Transport, cancel_notification};
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -361,6 +361,7 @@ pub async fn run(connector: &Connector, opts: &ProbeOptions) -> Result<ProbeRepo
     let transport = match p.transport {
         AnyTransport::Http(_) => "http",
         AnyTransport::Stdio(_) => "stdio",
+        AnyTransport::LegacySse(_) => "sse",
     };
     Ok(ProbeReport {
         target: connector.target().describe(),
@@ -479,7 +480,11 @@ impl Prober {
             AnyTransport::Stdio(s) => {
                 s.write_raw(&body);
                 s.write_raw(b"\n");
-                collect_stdio(s, expect, wait).await
+                collect_messages(&mut **s, expect, wait).await
+            }
+            AnyTransport::LegacySse(s) => {
+                s.send(Outgoing::single(body, None, headers.clone()));
+                collect_messages(&mut **s, expect, wait).await
             }
         }
     }
@@ -576,7 +581,13 @@ impl Prober {
                     s.write_raw(&body);
                     s.write_raw(b"\n");
                 }
-                collect_stdio(s, &[same.clone(), same.clone()], wait).await
+                collect_messages(&mut **s, &[same.clone(), same.clone()], wait).await
+            }
+            AnyTransport::LegacySse(s) => {
+                for _ in 0..2 {
+                    s.send(Outgoing::single(body.clone(), None, McpHeaders::default()));
+                }
+                collect_messages(&mut **s, &[same.clone(), same.clone()], wait).await
             }
         };
         let v = verdict_id_collision(&o, &same);
@@ -708,10 +719,20 @@ impl Prober {
             AnyTransport::Stdio(s) => {
                 s.write_raw(&body);
                 s.write_raw(b"\n");
-                let mut o = collect_stdio(s, &[], CANCEL_AFTER).await;
+                let mut o = collect_messages(&mut **s, &[], CANCEL_AFTER).await;
                 s.write_raw(&cancel_notification(&the_id));
                 s.write_raw(b"\n");
-                o = o.merge(collect_stdio(s, std::slice::from_ref(&the_id), listen).await);
+                let expect = std::slice::from_ref(&the_id);
+                o = o.merge(collect_messages(&mut **s, expect, listen).await);
+                (o, Some("notifications/cancelled sent".to_string()))
+            }
+            AnyTransport::LegacySse(s) => {
+                let none = McpHeaders::default();
+                s.send(Outgoing::single(body, None, none.clone()));
+                let mut o = collect_messages(&mut **s, &[], CANCEL_AFTER).await;
+                s.send(Outgoing::single(cancel_notification(&the_id), None, none));
+                let expect = std::slice::from_ref(&the_id);
+                o = o.merge(collect_messages(&mut **s, expect, listen).await);
                 (o, Some("notifications/cancelled sent".to_string()))
             }
         };
@@ -735,13 +756,10 @@ impl Prober {
     }
 }
 
-/// Reads stdio output until every id of `expect` has an answer (then 100 ms more, to catch a
-/// second answer) or `wait` passes.
-async fn collect_stdio(
-    s: &mut crate::transport::StdioTransport,
-    expect: &[Id],
-    wait: Duration,
-) -> Observed {
+/// Reads the messages of a transport whose answers come apart from their requests (stdio
+/// output, the legacy HTTP+SSE stream) until every id of `expect` has an answer (then 100 ms
+/// more, to catch a second answer) or `wait` passes; a refused POST's status is kept.
+async fn collect_messages<T: Transport>(s: &mut T, expect: &[Id], wait: Duration) -> Observed {
     let mut o = Observed::default();
     let mut deadline = Instant::now() + wait;
     let mut grace_started = false;
@@ -750,6 +768,7 @@ async fn collect_stdio(
             Err(_) => return o,
             Ok(Event::Message { bytes, .. }) => o.add_text(&bytes),
             Ok(Event::Unreadable { .. }) => o.unreadable += 1,
+            Ok(Event::Refused { status, .. }) => o.status.push(status),
             Ok(Event::Down { error }) => {
                 o.failure = Some(error.to_string());
                 return o;

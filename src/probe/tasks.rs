@@ -918,6 +918,7 @@ mod tests {
             capabilities,
             supported_versions: Vec::new(),
             session: false,
+            transport: crate::client::TransportKind::StreamableHttp,
             tools,
         }
     }

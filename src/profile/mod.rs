@@ -98,6 +98,10 @@ pub struct TargetSpec {
     /// `auto` (default: detect the era) or a revision such as `2025-06-18`.
     #[serde(default, deserialize_with = "values::protocol")]
     pub protocol: ProtocolChoice,
+    /// HTTP: `auto` (default: Streamable HTTP, or the legacy HTTP+SSE transport when that
+    /// is what the URL speaks), `streamable-http` or `sse` (2024-11-05).
+    #[serde(default)]
+    pub transport: crate::client::TransportChoice,
     /// HTTP: every 400 to a request that carried the session id says the session is gone
     /// (for servers known to answer an unknown session so).
     #[serde(default)]

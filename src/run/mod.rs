@@ -13,7 +13,7 @@ pub use signals::{signals, stop_on_signals};
 
 use crate::analysis::Thresholds;
 use crate::client::{
-    ConnectOptions, Connected, Connector, Endpoint, McpError, Revision, ServerInfo,
+    ConnectOptions, Connected, Connector, Endpoint, McpError, Revision, ServerInfo, TransportKind,
 };
 use crate::engine::{self, BatchShape, Clock, FanOut, SweepEnd, Workload};
 use crate::load::flow::{CannedInput, client_capabilities};
@@ -101,6 +101,12 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         );
     }
     let server = connected.server;
+    if server.transport == TransportKind::Sse {
+        eprintln!(
+            "mcpload: speaking the legacy HTTP+SSE transport (2024-11-05), protocol {}: {}",
+            server.revision, server.detection
+        );
+    }
     if let Some(b) = &plan.batch
         && server.revision > Revision::V2025_03_26
         && !b.force
@@ -309,6 +315,7 @@ async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connecte
         auth,
         tls: plan.tls_options(),
         protocol: plan.target.protocol,
+        transport: plan.target.transport,
         pool_size: pool_size(plan),
         transports: worker_count(plan),
         connect_timeout: plan.load.connect_timeout,

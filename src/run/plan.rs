@@ -48,6 +48,7 @@ pub struct Overrides {
     /// `(name, value)`; `${VAR}` in the value expands from the environment.
     pub headers: Vec<(String, String)>,
     pub protocol: Option<ProtocolChoice>,
+    pub transport: Option<crate::client::TransportChoice>,
     /// Every HTTP 400 to a request that carried the session id says the session is gone.
     pub session_lost_on_400: bool,
     /// Authorization in place of the profile's `[target.auth]`.
@@ -261,6 +262,9 @@ fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
     }
     if let Some(pr) = o.protocol {
         target.protocol = pr;
+    }
+    if let Some(tr) = o.transport {
+        target.transport = tr;
     }
     target.session_lost_on_400 |= o.session_lost_on_400;
     if let Some(auth) = &o.auth {
@@ -532,6 +536,7 @@ impl Plan {
             "profile": self.source.as_ref().map(|s| s.path.display().to_string()),
             "target": target,
             "protocol": t.protocol.to_string(),
+            "transport": server.transport.as_str(),
             "session_lost_on_400": t.session_lost_on_400,
             "protocol_agreed": {
                 "revision": server.revision.as_str(),

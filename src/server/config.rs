@@ -526,6 +526,13 @@ pub struct ServeConfig {
     pub sse_close_early: u64,
     /// With `sse_close_early`: such GETs are refused 405, so those answers never come.
     pub sse_resume_refuse: bool,
+    /// The legacy HTTP+SSE transport (2024-11-05): `GET /sse` opens a session's stream, its
+    /// `endpoint` event names `POST /messages?session_id=…`, every answer comes on the stream.
+    pub legacy_sse: bool,
+    /// With `legacy_sse`: every Nth request (not `initialize`) POSTed in a session ends the
+    /// session: answered 202 and never run, the stream ended once the session's other
+    /// requests are answered, later POSTs naming it answered 404; 0: off.
+    pub legacy_sse_end_every: u64,
     /// HTTP: server replicas behind one in-process load balancer on the one port, each with
     /// its own capacity model and (unless `shared_sessions`) its own sessions.
     pub replicas: usize,
@@ -621,6 +628,8 @@ impl Default for ServeConfig {
             progress_fault: Periods::default(),
             sse_close_early: 0,
             sse_resume_refuse: false,
+            legacy_sse: false,
+            legacy_sse_end_every: 0,
             replicas: 1,
             balance: Balance::RoundRobin,
             shared_sessions: false,
@@ -698,6 +707,16 @@ impl ServeConfig {
             return Err(ConfigError::Invalid(format!(
                 "auth_token_delay_ms must be at most {JOB_ITEM_MS_MAX} (one minute)"
             )));
+        }
+        if self.legacy_sse && self.replicas > 1 {
+            return Err(ConfigError::Invalid(
+                "legacy_sse is served by one replica (its sessions are not balanced)".into(),
+            ));
+        }
+        if self.legacy_sse_end_every > 0 && !self.legacy_sse {
+            return Err(ConfigError::Invalid(
+                "legacy_sse_end_every needs legacy_sse".into(),
+            ));
         }
         if !(1..=REPLICAS_MAX).contains(&self.replicas) {
             return Err(ConfigError::Invalid(format!(

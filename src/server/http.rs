@@ -7,6 +7,7 @@ use super::capacity::Admission;
 use super::fleet::Fleet;
 use super::handler::{Batch, Handled, Origin};
 use super::job::Job;
+use super::legacy_sse;
 use super::mcp::Headers;
 use super::resume::{self, Resumed};
 use super::stats::Stats;
@@ -143,7 +144,11 @@ impl HttpBody for Body {
     }
 }
 
-fn respond(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+pub(super) fn respond(
+    status: u16,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
     let body: Bytes = body.into();
     let mut r = Response::new(Body::Full((!body.is_empty()).then_some(body)));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -154,15 +159,15 @@ fn respond(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> R
     r
 }
 
-fn text(status: u16, body: &'static str) -> Response<Body> {
+pub(super) fn text(status: u16, body: &'static str) -> Response<Body> {
     respond(status, "text/plain; charset=utf-8", body)
 }
 
-fn accepted() -> Response<Body> {
+pub(super) fn accepted() -> Response<Body> {
     respond(202, "", Bytes::new())
 }
 
-fn json(status: u16, body: Vec<u8>) -> Response<Body> {
+pub(super) fn json(status: u16, body: Vec<u8>) -> Response<Body> {
     respond(status, "application/json", body)
 }
 
@@ -192,6 +197,9 @@ async fn route(fleet: &Fleet, shared: &Arc<Shared>, req: Request<Incoming>) -> R
         },
         None => req,
     };
+    if shared.cfg.legacy_sse && legacy_sse::serves(req.uri().path()) {
+        return legacy_sse::route(shared, req).await;
+    }
     if req.uri().path() == "/mcp" {
         Stats::add(&shared.replica.requests, 1);
     }
@@ -265,25 +273,30 @@ fn delete(shared: &Shared, h: &HeaderMap) -> Response<Body> {
 }
 
 /// Counts an answer that the request's session is unknown, for the fleet and the replica.
-fn unknown_session(shared: &Shared, resp: Response<Body>) -> Response<Body> {
+pub(super) fn unknown_session(shared: &Shared, resp: Response<Body>) -> Response<Body> {
     Stats::add(&shared.stats.unknown_session, 1);
     Stats::add(&shared.replica.unknown_session, 1);
     resp
 }
 
-async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
-    let (parts, body) = req.into_parts();
-    let h = &parts.headers;
+/// A POST's checks before its body is handled (media types, the body bound), its body, and
+/// its admission by the capacity model (429 or 503 with `Retry-After` when refused); the
+/// answer to give instead when a check fails.
+pub(super) async fn read_admitted(
+    shared: &Shared,
+    h: &HeaderMap,
+    body: Incoming,
+) -> Result<(Bytes, Admission), Response<Body>> {
     if let Some(ct) = header(h, header::CONTENT_TYPE.as_str())
         && !ct.trim_start().starts_with("application/json")
     {
-        return text(415, "Content-Type must be application/json\n");
+        return Err(text(415, "Content-Type must be application/json\n"));
     }
     if !accepts(h, "application/json") && !accepts(h, "text/event-stream") {
-        return text(
+        return Err(text(
             406,
             "Accept must allow application/json or text/event-stream\n",
-        );
+        ));
     }
     let limit = shared.cfg.max_body_bytes;
     let too_big = || {
@@ -293,12 +306,12 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         r
     };
     if body.size_hint().lower() > limit as u64 {
-        return too_big();
+        return Err(too_big());
     }
     let bytes = match Limited::new(body, limit).collect().await {
         Ok(c) => c.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_big(),
-        Err(_) => return text(400, "body could not be read\n"),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_big()),
+        Err(_) => return Err(text(400, "body could not be read\n")),
     };
     let Some(admission) = shared.capacity.try_admit() else {
         Stats::add(&shared.replica.rejected, 1);
@@ -308,7 +321,17 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
             header::RETRY_AFTER,
             HeaderValue::from(shared.cfg.retry_after_s),
         );
-        return r;
+        return Err(r);
+    };
+    Ok((bytes, admission))
+}
+
+async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let h = &parts.headers;
+    let (bytes, admission) = match read_admitted(shared, h, body).await {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
     };
     let session_id = header(h, headers::SESSION_ID);
     let session = match session_id {
@@ -401,7 +424,10 @@ async fn single(
     resp
 }
 
-fn sse_response(rx: mpsc::Receiver<Bytes>, admission: Option<Admission>) -> Response<Body> {
+pub(super) fn sse_response(
+    rx: mpsc::Receiver<Bytes>,
+    admission: Option<Admission>,
+) -> Response<Body> {
     let mut r = Response::new(Body::Stream {
         rx,
         _admission: admission,

@@ -6,7 +6,7 @@ use super::Shared;
 use super::faults::FaultKind;
 use super::mcp::{self, Early, Headers, Parsed, Req, Route};
 use super::methods::{self, Call, Prepared};
-use super::stats::{OpCounters, Stats};
+use super::stats::{OpCounters, Stats, View};
 use super::wire::{self, Outcome, Progress, Shaped, Sink};
 use crate::protocol::{Revision, is_handshake};
 use serde_json::value::RawValue;
@@ -51,6 +51,13 @@ impl Job {
     /// True for an `initialize`: stdio answers it before reading on, to learn the version.
     pub(crate) fn is_initialize(&self) -> bool {
         self.initialize
+    }
+
+    /// Never run (its legacy SSE session ended first): a client counts it `missing`.
+    pub(crate) fn abandon(mut self) {
+        if let Some(stats) = self.op.armed.take() {
+            stats.op_view(&self.op.counters, View::Missing, 1);
+        }
     }
 
     /// True when the request reached a method other than `initialize` (it may stream).

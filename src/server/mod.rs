@@ -25,6 +25,7 @@ mod http;
 mod input;
 mod job;
 mod job_api;
+mod legacy_sse;
 mod mcp;
 mod methods;
 mod param_tools;
@@ -101,6 +102,8 @@ pub(crate) struct Shared {
     /// Keys the `requestState` of input-required rounds.
     salt: u64,
     resumptions: Arc<Resumptions>,
+    /// `legacy_sse`: the open sessions of the HTTP+SSE transport and their streams.
+    legacy: legacy_sse::Sessions,
     replica: ReplicaStats,
     /// `auth`: the protected resource's checks and the authorization server (the fleet's).
     auth: Option<Arc<auth::AuthServer>>,
@@ -128,6 +131,7 @@ impl Shared {
             )),
             salt: u64::from(prefix) ^ 0x6d72_7472_7374_6174,
             resumptions: Arc::new(Resumptions::new(cfg.sse_close_early, cfg.sse_resume_refuse)),
+            legacy: legacy_sse::Sessions::default(),
             replica: ReplicaStats::default(),
             auth: cfg
                 .auth
@@ -159,6 +163,8 @@ impl Shared {
             tasks: Arc::clone(&self.tasks),
             salt: self.salt,
             resumptions: Arc::clone(&self.resumptions),
+            // Never served by more than one replica (checked).
+            legacy: legacy_sse::Sessions::default(),
             replica: ReplicaStats::default(),
             auth: self.auth.clone(),
             cfg: self.cfg.clone(),

@@ -168,6 +168,8 @@ pub(crate) struct Stats {
     pub sse_resumptions_served: AtomicU64,
     pub sse_resumptions_refused: AtomicU64,
     pub sse_answers_on_resumption: AtomicU64,
+    pub legacy_sse_streams: AtomicU64,
+    pub legacy_sse_ended: AtomicU64,
     pub param_header_checks: AtomicU64,
     pub param_header_mismatches: AtomicU64,
     pub unknown_session: AtomicU64,
@@ -320,6 +322,8 @@ impl Stats {
             sse_resumptions_served: g(&self.sse_resumptions_served),
             sse_resumptions_refused: g(&self.sse_resumptions_refused),
             sse_answers_on_resumption: g(&self.sse_answers_on_resumption),
+            legacy_sse_streams: g(&self.legacy_sse_streams),
+            legacy_sse_ended: g(&self.legacy_sse_ended),
             param_header_checks: g(&self.param_header_checks),
             param_header_mismatches: g(&self.param_header_mismatches),
             faults: FaultCounts {
@@ -530,6 +534,13 @@ pub struct StatsSnapshot {
     /// Answers written on a resumed stream.
     #[serde(default)]
     pub sse_answers_on_resumption: u64,
+    /// `legacy_sse`: session streams opened by `GET /sse`.
+    #[serde(default)]
+    pub legacy_sse_streams: u64,
+    /// `legacy_sse_end_every`: requests that ended their session (answered 202, never run,
+    /// their stream ended after the session's other answers): a client counts them `missing`.
+    #[serde(default)]
+    pub legacy_sse_ended: u64,
     /// 2026-07-28 `tools/call`s of `region_echo` (`header_tools`) whose `Mcp-Param-*`
     /// headers were checked against the arguments.
     #[serde(default)]

@@ -1,5 +1,5 @@
 //! Moving JSON-RPC bytes to and from a server: one [`Transport`] trait, one module per
-//! transport (Streamable HTTP in `http`, a child process in `stdio`), the incremental SSE
+//! transport (Streamable HTTP and the legacy HTTP+SSE in `http`, a child process in `stdio`), the incremental SSE
 //! parser in `sse`, the answer budget every HTTP answer being read is charged to in `budget`.
 //! A transport reports transport facts as [`Event`]s; the correlator's
 //! `Ledger` turns them into the counts of docs/metrics.md.
@@ -37,7 +37,8 @@ pub use budget::{AnswerBudget, DEFAULT_MAX_ANSWER_MEMORY};
 #[cfg(fuzzing)]
 pub use http::read_scripted_answer;
 pub use http::{
-    DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, HttpTransport, LegacyInit, Reply, TlsOptions,
+    DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, HttpTransport, LegacyInit,
+    LegacySseTransport, Reply, TlsOptions,
 };
 pub use stdio::{StdioOptions, StdioTransport};
 
@@ -368,11 +369,12 @@ pub trait Transport: Send {
     fn close(&mut self) -> impl Future<Output = ()> + Send;
 }
 
-/// Either transport, so callers need no generics or boxing.
+/// Any transport, so callers need no generics or boxing.
 #[derive(Debug)]
 pub enum AnyTransport {
     Http(Box<HttpTransport>),
     Stdio(Box<StdioTransport>),
+    LegacySse(Box<LegacySseTransport>),
 }
 
 impl Transport for AnyTransport {
@@ -380,6 +382,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.send(out),
             AnyTransport::Stdio(t) => t.send(out),
+            AnyTransport::LegacySse(t) => t.send(out),
         }
     }
 
@@ -387,6 +390,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.cancel(id),
             AnyTransport::Stdio(t) => t.cancel(id),
+            AnyTransport::LegacySse(t) => t.cancel(id),
         }
     }
 
@@ -394,6 +398,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.poll_event(cx),
             AnyTransport::Stdio(t) => t.poll_event(cx),
+            AnyTransport::LegacySse(t) => t.poll_event(cx),
         }
     }
 
@@ -401,6 +406,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.open_exchanges(),
             AnyTransport::Stdio(t) => t.open_exchanges(),
+            AnyTransport::LegacySse(t) => t.open_exchanges(),
         }
     }
 
@@ -408,6 +414,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.take_counters(into),
             AnyTransport::Stdio(t) => t.take_counters(into),
+            AnyTransport::LegacySse(t) => t.take_counters(into),
         }
     }
 
@@ -415,12 +422,15 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.add_totals(into),
             AnyTransport::Stdio(t) => t.add_totals(into),
+            AnyTransport::LegacySse(t) => t.add_totals(into),
         }
     }
 
     fn take_token_fetches(&mut self, into: &mut LatencyHistogram) {
-        if let AnyTransport::Http(t) = self {
-            t.take_token_fetches(into);
+        match self {
+            AnyTransport::Http(t) => t.take_token_fetches(into),
+            AnyTransport::LegacySse(t) => t.take_token_fetches(into),
+            AnyTransport::Stdio(_) => {}
         }
     }
 
@@ -428,6 +438,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.close().await,
             AnyTransport::Stdio(t) => t.close().await,
+            AnyTransport::LegacySse(t) => t.close().await,
         }
     }
 }

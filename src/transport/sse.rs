@@ -3,7 +3,8 @@
 //!
 //! Chunks may split lines, `CRLF` pairs and UTF-8 sequences anywhere. Lines end with CRLF, LF
 //! or CR (a leading byte order mark is dropped, even split across chunks); `:` lines are
-//! comments; `event:` is read and dropped; `id:` and `retry:` are not needed for pairing and
+//! comments; `event:` is read and dropped, except that a parser made to
+//! [`SseParser::report_endpoints`] reports an `endpoint` event (legacy HTTP+SSE) as such; `id:` and `retry:` are not needed for pairing and
 //! are kept for resuming a stream (the last event id, as the standard sets it on each
 //! dispatch, and the last `retry:` advice); several `data:` lines join with `\n`. Only an
 //! event's data is held: a line's field name is read as it comes, a `data` value goes
@@ -34,6 +35,9 @@ const ID_MAX: usize = 256;
 pub enum SseEvent {
     /// The event's data (non-empty): one JSON-RPC message, or bytes that claim to be one.
     Data(Bytes),
+    /// The data of an `event: endpoint` (the legacy HTTP+SSE transport's POST URL), only
+    /// from a parser made to [`SseParser::report_endpoints`].
+    Endpoint(Bytes),
     /// An event (or a line) longer than the bound, or refused by the answer budget; its
     /// bytes were discarded.
     Oversized,
@@ -45,6 +49,7 @@ enum Field {
     Data,
     Retry,
     Id,
+    Event,
     /// A comment, `event`, or a field the standard does not know.
     Ignored,
 }
@@ -98,7 +103,17 @@ pub struct SseParser {
     id_buffer: Vec<u8>,
     /// The last event ID: the buffer as it was at the last dispatch (empty: none).
     last_event_id: Vec<u8>,
+    /// `endpoint` events are reported as [`SseEvent::Endpoint`].
+    endpoints: bool,
+    /// The `event:` value being read: how many of its bytes matched `endpoint` so far
+    /// (`usize::MAX` once one did not).
+    event_matched: usize,
+    /// The event being read is of type `endpoint`.
+    is_endpoint: bool,
 }
+
+/// The event type of the legacy transport's POST URL.
+const ENDPOINT: &[u8] = b"endpoint";
 
 impl SseParser {
     /// A parser whose events hold at most `max_event_bytes`.
@@ -128,7 +143,16 @@ impl SseParser {
             id_line: Vec::new(),
             id_buffer: Vec::new(),
             last_event_id: Vec::new(),
+            endpoints: false,
+            event_matched: 0,
+            is_endpoint: false,
         }
+    }
+
+    /// Reports `event: endpoint` events as [`SseEvent::Endpoint`] (legacy HTTP+SSE).
+    pub fn report_endpoints(mut self) -> Self {
+        self.endpoints = true;
+        self
     }
 
     /// The last `retry:` value the server sent, in milliseconds.
@@ -266,6 +290,14 @@ impl SseParser {
                         let keep = value.len().min(ID_MAX + 1 - self.id_line.len());
                         self.id_line.extend_from_slice(&value[..keep]);
                     }
+                    if field == Field::Event && self.event_matched != usize::MAX {
+                        let at = self.event_matched;
+                        self.event_matched = if ENDPOINT.get(at..at + value.len()) == Some(value) {
+                            at + value.len()
+                        } else {
+                            usize::MAX
+                        };
+                    }
                     if field == Field::Retry {
                         let keep = value.len().min(RETRY_MAX - self.retry_len.min(RETRY_MAX));
                         let at = self.retry_len.min(RETRY_MAX);
@@ -296,6 +328,7 @@ impl SseParser {
             Some(b"data") => Field::Data,
             Some(b"retry") => Field::Retry,
             Some(b"id") => Field::Id,
+            Some(b"event") => Field::Event,
             _ => Field::Ignored,
         }
     }
@@ -323,6 +356,7 @@ impl SseParser {
         self.at = At::Name;
         self.name_len = 0;
         self.retry_len = 0;
+        self.event_matched = 0;
         self.id_line.clear();
         self.line_len = 0;
         self.line_nonempty = false;
@@ -343,6 +377,9 @@ impl SseParser {
         if id_field && self.id_line.len() <= ID_MAX && !self.id_line.contains(&0) {
             std::mem::swap(&mut self.id_buffer, &mut self.id_line);
         }
+        if matches!(at, At::Value(Field::Event) | At::Colon(Field::Event)) {
+            self.is_endpoint = self.event_matched == ENDPOINT.len();
+        }
         self.new_line();
         if !nonempty {
             return self.dispatch(out);
@@ -356,6 +393,7 @@ impl SseParser {
 
     fn dispatch(&mut self, out: &mut impl FnMut(SseEvent)) {
         self.last_event_id.clone_from(&self.id_buffer);
+        let endpoint = std::mem::take(&mut self.is_endpoint) && self.endpoints;
         if self.discarding {
             self.discarding = false;
             return;
@@ -363,6 +401,8 @@ impl SseParser {
         self.has_data = false;
         if self.data.is_empty() {
             self.data.clear();
+        } else if endpoint {
+            out(SseEvent::Endpoint(self.data.take()));
         } else {
             out(SseEvent::Data(self.data.take()));
         }
@@ -385,6 +425,21 @@ mod tests {
 
     fn data(s: &str) -> SseEvent {
         SseEvent::Data(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    #[test]
+    fn endpoint_events_are_told_apart_only_when_asked() {
+        let body: &[u8] =
+            b"event: endpoint\ndata: /messages/?session_id=1\n\nevent: endpoints\ndata: {}\n\ndata: {\"id\":1}\n\n";
+        let mut told = Vec::new();
+        let mut p = SseParser::new(1024).report_endpoints();
+        // Split inside the event type: it is matched across chunks.
+        p.feed(&body[..10], |e| told.push(e));
+        p.feed(&body[10..], |e| told.push(e));
+        let url = SseEvent::Endpoint(Bytes::from_static(b"/messages/?session_id=1"));
+        assert_eq!(told, vec![url, data("{}"), data("{\"id\":1}")]);
+        let (plain, _) = parse_chunks(&[body], 1024);
+        assert_eq!(plain[0], data("/messages/?session_id=1"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 Usage: py_server.py stdio
        py_server.py http [--stateless] [--json]
+       py_server.py sse    (the legacy HTTP+SSE transport: GET /sse, POST /messages/)
 
 Over HTTP it binds 127.0.0.1 on a port the OS picks and prints `LISTENING <port>` on stderr
 once the socket is bound, so a test never races for a port. Tools:
@@ -49,14 +50,17 @@ async def progress(steps: int, ctx: Context) -> str:
     return f"{steps} steps"
 
 
-async def serve_http(stateless: bool, json_response: bool) -> None:
+async def serve_http(stateless: bool, json_response: bool, legacy_sse: bool) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
-    app = server.streamable_http_app(
-        stateless_http=stateless, json_response=json_response, host="127.0.0.1"
-    )
+    if legacy_sse:
+        app = server.sse_app(host="127.0.0.1")
+    else:
+        app = server.streamable_http_app(
+            stateless_http=stateless, json_response=json_response, host="127.0.0.1"
+        )
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     print(f"LISTENING {sock.getsockname()[1]}", file=sys.stderr, flush=True)
     await uvicorn.Server(config).serve(sockets=[sock])
@@ -66,10 +70,10 @@ def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if mode == "stdio":
         server.run("stdio")
-    elif mode == "http":
-        anyio.run(serve_http, "--stateless" in sys.argv, "--json" in sys.argv)
+    elif mode in ("http", "sse"):
+        anyio.run(serve_http, "--stateless" in sys.argv, "--json" in sys.argv, mode == "sse")
     else:
-        sys.exit(f"unknown mode {mode!r}: use stdio or http")
+        sys.exit(f"unknown mode {mode!r}: use stdio, http or sse")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ mod serve_replicas;
 mod serve_tasks;
 mod transport_everything;
 mod transport_https;
+mod transport_legacy_sse;
 mod transport_python;
 mod transport_resume;
 mod transport_serve;

@@ -8,7 +8,7 @@ use crate::support::scratch::scratch;
 use crate::support::servers::{serve, target_stats};
 
 /// Every knob at a different prime period, so that each fires and they rarely coincide.
-const FAULTS: &str = "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,\
+pub(crate) const FAULTS: &str = "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,\
 garbage=29,truncate=31,version-rejected=37";
 
 /// Runs one closed-loop step against a served target and compares with its /stats.

@@ -100,7 +100,7 @@ impl BodyReader {
                 p.feed(chunk, |e| match e {
                     // The stream ends at its oversized event, wherever the read ended.
                     _ if oversized => {}
-                    SseEvent::Data(b) => out(Piece::Message(at, b)),
+                    SseEvent::Data(b) | SseEvent::Endpoint(b) => out(Piece::Message(at, b)),
                     SseEvent::Oversized => {
                         oversized = true;
                         out(Piece::Unreadable(at, Unreadable::TooLarge));

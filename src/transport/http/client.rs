@@ -305,6 +305,32 @@ impl HttpClient {
         &self.target.url
     }
 
+    /// The same target at another path on its origin (`/path?query`): where the legacy
+    /// HTTP+SSE transport's stream says to POST.
+    pub(super) fn at_path(&self, path_and_query: &str) -> Result<HttpClient, TransportError> {
+        let t = &*self.target;
+        let mut parts = t.url.clone().into_parts();
+        parts.path_and_query =
+            Some(path_and_query.parse().map_err(|e| {
+                TransportError::Invalid(format!("endpoint {path_and_query:?}: {e}"))
+            })?);
+        let url = Uri::from_parts(parts)
+            .map_err(|e| TransportError::Invalid(format!("endpoint {path_and_query:?}: {e}")))?;
+        Ok(HttpClient {
+            target: Arc::new(Target {
+                path: path_and_query.to_owned(),
+                url,
+                host: t.host.clone(),
+                port: t.port,
+                tls: t.tls.clone(),
+                connect_timeout: t.connect_timeout,
+                host_header: t.host_header.clone(),
+                base: t.base.clone(),
+                auth: t.auth.clone(),
+            }),
+        })
+    }
+
     /// Opens a new connection to the target (TCP, then TLS for `https://`).
     pub(super) fn connect(
         &self,

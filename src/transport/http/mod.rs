@@ -11,13 +11,14 @@
 //! and their limit), `connection` (one HTTP/1.1 connection), `exchange` (one request and its
 //! answer), `body` (framing, and bodies into JSON texts), `side` (requests beside the load,
 //! answered whole), `session` (legacy sessions), `bearer` (the tokens requests carry: shared,
-//! or one per virtual user).
+//! or one per virtual user); `legacy_sse` is the HTTP+SSE transport of 2024-11-05 on top.
 
 mod bearer;
 mod body;
 mod client;
 mod connection;
 mod exchange;
+mod legacy_sse;
 mod pool;
 #[cfg(any(test, fuzzing))]
 mod scripted;
@@ -25,6 +26,7 @@ mod session;
 mod side;
 
 pub use client::{DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, TlsOptions};
+pub use legacy_sse::LegacySseTransport;
 #[cfg(fuzzing)]
 pub use scripted::read_answer as read_scripted_answer;
 pub use session::LegacyInit;
@@ -73,6 +75,9 @@ pub struct HttpTransport {
     held: Vec<Request>,
     /// Every HTTP 400 to a request that carried the session says it is gone.
     session_lost_on_400: bool,
+    /// Every request names the session in its URL (the legacy HTTP+SSE transport): a 404
+    /// says it is gone.
+    session_in_url: bool,
     cancel_style: CancelStyle,
     /// Abort handles of single-request exchanges, by request id (`CloseStream` only).
     streams: FxHashMap<Id, (ExchangeId, AbortHandle)>,
@@ -125,6 +130,7 @@ impl HttpTransport {
             restart_began: tokio::time::Instant::now(),
             held: Vec::new(),
             session_lost_on_400: opts.session_lost_on_400,
+            session_in_url: false,
             cancel_style: CancelStyle::Notify,
             streams: FxHashMap::default(),
             lingering: VecDeque::new(),
@@ -264,10 +270,11 @@ impl HttpTransport {
             }
         };
         self.counters.reconnects_before_send += u64::from(found_closed);
-        let carries_session = request
-            .head
-            .as_ref()
-            .map_or(self.head.session, |h| h.session);
+        let carries_session = self.session_in_url
+            || request
+                .head
+                .as_ref()
+                .map_or(self.head.session, |h| h.session);
         let watch = carries_session.then_some(SessionWatch {
             any_400: self.session_lost_on_400,
         });
