@@ -1,8 +1,10 @@
 //! Pairing by id, never by position: the pending map, the window of ended ids, and the
 //! classification of every incoming message and every unpaired end, as docs/metrics.md defines.
 
+mod answers;
 mod ledger;
 
+pub use answers::{AnswerRules, OutputSchema, ToolErrors, ValidateOutput};
 pub use ledger::{Applied, Ledger};
 
 use crate::jsonrpc::{self, DecodeError, Decoded, Id, Message, ResponseId};
@@ -12,6 +14,7 @@ use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How many ended ids are remembered by default, to tell `duplicate_id` and `late` from
@@ -70,6 +73,11 @@ pub struct Settled {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Class {
     Ok,
+    /// A result with `isError: true` (`tool_errors`), unless `--tool-errors ok`.
+    ToolError,
+    /// A result whose `structuredContent` breaks its tool's `outputSchema`
+    /// (`output_schema_violations`).
+    OutputSchemaViolation,
     Error,
     BothResultError,
     InvalidJsonrpc,
@@ -86,7 +94,20 @@ impl Class {
     pub fn pairs(self) -> bool {
         matches!(
             self,
-            Class::Ok | Class::Error | Class::BothResultError | Class::InvalidJsonrpc
+            Class::Ok
+                | Class::ToolError
+                | Class::OutputSchemaViolation
+                | Class::Error
+                | Class::BothResultError
+                | Class::InvalidJsonrpc
+        )
+    }
+
+    /// Whether a message of this class answered with a `result` alone (ok or not).
+    pub fn is_result(self) -> bool {
+        matches!(
+            self,
+            Class::Ok | Class::ToolError | Class::OutputSchemaViolation
         )
     }
 }
@@ -298,6 +319,10 @@ pub struct Correlator {
     settled: Vec<Settled>,
     /// Requests from the server, when someone answers them.
     server_requests: Option<Vec<ServerRequest>>,
+    /// How results are read: tool errors, output schemas.
+    rules: Arc<AnswerRules>,
+    /// Per operation with an output schema: results seen, for `--validate-output sample:N`.
+    results_seen: Vec<u32>,
 }
 
 impl Default for Correlator {
@@ -322,7 +347,15 @@ impl Correlator {
             stats: Stats::default(),
             settled: Vec::new(),
             server_requests: None,
+            rules: Arc::default(),
+            results_seen: Vec::new(),
         }
+    }
+
+    /// Reads results by `rules` from now on (tool errors, output schemas).
+    pub fn with_rules(mut self, rules: Arc<AnswerRules>) -> Self {
+        self.rules = rules;
+        self
     }
 
     #[inline]
@@ -501,12 +534,12 @@ impl Correlator {
         }
         let latency = Duration::from_nanos(now_ns.saturating_sub(due));
         let service = Duration::from_nanos(now_ns.saturating_sub(written));
-        let class = match (r.result.is_some(), r.error.is_some()) {
+        let class = match (r.result, r.error.is_some()) {
             _ if !r.well_formed => Class::InvalidJsonrpc,
-            (true, false) => Class::Ok,
-            (false, true) => Class::Error,
-            (true, true) => Class::BothResultError,
-            (false, false) => Class::InvalidJsonrpc,
+            (Some(result), false) => self.judge_result(op, r, result),
+            (None, true) => Class::Error,
+            (Some(_), true) => Class::BothResultError,
+            (None, false) => Class::InvalidJsonrpc,
         };
         let code = if class == Class::Error {
             r.error_code()
@@ -534,6 +567,46 @@ impl Correlator {
             });
         }
         (class, Some(op))
+    }
+
+    /// The class of a well-formed `result` of operation `op`: a tool error (unless they count
+    /// ok), a `structuredContent` its tool's schema refuses (when checked), else `ok`. The
+    /// first of each keeps its text under the operation.
+    #[inline]
+    fn judge_result(&mut self, op: u16, r: &jsonrpc::Response<'_>, result: &RawValue) -> Class {
+        if r.is_tool_error() {
+            if self.rules.tool_errors_ok {
+                return Class::Ok;
+            }
+            let o = self.stats.op_mut(op);
+            if o.tool_error.is_none() {
+                o.tool_error = Some(answers::tool_error_text(result));
+            }
+            return Class::ToolError;
+        }
+        let Some((schema, every)) = self.rules.schema(op) else {
+            return Class::Ok;
+        };
+        if every > 1 {
+            let i = op as usize;
+            if i >= self.results_seen.len() {
+                self.results_seen.resize(i + 1, 0);
+            }
+            self.results_seen[i] = self.results_seen[i].wrapping_add(1);
+            if self.results_seen[i] % every != 0 {
+                return Class::Ok;
+            }
+        }
+        match schema.check(result) {
+            Ok(()) => Class::Ok,
+            Err(why) => {
+                let o = self.stats.op_mut(op);
+                if o.output_schema_violation.is_none() {
+                    o.output_schema_violation = Some(answers::one_line(&why));
+                }
+                Class::OutputSchemaViolation
+            }
+        }
     }
 
     /// Ends a pending request without a response. Returns false (and counts nothing) when
@@ -828,6 +901,8 @@ impl Correlator {
 fn count_class(c: &mut Counters, class: Class) {
     match class {
         Class::Ok => c.ok += 1,
+        Class::ToolError => c.tool_errors += 1,
+        Class::OutputSchemaViolation => c.output_schema_violations += 1,
         Class::Error => c.errors += 1,
         Class::BothResultError => c.both_result_error += 1,
         Class::InvalidJsonrpc => c.invalid_jsonrpc += 1,

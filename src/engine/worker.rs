@@ -83,7 +83,7 @@ struct StepState {
 
 impl Worker {
     pub(super) async fn run(mut self, mut orders: mpsc::UnboundedReceiver<Order>) -> AnyTransport {
-        let mut corr = Correlator::default();
+        let mut corr = Correlator::default().with_rules(Arc::clone(&self.work.answer_rules));
         let mut ledger = Ledger::default();
         let mut renderer = Renderer::new(self.index, self.work.seed);
         let mut seq = 0u64;

@@ -98,6 +98,8 @@ pub struct Mix {
     skipped: Vec<Skipped>,
     /// The rules of tasks and input rounds, when an operation has either.
     flows: Option<Arc<FlowRules>>,
+    /// The tool each `tools/call` operation calls, by operation number.
+    tools: Vec<(u16, String)>,
 }
 
 /// What a scenario iteration binds for every request it sends: its CSV row (by number; a
@@ -141,6 +143,7 @@ impl Mix {
         let mut weights = Vec::new();
         let mut names = OpNames::default();
         let mut skipped = Vec::new();
+        let mut tools = Vec::new();
         for op in ops {
             let csv = match &op.csv {
                 Some(p) => Some(Arc::new(CsvData::read(&base.join(p))?)),
@@ -176,6 +179,7 @@ impl Mix {
                     )?);
                     if let Some(o) = out.last_mut() {
                         o.flow = flow;
+                        tools.push((o.op, t.name.clone()));
                     }
                     weights.push(share);
                 }
@@ -209,6 +213,11 @@ impl Mix {
                 )?);
                 if let Some(o) = out.last_mut() {
                     o.flow = flow;
+                    if op.method == Method::ToolsCall
+                        && let Some(tool) = &op.tool
+                    {
+                        tools.push((o.op, tool.clone()));
+                    }
                 }
                 weights.push(op.weight as f64);
             }
@@ -242,7 +251,13 @@ impl Mix {
             names: names.into_vec(),
             skipped,
             flows,
+            tools,
         })
+    }
+
+    /// The tool each `tools/call` operation calls: (operation number, tool name).
+    pub fn called_tools(&self) -> &[(u16, String)] {
+        &self.tools
     }
 
     /// The rules of tasks and input rounds, when an operation has either.

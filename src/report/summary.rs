@@ -17,7 +17,7 @@ use std::path::Path;
 
 /// The version of summary.json's layout. Bumped when a field is renamed or redefined; adding
 /// a field does not bump it.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The oldest summary.json layout still read (docs/results.md lists what each changed).
 pub const OLDEST_SCHEMA_VERSION: u32 = 1;

@@ -130,7 +130,7 @@ type Count = fn(&StepSummary) -> u64;
 
 /// Counters called out under the table when they are not zero, with what they usually mean.
 /// The first seven are docs/metrics.md's anomalies.
-const CALLOUTS: [(&str, Count); 19] = [
+const CALLOUTS: [(&str, Count); 21] = [
     ("duplicate_id", |s| s.duplicate_id),
     ("late", |s| s.late),
     ("unknown_id", |s| s.unknown_id),
@@ -150,6 +150,8 @@ const CALLOUTS: [(&str, Count); 19] = [
     ("progress_then_missing", |s| s.progress_then_missing),
     ("auth_failures", |s| s.auth_failures),
     ("http_403", |s| s.http_403),
+    ("tool_errors", |s| s.tool_errors),
+    ("output_schema_violations", |s| s.output_schema_violations),
 ];
 
 /// What a non-zero count of `counter` usually means, for the counters called out in reports.
@@ -229,6 +231,16 @@ pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
         "progress_unknown_token" => {
             "progress notifications for tokens mcpload never issued (or without a readable \
              token and value): the server mixes up requests or sessions"
+        }
+        "tool_errors" => {
+            "tool results with isError: true: the tool itself failed (wrong arguments, a \
+             downstream error), so the call did not complete; --tool-errors ok counts them ok \
+             for servers that use isError for expected outcomes"
+        }
+        "output_schema_violations" => {
+            "results whose structuredContent breaks the outputSchema their tool declares (or \
+             lacks one): real clients reject them; a server dropping fields under load \
+             (--validate-output sets how often this is checked)"
         }
         "progress_then_missing" => {
             "calls that reported progress and then ended without their answer: the stream \
@@ -361,6 +373,8 @@ pub(super) struct Callout {
 fn cause<'a>(counter: &str, s: &'a StepSummary) -> Option<&'a str> {
     match counter {
         "transport_errors" => s.transport_error.as_deref(),
+        "tool_errors" => s.tool_error.as_deref(),
+        "output_schema_violations" => s.output_schema_violation.as_deref(),
         _ => None,
     }
 }
@@ -423,6 +437,8 @@ fn counts_anything(o: &OpSummary) -> bool {
         + o.rejected()
         + o.http_other
         + o.transport_errors
+        + o.tool_errors
+        + o.output_schema_violations
         + o.expired_unsent
         + o.batches
         + o.batch_rejected

@@ -31,11 +31,17 @@ pub enum FaultKind {
     Garbage,
     /// The answer is cut in the middle.
     Truncate,
+    /// A `tools/call` result becomes a tool error (`isError: true`); other requests are
+    /// left alone (and not counted as faulted).
+    ToolError,
+    /// A `tools/call` result's `structuredContent` is emptied, breaking the `outputSchema`
+    /// its tool declares; requests of tools that declare none are left alone.
+    BadStructured,
 }
 
 impl FaultKind {
-    /// Every kind, in precedence order.
-    pub const ALL: [FaultKind; 8] = [
+    /// Every kind, in precedence order: the wire faults, then those that change a result.
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::Drop,
         FaultKind::NullId,
         FaultKind::UnknownId,
@@ -44,6 +50,8 @@ impl FaultKind {
         FaultKind::BadVersion,
         FaultKind::Garbage,
         FaultKind::Truncate,
+        FaultKind::ToolError,
+        FaultKind::BadStructured,
     ];
 
     /// The name used on the command line and in profiles.
@@ -57,11 +65,19 @@ impl FaultKind {
             FaultKind::BadVersion => "bad-version",
             FaultKind::Garbage => "garbage",
             FaultKind::Truncate => "truncate",
+            FaultKind::ToolError => "tool-error",
+            FaultKind::BadStructured => "bad-structured",
         }
     }
 
     pub(crate) fn index(self) -> usize {
         self as usize
+    }
+
+    /// Whether the fault changes what the method answers (a valid result all the same)
+    /// rather than how the answer goes on the wire.
+    pub(crate) fn changes_result(self) -> bool {
+        matches!(self, FaultKind::ToolError | FaultKind::BadStructured)
     }
 }
 
@@ -124,7 +140,7 @@ impl Anomaly for FaultKind {
 /// the sequence number, picks at most one kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct FaultOdds([f64; 8]);
+pub struct FaultOdds([f64; FaultKind::ALL.len()]);
 
 impl FaultOdds {
     pub fn probability(&self, kind: FaultKind) -> f64 {
@@ -172,12 +188,15 @@ impl TryFrom<String> for FaultOdds {
     }
 }
 
+/// The most kinds one family of anomalies has.
+const MAX_KINDS: usize = FaultKind::ALL.len();
+
 /// One family of anomalies the target can play exactly (answer faults, task faults, progress
 /// faults): each kind has a name and is injected every Nth time its subject comes up.
 pub trait Anomaly: Copy + Eq + fmt::Debug + Send + Sync + 'static {
     /// The knob's name in error messages (`task-fault`).
     const WHAT: &'static str;
-    /// Every kind, in precedence order (at most 8).
+    /// Every kind, in precedence order (at most [`MAX_KINDS`]).
     const ALL: &'static [Self];
     /// The name used on the command line and in profiles.
     fn name(self) -> &'static str;
@@ -187,14 +206,14 @@ pub trait Anomaly: Copy + Eq + fmt::Debug + Send + Sync + 'static {
 /// where both match, the earlier kind of [`Anomaly::ALL`] wins).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Periods<A: Anomaly> {
-    every: [u64; 8],
+    every: [u64; MAX_KINDS],
     kinds: PhantomData<A>,
 }
 
 impl<A: Anomaly> Default for Periods<A> {
     fn default() -> Self {
         Periods {
-            every: [0; 8],
+            every: [0; MAX_KINDS],
             kinds: PhantomData,
         }
     }
