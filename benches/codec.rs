@@ -41,9 +41,8 @@ fn codec(c: &mut Criterion) {
     assert_eq!(one.len(), 1024);
     let mut g = c.benchmark_group("codec");
     g.throughput(Throughput::Bytes(one.len() as u64));
-    let classify = |corr: Correlator, answer: &'static str| {
+    let classify = |mut corr: Correlator, answer: &'static str| {
         move |b: &mut criterion::Bencher<'_>| {
-            let mut corr = corr;
             let t0 = Instant::now();
             let sent = Sent {
                 due: t0,

@@ -593,7 +593,7 @@ impl Correlator {
                 self.results_seen.resize(i + 1, 0);
             }
             self.results_seen[i] = self.results_seen[i].wrapping_add(1);
-            if self.results_seen[i] % every != 0 {
+            if !self.results_seen[i].is_multiple_of(every) {
                 return Class::Ok;
             }
         }
