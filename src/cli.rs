@@ -6,6 +6,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 use mcpload::auth::JwtAudience;
 use mcpload::client::split_header;
+use mcpload::correlator::{ToolErrors, ValidateOutput};
 use mcpload::profile::{
     AuthMethod, AuthSpec, Levels, OAuthSpec, Spacing, TlsSpec, parse_bytes, parse_duration,
 };
@@ -912,6 +913,14 @@ pub(crate) struct RunArgs {
     /// A step with any pairing anomaly is failed.
     #[arg(long)]
     pub fail_on_anomaly: bool,
+    /// How a tool result with isError: true counts: `error` (default: in `tool_errors`, in
+    /// the error rate) or `ok` (servers that use isError for expected outcomes).
+    #[arg(long, value_name = "ok|error")]
+    pub tool_errors: Option<ToolErrors>,
+    /// Check structuredContent against the tool's outputSchema: `all` (default), `sample:N`
+    /// (every Nth result of each operation) or `off`.
+    #[arg(long, value_name = "off|sample:N|all")]
+    pub validate_output: Option<ValidateOutput>,
     /// Run every step even after one failed.
     #[arg(long)]
     pub keep_going: bool,
@@ -1129,6 +1138,8 @@ impl RunArgs {
             error_rate: self.max_error_rate,
             p99_slo_ms: self.slo_p99_ms,
             fail_on_anomaly: self.fail_on_anomaly,
+            tool_errors: self.tool_errors,
+            validate_output: self.validate_output,
             keep_going: self.keep_going,
             workers: self.workers,
             seed: self.seed,

@@ -77,6 +77,8 @@ pub fn pct(x: f64) -> String {
 pub(crate) fn counter_phrase(counter: &str) -> &str {
     match counter {
         "errors" => "JSON-RPC error responses",
+        "tool_errors" => "tool errors (isError: true)",
+        "output_schema_violations" => "results breaking their outputSchema",
         "both_result_error" | "invalid_jsonrpc" => "malformed responses",
         "missing" => "missing responses",
         "timeouts" => "timeouts",
@@ -141,6 +143,8 @@ pub struct Judgement {
 fn dominant_cause(s: &StepSummary) -> Option<Cause> {
     let terms = [
         ("errors", s.errors),
+        ("tool_errors", s.tool_errors),
+        ("output_schema_violations", s.output_schema_violations),
         ("both_result_error", s.both_result_error),
         ("invalid_jsonrpc", s.invalid_jsonrpc),
         ("missing", s.missing),

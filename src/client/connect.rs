@@ -811,6 +811,7 @@ async fn list_tools(
             let input_schema = tool.get("inputSchema").cloned().unwrap_or(json!({}));
             let mut info = ToolInfo::new(name.to_owned(), input_schema, revision);
             info.task_support = TaskSupport::of(tool);
+            info.output_schema = tool.get("outputSchema").cloned();
             tools.push(info);
         }
         cursor = result

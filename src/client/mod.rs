@@ -262,6 +262,9 @@ pub struct ToolInfo {
     pub invalid: Option<String>,
     /// 2025-11-25: `execution.taskSupport` (`forbidden` when absent).
     pub task_support: TaskSupport,
+    /// 2025-06-18 on: the `outputSchema` its results' `structuredContent` must conform to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// Whether a tool may run as a task (2025-11-25 `execution.taskSupport`).
@@ -307,6 +310,7 @@ impl ToolInfo {
             param_headers,
             invalid,
             task_support: TaskSupport::Forbidden,
+            output_schema: None,
         }
     }
 }

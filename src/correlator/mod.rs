@@ -1,9 +1,11 @@
 //! Pairing by id, never by position: the pending map, the window of ended ids, and the
 //! classification of every incoming message and every unpaired end, as docs/metrics.md defines.
 
+mod answers;
 mod input;
 mod ledger;
 
+pub use answers::{AnswerRules, OutputSchema, ToolErrors, ValidateOutput};
 pub use input::InputCover;
 pub use ledger::{Applied, Ledger};
 
@@ -14,6 +16,7 @@ use rustc_hash::FxHashMap;
 use serde_json::value::RawValue;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The error a server answers a protocol version it does not serve with (`version_rejected`).
@@ -77,6 +80,11 @@ pub enum Class {
     Ok,
     /// A result `input_required` asking for a kind of input nothing answers (its kind).
     InputUnanswered(AskedKind),
+    /// A result with `isError: true` (`tool_errors`), unless `--tool-errors ok`.
+    ToolError,
+    /// A result whose `structuredContent` breaks its tool's `outputSchema`
+    /// (`output_schema_violations`).
+    OutputSchemaViolation,
     Error,
     BothResultError,
     InvalidJsonrpc,
@@ -95,9 +103,19 @@ impl Class {
             self,
             Class::Ok
                 | Class::InputUnanswered(_)
+                | Class::ToolError
+                | Class::OutputSchemaViolation
                 | Class::Error
                 | Class::BothResultError
                 | Class::InvalidJsonrpc
+        )
+    }
+
+    /// Whether a message of this class answered with a `result` alone (ok or not).
+    pub fn is_result(self) -> bool {
+        matches!(
+            self,
+            Class::Ok | Class::ToolError | Class::OutputSchemaViolation
         )
     }
 }
@@ -313,6 +331,10 @@ pub struct Correlator {
     server_requests: Option<Vec<ServerRequest>>,
     /// 2026-07-28: results are read for an `input_required` this cover leaves unanswered.
     input_cover: Option<InputCover>,
+    /// How results are read: tool errors, output schemas.
+    rules: Arc<AnswerRules>,
+    /// Per operation with an output schema: results seen, for `--validate-output sample:N`.
+    results_seen: Vec<u32>,
 }
 
 impl Default for Correlator {
@@ -338,7 +360,15 @@ impl Correlator {
             settled: Vec::new(),
             server_requests: None,
             input_cover: None,
+            rules: Arc::default(),
+            results_seen: Vec::new(),
         }
+    }
+
+    /// Reads results by `rules` from now on (tool errors, output schemas).
+    pub fn with_rules(mut self, rules: Arc<AnswerRules>) -> Self {
+        self.rules = rules;
+        self
     }
 
     /// From now on, a result `input_required` asking for a kind `cover` does not answer
@@ -525,17 +555,15 @@ impl Correlator {
         }
         let latency = Duration::from_nanos(now_ns.saturating_sub(due));
         let service = Duration::from_nanos(now_ns.saturating_sub(written));
-        let class = match (r.result.is_some(), r.error.is_some()) {
+        let class = match (r.result, r.error.is_some()) {
             _ if !r.well_formed => Class::InvalidJsonrpc,
-            (true, false) => match (self.input_cover, r.result) {
-                (Some(cover), Some(result)) => cover
-                    .unanswered(result)
-                    .map_or(Class::Ok, Class::InputUnanswered),
-                _ => Class::Ok,
+            (Some(result), false) => match self.input_cover.and_then(|c| c.unanswered(result)) {
+                Some(kind) => Class::InputUnanswered(kind),
+                None => self.judge_result(op, r, result),
             },
-            (false, true) => Class::Error,
-            (true, true) => Class::BothResultError,
-            (false, false) => Class::InvalidJsonrpc,
+            (None, true) => Class::Error,
+            (Some(_), true) => Class::BothResultError,
+            (None, false) => Class::InvalidJsonrpc,
         };
         let code = if class == Class::Error {
             r.error_code()
@@ -564,6 +592,46 @@ impl Correlator {
             });
         }
         (class, Some(op))
+    }
+
+    /// The class of a well-formed `result` of operation `op`: a tool error (unless they count
+    /// ok), a `structuredContent` its tool's schema refuses (when checked), else `ok`. The
+    /// first of each keeps its text under the operation.
+    #[inline]
+    fn judge_result(&mut self, op: u16, r: &jsonrpc::Response<'_>, result: &RawValue) -> Class {
+        if r.is_tool_error() {
+            if self.rules.tool_errors_ok {
+                return Class::Ok;
+            }
+            let o = self.stats.op_mut(op);
+            if o.tool_error.is_none() {
+                o.tool_error = Some(answers::tool_error_text(result));
+            }
+            return Class::ToolError;
+        }
+        let Some((schema, every)) = self.rules.schema(op) else {
+            return Class::Ok;
+        };
+        if every > 1 {
+            let i = op as usize;
+            if i >= self.results_seen.len() {
+                self.results_seen.resize(i + 1, 0);
+            }
+            self.results_seen[i] = self.results_seen[i].wrapping_add(1);
+            if !self.results_seen[i].is_multiple_of(every) {
+                return Class::Ok;
+            }
+        }
+        match schema.check(result) {
+            Ok(()) => Class::Ok,
+            Err(why) => {
+                let o = self.stats.op_mut(op);
+                if o.output_schema_violation.is_none() {
+                    o.output_schema_violation = Some(answers::one_line(&why));
+                }
+                Class::OutputSchemaViolation
+            }
+        }
     }
 
     /// Ends a pending request without a response. Returns false (and counts nothing) when
@@ -878,6 +946,8 @@ fn count_class(c: &mut Counters, class: Class) {
             c.input_unanswered += 1;
             c.input_unanswered_by_kind.count(kind);
         }
+        Class::ToolError => c.tool_errors += 1,
+        Class::OutputSchemaViolation => c.output_schema_violations += 1,
         Class::Error => c.errors += 1,
         Class::BothResultError => c.both_result_error += 1,
         Class::InvalidJsonrpc => c.invalid_jsonrpc += 1,

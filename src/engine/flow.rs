@@ -364,9 +364,10 @@ impl Flows {
         }
         match what {
             Waiting::Call => match (class, result) {
-                (Class::Ok, Some(r)) => match read_call(&r, modern) {
+                (c, Some(r)) if c.is_result() => match read_call(&r, modern) {
+                    // A tool error or a result off its schema is an answer, not an ok one.
                     CallAnswer::Done { .. } => {
-                        self.end(s, slot, Ending::Answered { ok: true }, now)
+                        self.end(s, slot, Ending::Answered { ok: c == Class::Ok }, now)
                     }
                     CallAnswer::Input { requests, state } => {
                         self.input_round(s, t, slot, &requests, state, now)

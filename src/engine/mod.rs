@@ -17,6 +17,7 @@ pub use segment::{Clock, Segment, SlotShape};
 pub use sink::{FanOut, MeasuredStep, Second, SinkError, StepSink, StepStart, StepWindow};
 
 use crate::analysis::{StopCriteria, SweepJudge};
+use crate::correlator::AnswerRules;
 use crate::load::mix::Mix;
 use crate::load::scenario::Scenarios;
 use crate::metrics::{LatencyHistogram, Model, Stats, StepFacts};
@@ -56,6 +57,8 @@ pub struct Workload {
     pub segment: Segment,
     /// Closed loop: each virtual user's requests carry its own token (`token_per_user`).
     pub token_per_user: bool,
+    /// How results are read: tool errors, output schemas.
+    pub answer_rules: Arc<AnswerRules>,
 }
 
 impl Workload {

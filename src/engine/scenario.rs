@@ -542,6 +542,17 @@ fn answer_value(step: &str, outcome: &Outcome) -> Result<Value, String> {
                 (Class::Ok, Some(r), _) => {
                     answer.insert("result".into(), parse(r));
                 }
+                // Not ok, so the step fails as on an error answer (with `--tool-errors ok`
+                // the correlator counts a tool error `ok` and the step goes on).
+                // Its text is the step's `tool_error`; the reason stays one line of a table.
+                (Class::ToolError, Some(_), _) => {
+                    return Err(format!("{step}: tool error (isError: true)"));
+                }
+                (Class::OutputSchemaViolation, Some(_), _) => {
+                    return Err(format!(
+                        "{step}: structuredContent breaks the tool's outputSchema"
+                    ));
+                }
                 (Class::Error, _, Some(e)) => {
                     answer.insert("error".into(), parse(e));
                 }

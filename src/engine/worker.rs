@@ -83,7 +83,7 @@ struct StepState {
 
 impl Worker {
     pub(super) async fn run(mut self, mut orders: mpsc::UnboundedReceiver<Order>) -> AnyTransport {
-        let mut corr = Correlator::default();
+        let mut corr = Correlator::default().with_rules(Arc::clone(&self.work.answer_rules));
         if let Some(cover) = self.work.mix.input_cover() {
             corr.read_input_required(cover);
         }

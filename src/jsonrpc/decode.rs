@@ -95,6 +95,51 @@ impl Response<'_> {
     }
 }
 
+impl Response<'_> {
+    /// Whether the `result` is a tool's own failure: `"isError": true` among its top-level
+    /// members (MCP `CallToolResult`). Only that member is read: a result whose text holds no
+    /// `isError` (nor an escape that could spell it) is not parsed at all, and otherwise its
+    /// other members are skipped unbuilt.
+    #[inline]
+    pub fn is_tool_error(&self) -> bool {
+        self.result.is_some_and(|r| is_tool_error(r.get()))
+    }
+}
+
+/// See [`Response::is_tool_error`].
+fn is_tool_error(result: &str) -> bool {
+    #[derive(Deserialize)]
+    struct ToolResult {
+        #[serde(rename = "isError", default)]
+        is_error: Option<IsError>,
+    }
+    /// `true` only when the member is the boolean `true`; any other value is no tool error.
+    struct IsError(bool);
+    impl<'de> Deserialize<'de> for IsError {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let v = IgnoredOrBool::deserialize(d)?;
+            Ok(IsError(matches!(v, IgnoredOrBool::Bool(true))))
+        }
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum IgnoredOrBool {
+        Bool(bool),
+        Other(IgnoredAny),
+    }
+    let bytes = result.as_bytes();
+    if !result.starts_with('{')
+        || (memchr::memmem::find(bytes, b"isError").is_none()
+            && memchr::memmem::find(bytes, b"\\u").is_none())
+    {
+        return false;
+    }
+    serde_json::from_str::<ToolResult>(result)
+        .ok()
+        .and_then(|r| r.is_error)
+        .is_some_and(|e| e.0)
+}
+
 /// Reads one JSON text: a single message or a batch.
 pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());

@@ -103,6 +103,8 @@ pub struct Mix {
     input: Option<CannedInput>,
     /// The agreed revision is 2026-07-28.
     modern: bool,
+    /// The tool each `tools/call` operation calls, by operation number.
+    tools: Vec<(u16, String)>,
 }
 
 /// What a scenario iteration binds for every request it sends: its CSV row (by number; a
@@ -146,6 +148,7 @@ impl Mix {
         let mut weights = Vec::new();
         let mut names = OpNames::default();
         let mut skipped = Vec::new();
+        let mut tools = Vec::new();
         for op in ops {
             let csv = match &op.csv {
                 Some(p) => Some(Arc::new(CsvData::read(&base.join(p))?)),
@@ -181,6 +184,7 @@ impl Mix {
                     )?);
                     if let Some(o) = out.last_mut() {
                         o.flow = flow;
+                        tools.push((o.op, t.name.clone()));
                     }
                     weights.push(share);
                 }
@@ -214,6 +218,11 @@ impl Mix {
                 )?);
                 if let Some(o) = out.last_mut() {
                     o.flow = flow;
+                    if op.method == Method::ToolsCall
+                        && let Some(tool) = &op.tool
+                    {
+                        tools.push((o.op, tool.clone()));
+                    }
                 }
                 weights.push(op.weight as f64);
             }
@@ -249,7 +258,13 @@ impl Mix {
             flows,
             input: canned.cloned(),
             modern,
+            tools,
         })
+    }
+
+    /// The tool each `tools/call` operation calls: (operation number, tool name).
+    pub fn called_tools(&self) -> &[(u16, String)] {
+        &self.tools
     }
 
     /// The rules of tasks and input rounds, when an operation has either.

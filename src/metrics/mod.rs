@@ -58,7 +58,8 @@ use std::time::Duration;
 pub struct Counters {
     /// Requests registered (sent or attempted), batch members included.
     pub requests: u64,
-    /// Responses that paired a request: `ok + errors + both_result_error + invalid_jsonrpc`.
+    /// Responses that paired a request: `ok + tool_errors + output_schema_violations + errors +
+    /// both_result_error + invalid_jsonrpc`.
     pub responses: u64,
     pub ok: u64,
     pub errors: u64,
@@ -183,6 +184,14 @@ pub struct Counters {
     /// protocol version they carried not served (docs/metrics.md, "Versions refused").
     #[serde(default)]
     pub version_rejected: u64,
+    /// Results with `isError: true`, a tool's own failure (unless `--tool-errors ok`): a class
+    /// of the pairing identity, not `ok` (schema_version 3).
+    #[serde(default)]
+    pub tool_errors: u64,
+    /// Results whose `structuredContent` breaks their tool's `outputSchema`: a class of the
+    /// pairing identity, not `ok` (schema_version 3).
+    #[serde(default)]
+    pub output_schema_violations: u64,
 }
 
 derived_counts!(Counters);
@@ -192,6 +201,8 @@ impl Counters {
     /// `in_flight_at_end`.
     pub fn ended(&self) -> u64 {
         self.ok
+            + self.tool_errors
+            + self.output_schema_violations
             + self.errors
             + self.both_result_error
             + self.invalid_jsonrpc
@@ -256,7 +267,9 @@ macro_rules! additive_counters {
             retries_token,
             input_unanswered,
             input_refused,
-            version_rejected
+            version_rejected,
+            tool_errors,
+            output_schema_violations
         )
     };
 }
@@ -353,6 +366,12 @@ impl AddAssign<&LatencyHistogram> for LatencyHistogram {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct OpStats {
     pub counters: Counters,
+    /// The text of the first tool error (`tool_errors`) of the operation.
+    #[serde(default)]
+    pub tool_error: Option<String>,
+    /// The first output schema violation of the operation, as `PATH: MESSAGE`.
+    #[serde(default)]
+    pub output_schema_violation: Option<String>,
     #[serde(skip)]
     pub latency: LatencyHistogram,
     #[serde(skip)]
@@ -364,6 +383,13 @@ impl AddAssign<&OpStats> for OpStats {
         self.counters += &o.counters;
         self.latency += &o.latency;
         self.service_latency += &o.service_latency;
+        if self.tool_error.is_none() {
+            self.tool_error.clone_from(&o.tool_error);
+        }
+        if self.output_schema_violation.is_none() {
+            self.output_schema_violation
+                .clone_from(&o.output_schema_violation);
+        }
     }
 }
 

@@ -290,6 +290,19 @@ pub struct StepSummary {
     /// version not served.
     #[serde(default)]
     pub version_rejected: u64,
+    /// Results with `isError: true` (schema_version 3): not `ok`, so in `error_rate`;
+    /// `--tool-errors ok` counts them `ok` instead.
+    #[serde(default)]
+    pub tool_errors: u64,
+    /// Results whose `structuredContent` breaks their tool's `outputSchema` (schema_version 3).
+    #[serde(default)]
+    pub output_schema_violations: u64,
+    /// The text of the step's first tool error (of the first operation that had one).
+    #[serde(default)]
+    pub tool_error: Option<String>,
+    /// The step's first output schema violation, as `PATH: MESSAGE`.
+    #[serde(default)]
+    pub output_schema_violation: Option<String>,
 }
 
 /// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum.
@@ -651,6 +664,10 @@ impl StepSummary {
             token_fetch_max_ms: token_fetch.max,
             input_refused: c.input_refused,
             version_rejected: c.version_rejected,
+            tool_errors: c.tool_errors,
+            output_schema_violations: c.output_schema_violations,
+            tool_error: s.ops.iter().find_map(|o| o.tool_error.clone()),
+            output_schema_violation: s.ops.iter().find_map(|o| o.output_schema_violation.clone()),
         }
         .with_iterations(s)
         .with_flows(s)
@@ -803,6 +820,16 @@ pub struct OpSummary {
     /// Of its `errors` or `http_other`: requests refused -32022.
     #[serde(default)]
     pub version_rejected: u64,
+    #[serde(default)]
+    pub tool_errors: u64,
+    #[serde(default)]
+    pub output_schema_violations: u64,
+    /// The text of the operation's first tool error in the step.
+    #[serde(default)]
+    pub tool_error: Option<String>,
+    /// The operation's first output schema violation in the step, as `PATH: MESSAGE`.
+    #[serde(default)]
+    pub output_schema_violation: Option<String>,
 }
 
 derived_counts!(OpSummary);
@@ -820,6 +847,7 @@ impl OpSummary {
             .map(|(i, o)| {
                 let name = names.get(i).cloned().unwrap_or_else(|| format!("op{i}"));
                 OpSummary::new(step, name, &o.counters, &o.latency, &o.service_latency)
+                    .with_first_texts(o)
             })
             .collect();
         let rest = stats
@@ -827,6 +855,14 @@ impl OpSummary {
             .residual(stats.ops.iter().map(|o| &o.counters));
         rows.push(OpSummary::new(step, NO_OP.into(), &rest, &empty, &empty));
         rows
+    }
+
+    /// The operation's first tool error and output schema violation.
+    fn with_first_texts(mut self, o: &super::OpStats) -> Self {
+        self.tool_error.clone_from(&o.tool_error);
+        self.output_schema_violation
+            .clone_from(&o.output_schema_violation);
+        self
     }
 
     fn new(
@@ -888,6 +924,10 @@ impl OpSummary {
             service_mean_ms: service.mean,
             input_unanswered: c.input_unanswered,
             version_rejected: c.version_rejected,
+            tool_errors: c.tool_errors,
+            output_schema_violations: c.output_schema_violations,
+            tool_error: None,
+            output_schema_violation: None,
         }
     }
 }

@@ -12,6 +12,7 @@ pub use auth::{AuthMethod, AuthSpec, OAuthSpec, TlsSpec};
 pub use scenario::{Call, Capture, Member, Poll, PollRules, Scenario, Step, StepKind, Think};
 pub use values::{Levels, Spacing, TemplateText, parse_bytes, parse_duration};
 
+use crate::correlator::{ToolErrors, ValidateOutput};
 use crate::protocol::ProtocolChoice;
 use crate::server::ServeConfig;
 use crate::transport::DEFAULT_CONNECT_TIMEOUT;
@@ -383,6 +384,14 @@ pub struct Criteria {
     /// invalid_jsonrpc fails.
     #[serde(default)]
     pub fail_on_anomaly: bool,
+    /// `"ok"`: results with `isError: true` count as `ok`; `"error"` (default): they count
+    /// as `tool_errors`, in the error rate.
+    #[serde(default)]
+    pub tool_errors: ToolErrors,
+    /// `structuredContent` checked against the tool's `outputSchema`: `"all"` (default),
+    /// `"sample:N"` (every Nth result of each operation), `"off"`.
+    #[serde(default)]
+    pub validate_output: ValidateOutput,
 }
 
 impl Default for Criteria {
@@ -391,6 +400,8 @@ impl Default for Criteria {
             error_rate: default_error_rate(),
             p99_ms: None,
             fail_on_anomaly: false,
+            tool_errors: ToolErrors::default(),
+            validate_output: ValidateOutput::default(),
         }
     }
 }

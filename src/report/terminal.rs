@@ -132,7 +132,7 @@ type Count = fn(&StepSummary) -> u64;
 
 /// Counters called out under the table when they are not zero, with what they usually mean.
 /// The first seven are docs/metrics.md's anomalies.
-const CALLOUTS: [(&str, Count); 22] = [
+const CALLOUTS: [(&str, Count); 24] = [
     ("duplicate_id", |s| s.duplicate_id),
     ("late", |s| s.late),
     ("unknown_id", |s| s.unknown_id),
@@ -155,6 +155,8 @@ const CALLOUTS: [(&str, Count); 22] = [
     ("input_unanswered", |s| s.input_unanswered.unwrap_or(0)),
     ("input_refused", |s| s.input_refused),
     ("version_rejected", |s| s.version_rejected),
+    ("tool_errors", |s| s.tool_errors),
+    ("output_schema_violations", |s| s.output_schema_violations),
 ];
 
 /// What a non-zero count of `counter` usually means, for the counters called out in reports.
@@ -248,6 +250,16 @@ pub(super) fn anomaly_hint(counter: &str) -> Option<&'static str> {
             "the server asked for input during calls (elicitation/create, \
              sampling/createMessage, roots/list) that the profile's [input] does not give: \
              mcpload answered each with an error; answer them with [input]"
+        }
+        "tool_errors" => {
+            "tool results with isError: true: the tool itself failed (wrong arguments, a \
+             downstream error), so the call did not complete; --tool-errors ok counts them ok \
+             for servers that use isError for expected outcomes"
+        }
+        "output_schema_violations" => {
+            "results whose structuredContent breaks the outputSchema their tool declares (or \
+             lacks one): real clients reject them; a server dropping fields under load \
+             (--validate-output sets how often this is checked)"
         }
         "progress_then_missing" => {
             "calls that reported progress and then ended without their answer: the stream \
@@ -380,6 +392,8 @@ pub(super) struct Callout {
 fn cause(counter: &str, s: &StepRecord) -> Option<String> {
     match counter {
         "transport_errors" => s.figures.transport_error.clone(),
+        "tool_errors" => s.figures.tool_error.clone(),
+        "output_schema_violations" => s.figures.output_schema_violation.clone(),
         "input_unanswered" => {
             let asked: Vec<&str> = (s.ops.iter())
                 .filter(|o| o.input_unanswered > 0)
@@ -466,6 +480,8 @@ fn counts_anything(o: &OpSummary) -> bool {
         + o.rejected()
         + o.http_other
         + o.transport_errors
+        + o.tool_errors
+        + o.output_schema_violations
         + o.expired_unsent
         + o.batches
         + o.batch_rejected

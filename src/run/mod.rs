@@ -15,6 +15,7 @@ use crate::analysis::Thresholds;
 use crate::client::{
     ConnectOptions, Connected, Connector, Endpoint, McpError, Revision, ServerInfo, TransportKind,
 };
+use crate::correlator::{AnswerRules, OutputSchema, ValidateOutput};
 use crate::engine::{self, BatchShape, Clock, FanOut, SweepEnd, Workload};
 use crate::load::flow::{CannedInput, client_capabilities};
 use crate::load::mix::Mix;
@@ -23,6 +24,7 @@ use crate::metrics::{Counters, Model};
 use crate::report::{self, Finished, Progress, RunFolder, Secrets, SegmentRecord};
 use crate::server::{self, RunningTarget};
 use crate::transport::{AnyTransport, StdioOptions, Transport};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -131,7 +133,8 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         .transpose()
         .map_err(PlanError::Usage)?;
     let mut spec = plan.run_spec(&mix, &server);
-    let work = Arc::new(workload(&plan, mix, scenarios));
+    let answer_rules = Arc::new(answer_rules(&plan, &mix, &server));
+    let work = Arc::new(workload(&plan, mix, scenarios, answer_rules));
     let clock = plan
         .sweep
         .start_at
@@ -357,8 +360,46 @@ async fn open_connections(
     Ok(transports)
 }
 
+/// How the workers read results: tool errors as the plan says, and each called tool's
+/// `outputSchema` (2025-06-18 on) compiled once. A schema that does not compile (invalid, or
+/// needing a `$ref` from elsewhere, which is never fetched) leaves its tool unchecked, said
+/// on stderr.
+fn answer_rules(plan: &Plan, mix: &Mix, server: &ServerInfo) -> AnswerRules {
+    let a = plan.answers;
+    let mut rules = AnswerRules::new(a.tool_errors, a.validate_output);
+    if a.validate_output == ValidateOutput::Off || server.revision < Revision::V2025_06_18 {
+        return rules;
+    }
+    let mut compiled: BTreeMap<&str, Option<Arc<OutputSchema>>> = BTreeMap::new();
+    for (op, name) in mix.called_tools() {
+        let Some(schema) = server.tool(name).and_then(|t| t.output_schema.as_ref()) else {
+            continue;
+        };
+        let entry = compiled.entry(name).or_insert_with(|| {
+            OutputSchema::compile(schema)
+                .inspect_err(|why| {
+                    eprintln!(
+                        "mcpload: tool {name}: its outputSchema does not compile ({why}); its \
+                         results are not checked"
+                    )
+                })
+                .ok()
+                .map(Arc::new)
+        });
+        if let Some(s) = entry {
+            rules.set_schema(*op, Arc::clone(s));
+        }
+    }
+    rules
+}
+
 /// What every worker runs, step after step.
-fn workload(plan: &Plan, mix: Mix, scenarios: Option<(Scenarios, Vec<String>)>) -> Workload {
+fn workload(
+    plan: &Plan,
+    mix: Mix,
+    scenarios: Option<(Scenarios, Vec<String>)>,
+    answer_rules: Arc<AnswerRules>,
+) -> Workload {
     let l = &plan.load;
     let batch_size = plan.batch.as_ref().map_or(1, |b| b.size);
     let (scenarios, op_names) = match scenarios {
@@ -385,6 +426,7 @@ fn workload(plan: &Plan, mix: Mix, scenarios: Option<(Scenarios, Vec<String>)>) 
         seed: plan.segment.seed(plan.seed),
         segment: plan.segment,
         token_per_user: plan.token_per_user(),
+        answer_rules,
     }
 }
 

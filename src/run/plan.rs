@@ -5,6 +5,7 @@
 use crate::analysis::{StopCriteria, Thresholds};
 use crate::auth::{ClientAuth, JwtKey, OAuthConfig};
 use crate::client::{ProtocolChoice, ServerInfo, expand_env};
+use crate::correlator::{ToolErrors, ValidateOutput};
 use crate::engine::{Segment, Sweep};
 use crate::load::mix::Mix;
 use crate::metrics::Model;
@@ -85,6 +86,10 @@ pub struct Overrides {
     pub error_rate: Option<f64>,
     pub p99_slo_ms: Option<f64>,
     pub fail_on_anomaly: bool,
+    /// `--tool-errors`: how a result with `isError: true` counts.
+    pub tool_errors: Option<ToolErrors>,
+    /// `--validate-output`: how results are checked against their tool's `outputSchema`.
+    pub validate_output: Option<ValidateOutput>,
     /// Go on after a failed step.
     pub keep_going: bool,
     pub workers: Option<usize>,
@@ -132,6 +137,15 @@ pub struct Plan {
     pub(super) seed: u64,
     pub(super) quiet: bool,
     pub(super) segment: Segment,
+    /// How results are read: tool errors, output schemas (the profile's, or their flags).
+    pub(super) answers: AnswerSettings,
+}
+
+/// `criteria.tool_errors` and `criteria.validate_output`, each replaced by its flag.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AnswerSettings {
+    pub tool_errors: ToolErrors,
+    pub validate_output: ValidateOutput,
 }
 
 /// Merges a profile (if any) and the overrides into a plan; every mistake is a [`PlanError`].
@@ -183,6 +197,10 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
     }
     let batch = batch(p.batch.map(|b| b.into_inner()), &o);
     let criteria = criteria(&p.criteria, &o);
+    let answers = AnswerSettings {
+        tool_errors: o.tool_errors.unwrap_or(p.criteria.tool_errors),
+        validate_output: o.validate_output.unwrap_or(p.criteria.validate_output),
+    };
     let mut threshold_texts: Vec<String> =
         p.thresholds.iter().map(|t| t.get_ref().clone()).collect();
     threshold_texts.extend(o.thresholds.iter().cloned());
@@ -235,6 +253,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         batch,
         thresholds,
         threshold_texts,
+        answers,
         dir,
         workers: o.workers,
         seed: o.seed.unwrap_or(0x006d_6370_6c6f_6164),
@@ -563,6 +582,8 @@ impl Plan {
                 "error_rate": c.max_error_rate,
                 "p99_ms": c.p99_slo_ms,
                 "fail_on_anomaly": c.fail_on_anomaly,
+                "tool_errors": self.answers.tool_errors,
+                "validate_output": self.answers.validate_output,
             },
             "thresholds": self.threshold_texts,
             "seed": self.seed,

@@ -43,11 +43,17 @@ pub enum FaultKind {
     /// The request is refused as a 2026-07-28 server refuses a version it does not serve:
     /// HTTP 400, error -32022 with `data.supported`, under the request's id.
     VersionRejected,
+    /// A `tools/call` result becomes a tool error (`isError: true`); other requests are
+    /// left alone (and not counted as faulted).
+    ToolError,
+    /// A `tools/call` result's `structuredContent` is emptied, breaking the `outputSchema`
+    /// its tool declares; requests of tools that declare none are left alone.
+    BadStructured,
 }
 
 impl FaultKind {
-    /// Every kind, in precedence order.
-    pub const ALL: [FaultKind; 9] = [
+    /// Every kind, in precedence order: the wire faults, then those that change a result.
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::Drop,
         FaultKind::NullId,
         FaultKind::UnknownId,
@@ -57,6 +63,8 @@ impl FaultKind {
         FaultKind::Garbage,
         FaultKind::Truncate,
         FaultKind::VersionRejected,
+        FaultKind::ToolError,
+        FaultKind::BadStructured,
     ];
 
     /// The name used on the command line and in profiles.
@@ -71,11 +79,19 @@ impl FaultKind {
             FaultKind::Garbage => "garbage",
             FaultKind::Truncate => "truncate",
             FaultKind::VersionRejected => "version-rejected",
+            FaultKind::ToolError => "tool-error",
+            FaultKind::BadStructured => "bad-structured",
         }
     }
 
     pub(crate) fn index(self) -> usize {
         self as usize
+    }
+
+    /// Whether the fault changes what the method answers (a valid result all the same)
+    /// rather than how the answer goes on the wire.
+    pub(crate) fn changes_result(self) -> bool {
+        matches!(self, FaultKind::ToolError | FaultKind::BadStructured)
     }
 }
 
@@ -186,32 +202,32 @@ impl TryFrom<String> for FaultOdds {
     }
 }
 
+/// The most kinds one family of anomalies has.
+const MAX_KINDS: usize = FaultKind::ALL.len();
+
 /// One family of anomalies the target can play exactly (answer faults, task faults, progress
 /// faults): each kind has a name and is injected every Nth time its subject comes up.
 pub trait Anomaly: Copy + Eq + fmt::Debug + Send + Sync + 'static {
     /// The knob's name in error messages (`task-fault`).
     const WHAT: &'static str;
-    /// Every kind, in precedence order (at most 8).
+    /// Every kind, in precedence order (at most [`MAX_KINDS`]).
     const ALL: &'static [Self];
     /// The name used on the command line and in profiles.
     fn name(self) -> &'static str;
 }
 
-/// The most kinds one family of anomalies may have.
-const PERIODS_MAX: usize = 12;
-
 /// Exact periods of one family of anomalies: `regress=5,forget=7` (every 5th and every 7th;
 /// where both match, the earlier kind of [`Anomaly::ALL`] wins).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Periods<A: Anomaly> {
-    every: [u64; PERIODS_MAX],
+    every: [u64; MAX_KINDS],
     kinds: PhantomData<A>,
 }
 
 impl<A: Anomaly> Default for Periods<A> {
     fn default() -> Self {
         Periods {
-            every: [0; PERIODS_MAX],
+            every: [0; MAX_KINDS],
             kinds: PhantomData,
         }
     }

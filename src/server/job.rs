@@ -21,6 +21,8 @@ pub(crate) struct Job {
     work: Result<Prepared, Early>,
     fault: Option<FaultKind>,
     seq: u64,
+    /// With a fault that changes results: the tool, when the request is a `tools/call`.
+    tool: Option<Box<str>>,
     /// The method is `initialize` (valid or not).
     initialize: bool,
     /// Its operation's counters.
@@ -86,7 +88,8 @@ impl Shared {
         parsed: &Parsed,
         headers: Option<Headers>,
     ) -> Job {
-        let op = self.stats.operation(mcp::operation_name(req, parsed));
+        let op_name = mcp::operation_name(req, parsed);
+        let op = self.stats.operation(op_name);
         let ordinal = self.stats.request(&op);
         let initialize = req.method == "initialize";
         let work = route.and_then(|route| match route {
@@ -121,6 +124,8 @@ impl Shared {
             Ok(prep) if refused => Err(self.protocol.unsupported(prep.version.as_str())),
             work => work,
         };
+        let tool = (fault.is_some_and(FaultKind::changes_result) && req.method == "tools/call")
+            .then(|| op_name.into());
         Job {
             id: id.to_owned(),
             op: Op {
@@ -131,6 +136,7 @@ impl Shared {
             work,
             fault,
             seq,
+            tool,
             initialize,
         }
     }
@@ -146,6 +152,27 @@ impl Shared {
             .is_ok()
     }
 
+    /// `out` spoiled by the job's `fault` (of a `tools/call` of `tool`) when that fault changes results and applies to it
+    /// (counted then).
+    fn spoil_result(
+        &self,
+        fault: Option<FaultKind>,
+        tool: Option<&str>,
+        out: Outcome,
+        version: Revision,
+    ) -> Outcome {
+        let Some(kind) = fault.filter(|k| k.changes_result()) else {
+            return out;
+        };
+        match methods::spoil_result(kind, out, tool, version) {
+            Ok(spoiled) => {
+                self.stats.fault(kind);
+                spoiled
+            }
+            Err(untouched) => untouched,
+        }
+    }
+
     /// Runs a job through the capacity model and its method, then shapes the answer.
     /// Dropped before the end, the request counts as cancelled.
     pub(crate) async fn run(&self, mut job: Job, sink: Option<&Sink>) -> Done {
@@ -158,9 +185,14 @@ impl Shared {
                     _ => None,
                 };
                 let progress = sink.map(|sink| Progress::new(sink, &job.op.counters));
+                let version = prep.version;
                 let work = methods::execute(prep, self, progress);
                 let out = self.capacity.serve(&self.stats, job.ordinal, work).await;
-                (out, 200, init)
+                (
+                    self.spoil_result(job.fault, job.tool.as_deref(), out, version),
+                    200,
+                    init,
+                )
             }
         };
         job.op.armed = None;

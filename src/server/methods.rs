@@ -7,13 +7,13 @@
 //! their results.
 
 use super::Shared;
-use super::faults::ProgressFault;
+use super::faults::{FaultKind, ProgressFault};
 use super::input::{AskInput, SLEEP_MAX_MS, Step};
 use super::job_api::{ITEMS_MAX, REQUEST_KEY_MAX};
 use super::mcp::{ClientCaps, Params};
 use super::param_tools;
 use super::races;
-use super::stats::Stats;
+use super::stats::{Stats, View};
 use super::tasks::{NewTask, TaskOutcome};
 use super::wire::{Outcome, Progress, invalid_params};
 use crate::jsonrpc::{ErrorObject, codes};
@@ -175,7 +175,7 @@ pub(crate) async fn execute(
 ) -> Outcome {
     let version = prep.version;
     let modern = version.is_modern();
-    let ok = |v: Value, cacheable: bool| Outcome::Result(finish(v, modern, cacheable));
+    let ok = |v: Value, cacheable: bool| result_of(v, modern, cacheable);
     let jobs = &shared.jobs;
     let tasks = &shared.tasks;
     if prep.call.is_tool() {
@@ -213,6 +213,11 @@ pub(crate) async fn execute(
             out.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
             out.extend_from_slice(text.get().as_bytes());
             out.extend_from_slice(b"}]");
+            if version >= STRUCTURED_SINCE {
+                out.extend_from_slice(br#","structuredContent":{"message":"#);
+                out.extend_from_slice(text.get().as_bytes());
+                out.push(b'}');
+            }
             if modern {
                 out.extend_from_slice(br#","resultType":"complete""#);
             }
@@ -374,8 +379,105 @@ pub(crate) async fn execute(
 /// A result or error of the task store, answered as the revision says.
 fn answer(r: Result<Value, ErrorObject>, modern: bool) -> Outcome {
     match r {
-        Ok(v) => Outcome::Result(finish(v, modern, false)),
+        Ok(v) => result_of(v, modern, false),
         Err(e) => Outcome::Error(e),
+    }
+}
+
+/// A result serialised as the revision says; one with `isError: true` is a tool error, which
+/// a correct client does not count `ok`.
+fn result_of(v: Value, modern: bool, cacheable: bool) -> Outcome {
+    let tool_error = v.get("isError") == Some(&Value::Bool(true));
+    let bytes = finish(v, modern, cacheable);
+    if tool_error {
+        Outcome::Flawed(bytes, View::ToolErrors)
+    } else {
+        Outcome::Result(bytes)
+    }
+}
+
+/// The revision that brought `outputSchema` and `structuredContent`.
+const STRUCTURED_SINCE: Revision = Revision::V2025_06_18;
+
+/// Whether `tool` lists an `outputSchema` at `version` (see [`output_schema`]).
+pub(crate) fn declares_output_schema(tool: &str, version: Revision) -> bool {
+    version >= STRUCTURED_SINCE && output_schema(tool).is_some()
+}
+
+/// The `outputSchema` of the built-in tools whose results carry `structuredContent`.
+fn output_schema(tool: &str) -> Option<Value> {
+    let object = |props: Value, required: &[&str]| {
+        Some(json!({"type": "object", "properties": props, "required": required}))
+    };
+    let (string, integer) = (json!({"type": "string"}), json!({"type": "integer"}));
+    let job = |extra: Value, required: &[&str]| {
+        let mut props = json!({"job_id": string, "state": string});
+        if let (Value::Object(p), Value::Object(e)) = (&mut props, extra) {
+            p.extend(e);
+        }
+        object(props, required)
+    };
+    match tool {
+        "echo" => object(json!({"message": string}), &["message"]),
+        "counter_add" | "counter_read" => {
+            object(json!({"key": string, "value": integer}), &["key", "value"])
+        }
+        "job_start" => job(json!({}), &["job_id", "state"]),
+        "job_status" => job(
+            json!({"processed": integer, "total": integer, "pollInterval": integer}),
+            &["job_id", "state", "processed", "total"],
+        ),
+        "job_report" => job(
+            json!({
+                "total": integer,
+                "items": {"type": "array", "items": {"type": "object"}},
+                "succeeded": integer,
+                "failed": integer,
+            }),
+            &["job_id", "state", "total", "items", "succeeded", "failed"],
+        ),
+        "job_lookup" => object(
+            json!({
+                "request_key": string,
+                "count": integer,
+                "job_ids": {"type": "array", "items": string},
+            }),
+            &["request_key", "count", "job_ids"],
+        ),
+        _ => None,
+    }
+}
+
+/// Applies a fault that changes a `tools/call` result of `tool` (answered at `version`):
+/// `tool-error` makes it a tool error, `bad-structured` empties the `structuredContent` of
+/// a tool that declares an `outputSchema`, so that its required members are missing. The
+/// outcome comes back untouched (`Err`) where the fault does not apply: no `tools/call`, an
+/// error, a result that is a tool error already, no schema or no `structuredContent`.
+pub(crate) fn spoil_result(
+    kind: FaultKind,
+    outcome: Outcome,
+    tool: Option<&str>,
+    version: Revision,
+) -> Result<Outcome, Outcome> {
+    let (Some(tool), Outcome::Result(bytes)) = (tool, &outcome) else {
+        return Err(outcome);
+    };
+    match kind {
+        FaultKind::ToolError => {
+            let failed = text_result("mcpload serve: injected fault tool-error", true);
+            Ok(result_of(failed, version.is_modern(), false))
+        }
+        FaultKind::BadStructured if declares_output_schema(tool, version) => {
+            match serde_json::from_slice::<Value>(bytes) {
+                Ok(Value::Object(mut r)) if r.contains_key("structuredContent") => {
+                    r.insert("structuredContent".into(), json!({}));
+                    let bytes = serde_json::to_vec(&r).unwrap_or_default();
+                    Ok(Outcome::Flawed(bytes, View::OutputSchemaViolations))
+                }
+                _ => Err(outcome),
+            }
+        }
+        _ => Err(outcome),
     }
 }
 
@@ -770,20 +872,21 @@ fn structured(answer: Result<Value, ErrorObject>, modern: bool) -> Outcome {
     }
 }
 
-/// The `tools/list` result at `v`, serialised once per shape: before 2025-11-25 (no
-/// `execution`), 2025-11-25 (`execution.taskSupport`), 2026-07-28 (no `execution`: the
-/// tasks extension drops it; `ask_input` added), 2026-07-28 with the `x-mcp-header` tools
-/// (`header_tools`).
+/// The `tools/list` result at `v`, serialised once per shape: before 2025-06-18 (no
+/// `outputSchema`), 2025-06-18 (`outputSchema` of the tools with structured results),
+/// 2025-11-25 (`execution.taskSupport`), 2026-07-28 (no `execution`: the tasks extension
+/// drops it; `ask_input` added), 2026-07-28 with the `x-mcp-header` tools (`header_tools`).
 fn tools_list(v: Revision, header_tools: bool) -> &'static str {
     match v {
-        Revision::V2026_07_28 if header_tools => &TOOLS_LIST[3],
-        Revision::V2026_07_28 => &TOOLS_LIST[2],
-        Revision::V2025_11_25 => &TOOLS_LIST[1],
+        Revision::V2026_07_28 if header_tools => &TOOLS_LIST[4],
+        Revision::V2026_07_28 => &TOOLS_LIST[3],
+        Revision::V2025_11_25 => &TOOLS_LIST[2],
+        Revision::V2025_06_18 => &TOOLS_LIST[1],
         _ => &TOOLS_LIST[0],
     }
 }
 
-static TOOLS_LIST: LazyLock<[String; 4]> = LazyLock::new(|| {
+static TOOLS_LIST: LazyLock<[String; 5]> = LazyLock::new(|| {
     let int = |min: u64, max: u64, what: &str| {
         json!({
             "type": "integer",
@@ -938,6 +1041,12 @@ static TOOLS_LIST: LazyLock<[String; 4]> = LazyLock::new(|| {
     let text_of = |v: &Value, modern: bool| {
         String::from_utf8(finish(json!({ "tools": v }), modern, true)).unwrap_or_default()
     };
+    let before_structured = text_of(&tools, false);
+    for t in tools.as_array_mut().into_iter().flatten() {
+        if let Some(schema) = t["name"].as_str().and_then(output_schema) {
+            t["outputSchema"] = schema;
+        }
+    }
     let before_tasks = text_of(&tools, false);
     let mut with_tasks = tools.clone();
     for (t, support) in with_tasks
@@ -984,7 +1093,13 @@ static TOOLS_LIST: LazyLock<[String; 4]> = LazyLock::new(|| {
     if let Some(list) = tools.as_array_mut() {
         list.extend(super::param_tools::tools());
     }
-    [before_tasks, tasks_legacy, modern, text_of(&tools, true)]
+    [
+        before_structured,
+        before_tasks,
+        tasks_legacy,
+        modern,
+        text_of(&tools, true),
+    ]
 });
 
 #[cfg(test)]

@@ -24,9 +24,11 @@ pub(crate) enum View {
     Missing,
     HttpOther,
     ResponseCountMismatch,
+    ToolErrors,
+    OutputSchemaViolations,
 }
 
-const VIEWS: usize = 12;
+const VIEWS: usize = 14;
 
 /// Statuses other than 2xx that the target answers with, counted one by one.
 const STATUSES: [u16; 10] = [400, 401, 403, 404, 405, 406, 413, 415, 429, 503];
@@ -336,6 +338,8 @@ impl Stats {
                 garbage: f(FaultKind::Garbage),
                 truncate: f(FaultKind::Truncate),
                 version_rejected: f(FaultKind::VersionRejected),
+                tool_error: f(FaultKind::ToolError),
+                bad_structured: f(FaultKind::BadStructured),
             },
             client_view: ClientView::from_counters(&self.view),
             client_view_unattributed: ClientView::from_counters(&self.unattributed),
@@ -367,6 +371,12 @@ pub struct FaultCounts {
     /// Requests refused HTTP 400, -32022 (`version-rejected`).
     #[serde(default)]
     pub version_rejected: u64,
+    /// `tools/call` results turned into tool errors.
+    #[serde(default)]
+    pub tool_error: u64,
+    /// `tools/call` results whose `structuredContent` was made to break its `outputSchema`.
+    #[serde(default)]
+    pub bad_structured: u64,
 }
 
 impl FaultCounts {
@@ -380,6 +390,8 @@ impl FaultCounts {
             + self.garbage
             + self.truncate
             + self.version_rejected
+            + self.tool_error
+            + self.bad_structured
     }
 }
 
@@ -400,6 +412,13 @@ pub struct ClientView {
     pub missing: u64,
     pub http_other: u64,
     pub response_count_mismatch: u64,
+    /// Results with `isError: true` (the `tool_error` tool, failed task tools, the
+    /// `tool-error` fault).
+    #[serde(default)]
+    pub tool_errors: u64,
+    /// Results whose `structuredContent` breaks the tool's `outputSchema` (`bad-structured`).
+    #[serde(default)]
+    pub output_schema_violations: u64,
 }
 
 impl ClientView {
@@ -418,6 +437,8 @@ impl ClientView {
             missing: v(View::Missing),
             http_other: v(View::HttpOther),
             response_count_mismatch: v(View::ResponseCountMismatch),
+            tool_errors: v(View::ToolErrors),
+            output_schema_violations: v(View::OutputSchemaViolations),
         }
     }
 }

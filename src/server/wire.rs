@@ -14,6 +14,10 @@ use tokio::sync::mpsc;
 #[derive(Debug)]
 pub(crate) enum Outcome {
     Result(Vec<u8>),
+    /// A result a correct client does not count `ok`: a tool error ([`View::ToolErrors`]),
+    /// or a `structuredContent` off its tool's `outputSchema`
+    /// ([`View::OutputSchemaViolations`]).
+    Flawed(Vec<u8>, View),
     Error(ErrorObject),
 }
 
@@ -81,9 +85,10 @@ pub(crate) fn shape(
     fault: Option<FaultKind>,
     seq: u64,
 ) -> Shaped {
-    let (result, error) = match outcome {
-        Outcome::Result(r) => (Some(r.as_slice()), None),
-        Outcome::Error(e) => (None, Some(e)),
+    let (result, error, result_view) = match outcome {
+        Outcome::Result(r) => (Some(r.as_slice()), None, View::Ok),
+        Outcome::Flawed(r, v) => (Some(r.as_slice()), None, *v),
+        Outcome::Error(e) => (None, Some(e), View::Errors),
     };
     let message = |jsonrpc: &str, id: &str, result: Option<&[u8]>, error: Option<&ErrorObject>| {
         let mut out = Vec::with_capacity(48 + result.map_or(64, <[u8]>::len));
@@ -93,21 +98,19 @@ pub(crate) fn shape(
     let view = |v: View| stats.op_view(op, v, 1);
     let answered = |twice: bool| {
         stats.answered(op, error.is_some(), true);
-        view(if error.is_some() {
-            View::Errors
-        } else {
-            View::Ok
-        });
+        view(result_view);
         if twice {
             view(View::DuplicateId);
         }
     };
-    let Some(kind) = fault else {
+    // A fault that changes the result was applied to `outcome` already (and counted).
+    let Some(kind) = fault.filter(|k| !k.changes_result()) else {
         answered(false);
         return Shaped::Message(message("2.0", id.get(), result, error));
     };
     stats.fault(kind);
     match kind {
+        FaultKind::ToolError | FaultKind::BadStructured => unreachable!("filtered out above"),
         FaultKind::Drop => {
             view(View::Missing);
             Shaped::Nothing

@@ -38,7 +38,8 @@ first_progress_p90_ms,first_progress_p99_ms,first_progress_max_ms,progress_per_c
 progress_per_call_p99,progress_per_call_max,progress_per_call_mean,session_lost,\
 reinitializations,reinit_failed,reinit_ms,reinit_max_ms,retries,lost_updates,double_effects,\
 accepted_conflicts,stale_reads,http_401,http_403,token_requests,token_refreshes,auth_failures,\
-token_fetch_p50_ms,token_fetch_p99_ms,token_fetch_max_ms,input_refused,version_rejected";
+token_fetch_p50_ms,token_fetch_p99_ms,token_fetch_max_ms,input_refused,version_rejected,\
+tool_errors,output_schema_violations,tool_error,output_schema_violation";
 
 /// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str =

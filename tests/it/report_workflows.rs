@@ -23,7 +23,7 @@ server_messages,parse_errors,missing,timeouts,http_429,http_503,http_other,trans
 expired_unsent,batches,batch_rejected,response_count_mismatch,throughput_rps,goodput_rps,
 error_rate,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,mean_ms,service_p50_ms,service_p90_ms,
 service_p99_ms,service_p999_ms,service_max_ms,service_mean_ms,input_unanswered,
-version_rejected";
+version_rejected,tool_errors,output_schema_violations,tool_error,output_schema_violation";
 
 /// scenarios.csv's columns, copied from docs/results.md.
 const SCENARIOS_HEADER: &str = "step,scenario,part,model,concurrency,target_rate,duration_s,

@@ -8,11 +8,29 @@ use crate::support::scratch::scratch;
 use crate::support::servers::{serve, target_stats};
 
 /// Every knob at a different prime period, so that each fires and they rarely coincide.
-pub(crate) const FAULTS: &str = "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,\
-garbage=29,truncate=31,version-rejected=37";
+pub(crate) const FAULTS: &str = "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,\
+bad-version=23,garbage=29,truncate=31,version-rejected=37,tool-error=41,bad-structured=43";
+
+/// Every fault kind, as `/stats` names them.
+const KINDS: [&str; 11] = [
+    "drop",
+    "null_id",
+    "unknown_id",
+    "duplicate",
+    "both",
+    "bad_version",
+    "garbage",
+    "truncate",
+    "version_rejected",
+    "tool_error",
+    "bad_structured",
+];
+
+/// The counts of a result that is not ok, compared per operation with the target's.
+const RESULT_CLASSES: [&str; 2] = ["tool_errors", "output_schema_violations"];
 
 /// Runs one closed-loop step against a served target and compares with its /stats.
-fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
+fn check(name: &str, serve_args: &[&str], run_args: &[&str], kinds: &[&str]) {
     let _share = machine::loading();
     let target = serve(serve_args);
     let before = target_stats(&target.url);
@@ -47,8 +65,17 @@ fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
         let get = |v: &serde_json::Value| v.pointer(path).and_then(|x| x.as_u64()).unwrap_or(0);
         (get(&after) - get(&before)) as f64
     };
-    check_faults_and_handshake(name, row, &delta);
+    check_faults_and_handshake(name, row, &delta, kinds);
+    let ops = table(&out_dir, "ops.csv");
+    for op in ops.iter().filter(|o| o["op"] != "-") {
+        for col in RESULT_CLASSES {
+            let path = format!("/operations/{}/client_view/{col}", op["op"]);
+            assert_eq!(delta(&path), num(op, col), "{name}: {} {col}", op["op"]);
+        }
+    }
     for col in [
+        "tool_errors",
+        "output_schema_violations",
         "errors",
         "both_result_error",
         "invalid_jsonrpc",
@@ -84,18 +111,9 @@ fn check_faults_and_handshake(
     name: &str,
     row: &std::collections::HashMap<String, String>,
     stat: &dyn Fn(&str) -> f64,
+    kinds: &[&str],
 ) {
-    for kind in [
-        "drop",
-        "null_id",
-        "unknown_id",
-        "duplicate",
-        "both",
-        "bad_version",
-        "garbage",
-        "truncate",
-        "version_rejected",
-    ] {
+    for kind in kinds {
         assert!(
             stat(&format!("/faults/{kind}")) > 0.0,
             "{name}: no {kind} fault fired"
@@ -121,12 +139,17 @@ fn check_faults_and_handshake(
 
 #[test]
 fn json_answers_single_requests() {
-    check("faults-json", &["--fault", FAULTS], &[]);
+    check("faults-json", &["--fault", FAULTS], &[], &KINDS);
 }
 
 #[test]
 fn sse_answers_single_requests() {
-    check("faults-sse", &["--fault", FAULTS, "--answer", "sse"], &[]);
+    check(
+        "faults-sse",
+        &["--fault", FAULTS, "--answer", "sse"],
+        &[],
+        &KINDS,
+    );
 }
 
 #[test]
@@ -142,6 +165,8 @@ fn json_answers_batches() {
             "--batch-notifications",
             "1",
         ],
+        // 2025-03-26 has no outputSchema: `bad-structured` finds nothing to break.
+        &KINDS[..10],
     );
 }
 
@@ -180,8 +205,10 @@ fn stdio_single_requests() {
     let row = &rows[0];
     assert_identity(row);
     let get = |path: &str| stats.pointer(path).and_then(|v| v.as_u64()).unwrap() as f64;
-    check_faults_and_handshake("stdio", row, &get);
+    check_faults_and_handshake("stdio", row, &get, &KINDS);
     for col in [
+        "tool_errors",
+        "output_schema_violations",
         "errors",
         "both_result_error",
         "invalid_jsonrpc",
@@ -202,4 +229,65 @@ fn stdio_single_requests() {
         std::fs::metadata(out_dir.join("target-stderr.log")).is_ok(),
         "the child's stderr is kept in the run folder"
     );
+}
+
+/// `--tool-errors ok`: the target's tool errors are counted `ok` (and in goodput), none in
+/// `tool_errors`; without it the same run counts them apart, out of `ok`.
+#[test]
+fn tool_errors_ok_moves_them_to_ok() {
+    let _share = machine::loading();
+    for (flag, counted_ok) in [(None, false), (Some("ok"), true)] {
+        let target = serve(&["--fault", "tool-error=3,drop=7"]);
+        let before = target_stats(&target.url);
+        let dir = scratch(&format!("tool-errors-{counted_ok}"));
+        let out_dir = dir.join("run");
+        let mut args = vec![
+            "--url",
+            &target.url,
+            "--workers",
+            "1",
+            "-c",
+            "4",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--timeout",
+            "2s",
+            "--keep-going",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ];
+        if let Some(v) = flag {
+            args.extend_from_slice(&["--tool-errors", v]);
+        }
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0));
+        let after = target_stats(&target.url);
+        let delta = |path: &str| {
+            let get = |v: &serde_json::Value| v.pointer(path).and_then(|x| x.as_u64()).unwrap();
+            (get(&after) - get(&before)) as f64
+        };
+        let rows = steps(&out_dir);
+        let row = &rows[0];
+        assert_identity(row);
+        let tool_errors = delta("/client_view/tool_errors");
+        assert!(tool_errors > 0.0, "the fault fired");
+        let handshake = delta("/requests_seen") - num(row, "requests");
+        let ok = delta("/client_view/ok") - handshake;
+        if counted_ok {
+            assert_eq!(num(row, "tool_errors"), 0.0);
+            assert_eq!(num(row, "ok"), ok + tool_errors);
+        } else {
+            assert_eq!(num(row, "tool_errors"), tool_errors);
+            assert_eq!(num(row, "ok"), ok);
+            assert!(!row["tool_error"].is_empty(), "the first tool error's text");
+        }
+        let goodput = num(row, "goodput_rps") * num(row, "duration_s");
+        assert!(
+            (goodput - num(row, "ok")).abs() < 0.5,
+            "goodput counts ok: {goodput} vs {}",
+            num(row, "ok")
+        );
+    }
 }

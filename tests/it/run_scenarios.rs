@@ -535,3 +535,48 @@ name = "long"
     // The step ended well before the 30 s think would have.
     assert!(num(step, "duration_s") < 10.0, "{step:?}");
 }
+
+/// A tool error fails its step as an error answer does, and the iteration with it; with
+/// `criteria.tool_errors = "ok"` the same calls count `ok` and the iterations go on.
+#[test]
+fn a_tool_error_fails_its_step_unless_tool_errors_count_ok() {
+    let _share = machine::loading();
+    let scenario = r#"
+[[scenario]]
+name = "broken"
+  [[scenario.step]]
+  name = "boom"
+  call = { method = "tools/call", tool = "tool_error", args = { message = "downstream down" } }
+  [[scenario.step]]
+  name = "after"
+  call = { method = "tools/call", tool = "echo" }
+"#;
+    for counted_ok in [false, true] {
+        let mut text = jobs_profile("", 2, scenario);
+        if counted_ok {
+            text.push_str("\n[criteria]\ntool_errors = \"ok\"\n");
+        }
+        let dir = run_profile(&format!("scenario-tool-error-{counted_ok}"), &text);
+        let whole = scenario_row(&dir, "broken", "*");
+        let boom = op_row(&dir, "broken/boom");
+        let step = &steps(&dir)[0];
+        assert_identity(step);
+        let calls = num(&boom, "requests");
+        assert!(calls > 0.0, "{boom:?}");
+        if counted_ok {
+            assert_eq!(num(&whole, "failed"), 0.0, "{whole:?}");
+            assert_eq!(num(&boom, "ok"), calls);
+            assert_eq!(num(&boom, "tool_errors"), 0.0);
+        } else {
+            assert_eq!(num(&whole, "failed"), calls, "{whole:?}");
+            assert_eq!(num(&whole, "completed"), 0.0, "{whole:?}");
+            assert_eq!(
+                whole["failure_reasons"],
+                format!("boom: tool error (isError: true) ({calls})")
+            );
+            assert_eq!(num(&boom, "tool_errors"), calls);
+            assert_eq!(boom["tool_error"], "downstream down");
+            assert_eq!(step["tool_error"], "downstream down");
+        }
+    }
+}

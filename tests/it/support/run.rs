@@ -75,8 +75,10 @@ pub(crate) fn num(row: &std::collections::HashMap<String, String>, col: &str) ->
 
 /// The ends of a request in the pairing identity of docs/metrics.md: each request sent ends
 /// as exactly one of these.
-pub(crate) const ENDS: [&str; 13] = [
+pub(crate) const ENDS: [&str; 15] = [
     "ok",
+    "tool_errors",
+    "output_schema_violations",
     "errors",
     "both_result_error",
     "invalid_jsonrpc",
