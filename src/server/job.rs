@@ -82,6 +82,8 @@ impl Shared {
         let op = self.stats.operation(mcp::operation_name(req, parsed));
         let ordinal = self.stats.request(&op);
         let initialize = req.method == "initialize";
+        // A single HTTP request (the only kind with headers here).
+        let http_single = headers.is_some();
         let work = route.and_then(|route| match route {
             Route::Legacy(v) if !self.protocol.serves(v) && !initialize => {
                 Err(self.protocol.unsupported(v.as_str()))
@@ -114,8 +116,17 @@ impl Shared {
             Ok(prep) if refused => Err(self.protocol.unsupported(prep.version.as_str())),
             work => work,
         };
+        // `version_rejected_without_id`: the fault refuses a single HTTP request with id
+        // null, as a server that refuses it before reading it does.
+        let without_id = fault == Some(FaultKind::VersionRejected)
+            && http_single
+            && self.cfg.version_rejected_without_id;
         Job {
-            id: id.to_owned(),
+            id: if without_id {
+                RawValue::NULL.to_owned()
+            } else {
+                id.to_owned()
+            },
             op: Op {
                 counters: op,
                 armed: Some(Arc::clone(&self.stats)),

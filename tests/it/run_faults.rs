@@ -11,8 +11,13 @@ use crate::support::servers::{serve, target_stats};
 const FAULTS: &str = "drop=7,null-id=11,unknown-id=13,duplicate=17,both=19,bad-version=23,\
 garbage=29,truncate=31,version-rejected=37";
 
-/// Runs one closed-loop step against a served target and compares with its /stats.
-fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
+/// Runs one closed-loop step against a served target and compares with its /stats; returns
+/// the step's steps.csv row.
+fn check(
+    name: &str,
+    serve_args: &[&str],
+    run_args: &[&str],
+) -> std::collections::HashMap<String, String> {
     let _share = machine::loading();
     let target = serve(serve_args);
     let before = target_stats(&target.url);
@@ -75,6 +80,7 @@ fn check(name: &str, serve_args: &[&str], run_args: &[&str]) {
         0.0,
         "{name}: every fault ends its request at once"
     );
+    rows.into_iter().next().unwrap()
 }
 
 /// Every kind of fault fired, and the handshake (discovery or initialize, tools/list), which
@@ -122,6 +128,36 @@ fn check_faults_and_handshake(
 #[test]
 fn json_answers_single_requests() {
     check("faults-json", &["--fault", FAULTS], &[]);
+}
+
+/// `version-rejected` refused with id null (HTTP 400, the -32022 error for none of the
+/// request's ids): each such request ends `http_other`, and `version_rejected` counts it
+/// there, exactly as many as the target refused.
+#[test]
+fn version_refusals_without_id_are_http_other() {
+    for (name, answer) in [
+        ("faults-refused-json", "json"),
+        ("faults-refused-sse", "sse"),
+    ] {
+        let row = check(
+            name,
+            &[
+                "--fault",
+                FAULTS,
+                "--answer",
+                answer,
+                "--version-rejected-without-id",
+            ],
+            &[],
+        );
+        // Nothing else ends `http_other` here: the refusals are all of it.
+        assert!(num(&row, "version_rejected") > 0.0, "{name}");
+        assert_eq!(
+            num(&row, "http_other"),
+            num(&row, "version_rejected"),
+            "{name}"
+        );
+    }
 }
 
 #[test]
