@@ -104,27 +104,18 @@ fn a_run_mirrors_templated_arguments_and_never_calls_invalid_tools() {
     let p = profile(
         &dir,
         "param-headers",
-        &format!(
+        &short_run(
+            &server.url,
             r#"
-[target]
-url = "{}"
-
-[load]
-concurrency = [2]
-duration = "500ms"
-warmup = "0s"
-timeout = "5s"
-
 [[mix]]
 method = "tools/call"
 tool = "region_echo"
-args = {{ region = "zone-{{{{seq}}}}-é", count = "{{{{rand:1..9}}}}" }}
+args = { region = "zone-{{seq}}-é", count = "{{rand:1..9}}" }
 
 [[mix]]
 method = "tools/call"
 tool = "*"
 "#,
-            server.url
         ),
     );
     let out_dir = dir.join("run");
@@ -207,36 +198,27 @@ fn a_captured_null_is_sent_as_null_and_an_empty_cell_as_empty_text() {
     let p = profile(
         &dir,
         "capture-null",
-        &format!(
+        &short_run(
+            &server.url,
             r#"
-[target]
-url = "{}"
-
-[load]
-concurrency = [2]
-duration = "500ms"
-warmup = "0s"
-timeout = "5s"
-
 [[scenario]]
 name = "nulls"
 csv = "rows.csv"
 
   [[scenario.step]]
   name = "first"
-  call = {{ method = "tools/call", tool = "region_echo", args = {{ region = "eu" }} }}
-  capture = {{ none = "result.structuredContent.count" }}
+  call = { method = "tools/call", tool = "region_echo", args = { region = "eu" } }
+  capture = { none = "result.structuredContent.count" }
 
   [[scenario.step]]
   name = "again"
-  call = {{ method = "tools/call", tool = "region_echo", args = {{ region = "{{{{csv:note}}}}", count = "{{{{var.none}}}}" }} }}
-  capture = {{ count = "result.structuredContent.arguments.count", region = "result.structuredContent.arguments.region" }}
+  call = { method = "tools/call", tool = "region_echo", args = { region = "{{csv:note}}", count = "{{var.none}}" } }
+  capture = { count = "result.structuredContent.arguments.count", region = "result.structuredContent.arguments.region" }
 
   [[scenario.step]]
   name = "check"
   expect = ["var.none == null", "var.count == null", "var.region == '' or var.region == 'x'"]
 "#,
-            server.url
         ),
     );
     let out_dir = dir.join("run");
@@ -260,4 +242,20 @@ csv = "rows.csv"
     // the empty cell as for any text.
     assert_eq!(stats["param_header_checks"], calls, "{stats}");
     assert_eq!(stats["param_header_mismatches"], 0, "{stats}");
+}
+
+/// A profile of two users for 500 ms against `url`, with `body` (its mix or scenarios).
+fn short_run(url: &str, body: &str) -> String {
+    format!(
+        r#"
+[target]
+url = "{url}"
+
+[load]
+concurrency = [2]
+duration = "500ms"
+warmup = "0s"
+timeout = "5s"
+{body}"#
+    )
 }
