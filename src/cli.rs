@@ -114,6 +114,10 @@ pub(crate) struct ServeArgs {
     /// data.supported [default: 0].
     #[arg(long, value_name = "N")]
     pub discover_refusals: Option<u64>,
+    /// 2026-07-28: --fault version-rejected refuses with id null (HTTP 400, -32022): a
+    /// refusal of the request, not an answer to it.
+    #[arg(long)]
+    pub version_rejected_without_id: bool,
     /// Requests served at once (0: unlimited, no capacity model) [default: 0].
     #[arg(long, value_name = "N")]
     pub capacity: Option<u32>,
@@ -333,6 +337,7 @@ impl ServeArgs {
             header_tools: self.header_tools,
             input_unchecked: self.input_unchecked,
             discover_refusals: self.discover_refusals.unwrap_or(d.discover_refusals),
+            version_rejected_without_id: self.version_rejected_without_id,
             capacity: self.capacity.unwrap_or(d.capacity),
             queue: self.queue.unwrap_or(d.queue),
             reject: self.reject.unwrap_or(d.reject),

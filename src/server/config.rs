@@ -465,6 +465,9 @@ pub struct ServeConfig {
     /// 2026-07-28: the first N `server/discover` requests are refused HTTP 400, -32022 with
     /// `data.supported` (a server that refuses the revision a client first offers).
     pub discover_refusals: u64,
+    /// 2026-07-28: `--fault version-rejected` answers with id null (HTTP 400, -32022), a
+    /// refusal of the request rather than an answer to it (`http_other` for a client).
+    pub version_rejected_without_id: bool,
     /// Requests served at once (0: unlimited, no capacity model).
     pub capacity: u32,
     /// POSTs that may wait for a service slot beyond `capacity`; past that they are refused.
@@ -599,6 +602,7 @@ impl Default for ServeConfig {
             header_tools: false,
             input_unchecked: false,
             discover_refusals: 0,
+            version_rejected_without_id: false,
             capacity: 0,
             queue: 0,
             reject: RejectStatus::TooManyRequests,

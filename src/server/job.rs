@@ -92,6 +92,8 @@ impl Shared {
         let op = self.stats.operation(op_name);
         let ordinal = self.stats.request(&op);
         let initialize = req.method == "initialize";
+        // A single HTTP request (the only kind with headers here).
+        let http_single = headers.is_some();
         let work = route.and_then(|route| match route {
             Route::Legacy(v) if !self.protocol.serves(v) && !initialize => {
                 Err(self.protocol.unsupported(v.as_str()))
@@ -126,8 +128,17 @@ impl Shared {
         };
         let tool = (fault.is_some_and(FaultKind::changes_result) && req.method == "tools/call")
             .then(|| op_name.into());
+        // `version_rejected_without_id`: the fault refuses a single HTTP request with id
+        // null, as a server that refuses it before reading it does.
+        let without_id = fault == Some(FaultKind::VersionRejected)
+            && http_single
+            && self.cfg.version_rejected_without_id;
         Job {
-            id: id.to_owned(),
+            id: if without_id {
+                RawValue::NULL.to_owned()
+            } else {
+                id.to_owned()
+            },
             op: Op {
                 counters: op,
                 armed: Some(Arc::clone(&self.stats)),

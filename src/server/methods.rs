@@ -33,6 +33,8 @@ pub(crate) enum Call {
     Ping,
     ToolsList,
     Echo(Box<RawValue>),
+    /// `region_echo`: its text, and the arguments it was sent (answered back).
+    RegionEcho(Box<RawValue>, Value),
     Sleep(u64),
     Fail(i64, Option<String>),
     ToolError(Option<String>),
@@ -87,6 +89,7 @@ impl Call {
         matches!(
             self,
             Call::Echo(_)
+                | Call::RegionEcho(..)
                 | Call::Sleep(_)
                 | Call::Fail(..)
                 | Call::ToolError(_)
@@ -223,6 +226,12 @@ pub(crate) async fn execute(
             }
             out.push(b'}');
             Outcome::Result(out)
+        }
+        Call::RegionEcho(text, arguments) => {
+            let text: String = serde_json::from_str(text.get()).unwrap_or_default();
+            let mut result = text_result(&text, false);
+            result["structuredContent"] = param_tools::received(&arguments);
+            Outcome::Result(finish(result, modern, false))
         }
         Call::Sleep(ms) => {
             tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -650,11 +659,18 @@ pub(crate) fn tool_call(p: &Params, version: Revision, caps: ClientCaps) -> Call
     };
     let call = match name {
         "echo" | param_tools::REGION_ECHO => match args.message {
-            None => Ok(Call::Echo(ECHO_DEFAULT_JSON.to_owned())),
-            Some(m) if m.get().starts_with('"') => Ok(Call::Echo(m.to_owned())),
-            Some(_) => Err(invalid_params(
-                "Invalid arguments for tool echo: `message` must be a string",
-            )),
+            Some(m) if !m.get().starts_with('"') => Err(invalid_params(format!(
+                "Invalid arguments for tool {name}: `message` must be a string"
+            ))),
+            m => {
+                let text = m.map_or_else(|| ECHO_DEFAULT_JSON.to_owned(), ToOwned::to_owned);
+                Ok(if name == "echo" {
+                    Call::Echo(text)
+                } else {
+                    let arguments = p.arguments.and_then(|a| serde_json::from_str(a.get()).ok());
+                    Call::RegionEcho(text, arguments.unwrap_or_default())
+                })
+            }
         },
         "sleep" => need(args.ms, "ms", SLEEP_MAX_MS).map(Call::Sleep),
         "fail" => match args.code {

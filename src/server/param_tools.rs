@@ -42,7 +42,7 @@ pub(crate) fn tools() -> Vec<Value> {
     vec![
         json!({
             "name": REGION_ECHO,
-            "description": "Returns `message` as text; `region` and `count` travel in Mcp-Param-* headers too.",
+            "description": "Returns `message` as text and the arguments it got as structuredContent; `region` and `count` travel in Mcp-Param-* headers too.",
             "inputSchema": region_schema(),
         }),
         bad(
@@ -74,6 +74,14 @@ pub(crate) fn tools() -> Vec<Value> {
             json!({"a": {"type": "string", "x-mcp-header": "Re gion"}}),
         ),
     ]
+}
+
+/// `region_echo`'s `structuredContent`: what it read of its mirrored arguments (`region`,
+/// `count`, null when absent or null) and the `arguments` object as it arrived, so that a
+/// client sees what reached the body (a null stays null, distinct from "null" or absent).
+pub(crate) fn received(arguments: &Value) -> Value {
+    let read = |name: &str| arguments.get(name).cloned().unwrap_or(Value::Null);
+    json!({"region": read("region"), "count": read("count"), "arguments": arguments})
 }
 
 /// Checks the `Mcp-Param-*` headers of a `tools/call` of `tool` against its `arguments`, as

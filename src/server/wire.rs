@@ -151,6 +151,14 @@ pub(crate) fn shape(
             view(View::Missing);
             Shaped::Garbage(format!("<<mcpload garbage, request {seq}>>").into_bytes())
         }
+        FaultKind::VersionRejected if id.get() == "null" => {
+            // Refused with id null (`version_rejected_without_id`, HTTP 400): the request
+            // ends `http_other`, its refusal counted in `null_id`.
+            stats.answered(op, true, false);
+            view(View::NullId);
+            view(View::HttpOther);
+            Shaped::Message(message("2.0", "null", None, error))
+        }
         FaultKind::VersionRejected => {
             // The request's job was refused already (its outcome is the -32022 error).
             answered(false);

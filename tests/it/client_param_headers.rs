@@ -104,27 +104,18 @@ fn a_run_mirrors_templated_arguments_and_never_calls_invalid_tools() {
     let p = profile(
         &dir,
         "param-headers",
-        &format!(
+        &short_run(
+            &server.url,
             r#"
-[target]
-url = "{}"
-
-[load]
-concurrency = [2]
-duration = "500ms"
-warmup = "0s"
-timeout = "5s"
-
 [[mix]]
 method = "tools/call"
 tool = "region_echo"
-args = {{ region = "zone-{{{{seq}}}}-é", count = "{{{{rand:1..9}}}}" }}
+args = { region = "zone-{{seq}}-é", count = "{{rand:1..9}}" }
 
 [[mix]]
 method = "tools/call"
 tool = "*"
 "#,
-            server.url
         ),
     );
     let out_dir = dir.join("run");
@@ -193,4 +184,78 @@ fn a_null_argument_is_sent_as_null_without_its_header() {
     assert_eq!(stats["param_header_checks"], calls, "{stats}");
     assert_eq!(stats["param_header_mismatches"], 0, "{stats}");
     assert_eq!(region["answered_ok"], calls, "{stats}");
+}
+
+/// A captured null used as a whole argument value (`"{{var.NAME}}"`) reaches the next
+/// request as `null`, without its `Mcp-Param-*` header; an empty CSV cell used so stays the
+/// text `""` (a cell is text), with its header. `region_echo` answers the arguments it got
+/// (`structuredContent.arguments`), and the target checks every call's headers.
+#[test]
+fn a_captured_null_is_sent_as_null_and_an_empty_cell_as_empty_text() {
+    let server = serve(&["--header-tools"]);
+    let dir = scratch("param-headers-capture-null");
+    std::fs::write(dir.join("rows.csv"), "region,note\neu,\nus,x\n").unwrap();
+    let p = profile(
+        &dir,
+        "capture-null",
+        &short_run(
+            &server.url,
+            r#"
+[[scenario]]
+name = "nulls"
+csv = "rows.csv"
+
+  [[scenario.step]]
+  name = "first"
+  call = { method = "tools/call", tool = "region_echo", args = { region = "eu" } }
+  capture = { none = "result.structuredContent.count" }
+
+  [[scenario.step]]
+  name = "again"
+  call = { method = "tools/call", tool = "region_echo", args = { region = "{{csv:note}}", count = "{{var.none}}" } }
+  capture = { count = "result.structuredContent.arguments.count", region = "result.structuredContent.arguments.region" }
+
+  [[scenario.step]]
+  name = "check"
+  expect = ["var.none == null", "var.count == null", "var.region == '' or var.region == 'x'"]
+"#,
+        ),
+    );
+    let out_dir = dir.join("run");
+    let out = run(&[p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let row = table(&out_dir, "scenarios.csv")
+        .into_iter()
+        .find(|r| r["scenario"] == "nulls" && r["part"] == "*")
+        .expect("a scenarios.csv row for nulls");
+    // Every iteration saw null come back as null (not "null", not dropped: the capture
+    // would find nothing) and the cell as text.
+    assert!(num(&row, "completed") > 0.0, "{row:?}");
+    assert_eq!(num(&row, "failed"), 0.0, "{row:?}");
+    let stats = target_stats(&server.url);
+    let calls = stats["operations"]["region_echo"]["requests"]
+        .as_u64()
+        .unwrap();
+    assert!(calls > 0, "{stats}");
+    // Every call was checked: no Mcp-Param-Count for the null, Mcp-Param-Region sent for
+    // the empty cell as for any text.
+    assert_eq!(stats["param_header_checks"], calls, "{stats}");
+    assert_eq!(stats["param_header_mismatches"], 0, "{stats}");
+}
+
+/// A profile of two users for 500 ms against `url`, with `body` (its mix or scenarios).
+fn short_run(url: &str, body: &str) -> String {
+    format!(
+        r#"
+[target]
+url = "{url}"
+
+[load]
+concurrency = [2]
+duration = "500ms"
+warmup = "0s"
+timeout = "5s"
+{body}"#
+    )
 }

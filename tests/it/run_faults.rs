@@ -29,8 +29,14 @@ const KINDS: [&str; 11] = [
 /// The counts of a result that is not ok, compared per operation with the target's.
 const RESULT_CLASSES: [&str; 2] = ["tool_errors", "output_schema_violations"];
 
-/// Runs one closed-loop step against a served target and compares with its /stats.
-fn check(name: &str, serve_args: &[&str], run_args: &[&str], kinds: &[&str]) {
+/// Runs one closed-loop step against a served target and compares with its /stats; returns
+/// the step's steps.csv row.
+fn check(
+    name: &str,
+    serve_args: &[&str],
+    run_args: &[&str],
+    kinds: &[&str],
+) -> std::collections::HashMap<String, String> {
     let _share = machine::loading();
     let target = serve(serve_args);
     let before = target_stats(&target.url);
@@ -102,6 +108,7 @@ fn check(name: &str, serve_args: &[&str], run_args: &[&str], kinds: &[&str]) {
         0.0,
         "{name}: every fault ends its request at once"
     );
+    rows.into_iter().next().unwrap()
 }
 
 /// Every kind of fault fired, and the handshake (discovery or initialize, tools/list), which
@@ -140,6 +147,37 @@ fn check_faults_and_handshake(
 #[test]
 fn json_answers_single_requests() {
     check("faults-json", &["--fault", FAULTS], &[], &KINDS);
+}
+
+/// `version-rejected` refused with id null (HTTP 400, the -32022 error for none of the
+/// request's ids): each such request ends `http_other`, and `version_rejected` counts it
+/// there, exactly as many as the target refused.
+#[test]
+fn version_refusals_without_id_are_http_other() {
+    for (name, answer) in [
+        ("faults-refused-json", "json"),
+        ("faults-refused-sse", "sse"),
+    ] {
+        let row = check(
+            name,
+            &[
+                "--fault",
+                FAULTS,
+                "--answer",
+                answer,
+                "--version-rejected-without-id",
+            ],
+            &[],
+            &KINDS,
+        );
+        // Nothing else ends `http_other` here: the refusals are all of it.
+        assert!(num(&row, "version_rejected") > 0.0, "{name}");
+        assert_eq!(
+            num(&row, "http_other"),
+            num(&row, "version_rejected"),
+            "{name}"
+        );
+    }
 }
 
 #[test]

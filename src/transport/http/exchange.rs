@@ -216,7 +216,8 @@ struct Events {
     queue: VecDeque<Event>,
     /// A batch's answer held a JSON array (so it was answered, not refused as a whole).
     answered_array: bool,
-    /// The code of the single error a refused batch got.
+    /// The code of the refusal's own error: a refused batch's one error, or a single
+    /// request's error for none of its ids.
     error_code: Option<i64>,
     /// What a resumption needs: the request's time limit, and how often it was resumed.
     since: tokio::time::Instant,
@@ -778,6 +779,14 @@ impl Events {
                         return;
                     }
                     self.resend = None;
+                }
+                if status >= 400 && !self.batch && self.error_code.is_none() {
+                    // A single request refused with an error for none of its ids (-32022,
+                    // say): the refusal's code goes with it (`version_rejected`). Only the
+                    // body of a refusal is read for it.
+                    if is_refusal_error(&bytes, &self.ids) {
+                        self.error_code = error_code(&bytes);
+                    }
                 }
                 if self.batch && status >= 400 {
                     if !starts_array(&bytes) {
