@@ -120,15 +120,7 @@ impl OutputSchema {
     /// Checks a result's `structuredContent` (absent: a violation, since a tool that declares
     /// an `outputSchema` MUST return one); the first violation as `PATH: MESSAGE`.
     pub fn check(&self, result: &RawValue) -> Result<(), String> {
-        #[derive(Deserialize)]
-        struct Structured {
-            #[serde(rename = "structuredContent")]
-            structured: Option<Value>,
-        }
-        let Some(structured) = serde_json::from_str::<Structured>(result.get())
-            .ok()
-            .and_then(|s| s.structured)
-        else {
+        let Some(structured) = structured_content(result) else {
             return Err("/: no structuredContent, though the tool declares an outputSchema".into());
         };
         match self.0.validate(&structured) {
@@ -140,6 +132,24 @@ impl OutputSchema {
             }
         }
     }
+
+    /// Whether a result's `structuredContent` conforms, without describing a violation: for
+    /// an operation whose first violation is already kept (no error text built per answer).
+    pub fn conforms(&self, result: &RawValue) -> bool {
+        structured_content(result).is_some_and(|s| self.0.is_valid(&s))
+    }
+}
+
+/// A result's `structuredContent`, when it has one.
+fn structured_content(result: &RawValue) -> Option<Value> {
+    #[derive(Deserialize)]
+    struct Structured {
+        #[serde(rename = "structuredContent")]
+        structured: Option<Value>,
+    }
+    serde_json::from_str::<Structured>(result.get())
+        .ok()
+        .and_then(|s| s.structured)
 }
 
 /// The run's rules for reading results, shared by every worker's correlator.

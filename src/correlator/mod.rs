@@ -622,13 +622,18 @@ impl Correlator {
                 return Class::Ok;
             }
         }
+        if self.stats.op_mut(op).output_schema_violation.is_some() {
+            // The first violation is kept: later ones are counted, not described.
+            return if schema.conforms(result) {
+                Class::Ok
+            } else {
+                Class::OutputSchemaViolation
+            };
+        }
         match schema.check(result) {
             Ok(()) => Class::Ok,
             Err(why) => {
-                let o = self.stats.op_mut(op);
-                if o.output_schema_violation.is_none() {
-                    o.output_schema_violation = Some(answers::one_line(&why));
-                }
+                self.stats.op_mut(op).output_schema_violation = Some(answers::one_line(&why));
                 Class::OutputSchemaViolation
             }
         }
