@@ -12,7 +12,7 @@ pub(crate) const FAULTS: &str = "drop=7,null-id=11,unknown-id=13,duplicate=17,bo
 bad-version=23,garbage=29,truncate=31,version-rejected=37,tool-error=41,bad-structured=43";
 
 /// Every fault kind, as `/stats` names them.
-const KINDS: [&str; 11] = [
+pub(crate) const KINDS: [&str; 11] = [
     "drop",
     "null_id",
     "unknown_id",

@@ -4,7 +4,7 @@
 //! (`missing` when their stream ended, `timeouts` otherwise) equal the target's own counts; auto-detection, and the error for a URL that
 //! speaks neither transport; the Python SDK's `sse` transport under load.
 
-use crate::run_faults::FAULTS;
+use crate::run_faults::{FAULTS, KINDS};
 use crate::support::machine;
 use crate::support::run::*;
 use crate::support::scratch::scratch;
@@ -111,15 +111,8 @@ fn counters_are_exact_with_every_fault_and_sessions_ending() {
             "{col}"
         );
     }
-    for kind in [
-        "drop",
-        "null_id",
-        "unknown_id",
-        "duplicate",
-        "both",
-        "bad_version",
-        "garbage",
-    ] {
+    // The wire faults up to `garbage` (`truncate` on, but it may not fire in this step).
+    for kind in &KINDS[..7] {
         assert!(
             delta(&format!("/faults/{kind}")) > 0.0,
             "no {kind} fault fired"
@@ -264,10 +257,19 @@ fn python_sdk_sse_transport_under_a_sweep() {
             assert_eq!(num(r, col), 0.0, "{col}: {r:?}");
         }
     }
-    // One Python process cannot carry 64 calls of 20 ms at once (3 200 a second): the
-    // curve bends, and the knee is found.
+    // Where the curve bends depends on how fast this machine runs one Python process (it
+    // did not bend once, on a quiet machine): the knee is checked against docs/metrics.md's
+    // definition on the measured steps, the level before the first `saturated` one.
     let knee = &s["knee"];
-    assert!(knee["saturation_point"].as_f64().is_some(), "{knee}");
+    let verdicts: Vec<&str> = rows.iter().map(|r| r["verdict"].as_str()).collect();
+    let saturation = (verdicts.iter().position(|v| *v == "saturated"))
+        .and_then(|first| first.checked_sub(1))
+        .map(|before| num(&rows[before], "concurrency"));
+    assert_eq!(
+        knee["saturation_point"].as_f64(),
+        saturation,
+        "{knee} {verdicts:?}"
+    );
     assert!(
         knee["peak_throughput_rps"].as_f64().unwrap() > 0.0,
         "{knee}"
