@@ -686,6 +686,12 @@ async fn initialize(
             }
             if has_session {
                 h.set_legacy_init(reinit(&op, &id, initialized));
+                // Declared capabilities (the profile's `[input]`) let the server ask outside
+                // any call too, on the session's own stream, which SDK clients open.
+                if !opts.client_capabilities.is_empty() {
+                    h.listen_for_server_requests();
+                    h.listening(opts.handshake_timeout).await;
+                }
             }
             has_session
         }

@@ -255,7 +255,8 @@ async fn endpoint(plan: &Plan) -> Result<(Option<RunningTarget>, Endpoint), RunE
 /// The most connections the run opens to an HTTP target: the highest level of a closed loop,
 /// `max_in_flight` of an open one; times the widest parallel step of the scenarios, whose
 /// members are in flight at once (HTTP/1.1 carries one request per connection at a time);
-/// at most 4,096, and at most what the open-file limit leaves room for ([`files_for_pool`]).
+/// times [`connections_per_call`]; at most 4,096, and at most what the open-file limit
+/// leaves room for ([`files_for_pool`]).
 fn pool_size(plan: &Plan) -> usize {
     wanted_pool(plan).min(files_for_pool(plan).unwrap_or(usize::MAX))
 }
@@ -266,7 +267,18 @@ fn wanted_pool(plan: &Plan) -> usize {
         Model::Closed => plan.segment.share(max_level.round() as u64) as usize,
         Model::Open => plan.segment.share(plan.load.max_in_flight as u64) as usize,
     };
-    per_unit.saturating_mul(plan.widest_step()).clamp(1, 4096)
+    per_unit
+        .saturating_mul(plan.widest_step())
+        .saturating_mul(connections_per_call(plan))
+        .clamp(1, 4096)
+}
+
+/// Connections one call in flight may need at once: with `[input]` a legacy server may ask
+/// during a call, which holds the call's connection open (its answer's stream) while the
+/// answer to the server is POSTed on another; a pool of one per call would keep every
+/// answer waiting behind the calls it unblocks.
+fn connections_per_call(plan: &Plan) -> usize {
+    if plan.input.is_some() { 2 } else { 1 }
 }
 
 /// Descriptors kept for what is not a load connection: the run folder's files, a stdio
@@ -296,14 +308,14 @@ fn open_files_limit() -> Option<usize> {
 }
 
 /// Workers: one for stdio; else `--workers` or one per core, at most 64, and over HTTP at
-/// most the pool, since the workers split it and each needs a connection of its own.
+/// most the calls the pool has room for, since the workers split it and each needs a connection of its own.
 fn worker_count(plan: &Plan) -> usize {
     match &plan.target.stdio {
         Some(_) => 1,
         None => plan
             .workers
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
-            .min(pool_size(plan)),
+            .min(pool_size(plan) / connections_per_call(plan)),
     }
     .clamp(1, 64)
 }

@@ -137,12 +137,10 @@ fn tools_call() {
     scenario("tools_call");
 }
 
-/// Not passed yet: the harness's server sends `elicitation/create` (no related request) on
-/// the session's standalone GET stream, which mcpload does not open; the call waits out its
-/// timeout. Ignored until mcpload listens there (issue #23 stays open for it); run it with
-/// `cargo test --test it conformance:: -- --ignored`.
+/// The harness's server sends `elicitation/create` with no related request, so on the
+/// session's standalone GET stream, which mcpload opens when it declares capabilities
+/// (`[input]`); the answer carries the requested schema's defaults (SEP-1034).
 #[test]
-#[ignore = "mcpload opens no standalone GET stream, where this server sends elicitation/create"]
 fn elicitation_sep1034_client_defaults() {
     scenario("elicitation-sep1034-client-defaults");
 }

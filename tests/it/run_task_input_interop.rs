@@ -51,6 +51,9 @@ task_timeout = "40s"
         "0s",
         "--timeout",
         "30s",
+        // One session, so one roots/list of the server's own.
+        "--workers",
+        "1",
         "--keep-going",
         "--out",
         out_dir.to_str().unwrap(),
@@ -107,11 +110,13 @@ fn a_task_asking_for_input_over_http_is_answered_from_the_canned_input() {
     let _share = machine::loading();
     let server = start_http(&everything_cmd("streamableHttp"));
     let dir = scratch("task-input-http");
-    let input = r#"elicitation = { action = "accept", content = { interpretation = "snake" } }"#;
+    let input = r#"elicitation = { action = "accept", content = { interpretation = "snake" } }
+roots = ["file:///tmp"]"#;
     let (step, ops, record) = research(&dir, &format!("url = '{}'", server.url), input);
-    // Over HTTP a request of the server's own (its roots/list at session start) goes to a GET
-    // stream mcpload does not open: only the tasks' elicitations arrive.
-    assert_answered(&step, &ops, &record["flows"], 0);
+    // Over HTTP the server's roots/list, 350 ms after the session starts, comes on the
+    // session's GET stream (mcpload opens it before the load, as it declares roots): answered
+    // from the canned roots, a round of no call.
+    assert_answered(&step, &ops, &record["flows"], 1);
 }
 
 #[test]
@@ -141,8 +146,14 @@ fn a_task_asking_for_input_the_profile_cannot_give_is_counted_and_cancelled() {
     assert_eq!(n(&step, "calls"), CLIENTS);
     assert_eq!(n(&step, "calls_failed"), CLIENTS, "{step:?}");
     assert_eq!(n(&step, "tasks_created"), CLIENTS);
-    assert_eq!(n(&step, "input_refused"), CLIENTS);
-    assert_eq!(record["input_refused_by_kind"]["elicitation"], CLIENTS);
+    // Refused too: the server's own roots/list on the session's GET stream, unless the
+    // server sent it before the stream was open (it drops what finds no stream: 350 ms after
+    // the session starts, a time a loaded machine can miss).
+    let refused = &record["input_refused_by_kind"];
+    assert_eq!(refused["elicitation"], CLIENTS, "{refused}");
+    let roots = refused["roots"].as_u64().unwrap_or(0);
+    assert!(roots <= 1, "one session, one roots/list: {refused}");
+    assert_eq!(n(&step, "input_refused"), CLIENTS + roots);
     assert_eq!(n(&step, "input_rounds"), 0);
     assert_eq!(n(&step, "tasks_completed"), 0);
     assert_eq!(n(&ops["tasks/cancel"], "requests"), CLIENTS);

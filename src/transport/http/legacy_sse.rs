@@ -10,128 +10,21 @@
 //! POST answered 404 is `session_lost`, and the session is opened anew (a new stream and
 //! `initialize`) and the request retried in it once, as legacy Streamable HTTP sessions are.
 
-use super::client::{HttpClient, Method, RequestHead};
-use super::connection::Connection;
+use super::client::{HttpClient, RequestHead};
+use super::stream::{SessionStream, Yield, stream_exchange};
 use super::{HttpOptions, HttpTransport, LegacyInit};
 use crate::jsonrpc::{Id, response_id};
 use crate::metrics::{Counters, LatencyHistogram};
-use crate::transport::sse::{SseEvent, SseParser};
+use crate::transport::sse::SseEvent;
 use crate::transport::{
     BodyKind, Cancelled, Event, ExchangeId, McpHeaders, Outgoing, RetryCause, Transport,
     TransportCounters, TransportError, Unreadable,
 };
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-
-/// The exchange ids of streams count down from the top, so they never meet the POSTs'.
-const FIRST_STREAM: u64 = u64::MAX;
-
-/// One session's stream: dialed, its head read, then its events.
-struct SessionStream {
-    /// The session it belongs to (1 for the first).
-    generation: u64,
-    exchange: ExchangeId,
-    state: StreamState,
-    parser: SseParser,
-    /// Events parsed and not yet handed on.
-    parsed: VecDeque<(Instant, SseEvent)>,
-}
-
-enum StreamState {
-    Dialing(BoxFuture<'static, Result<Connection, TransportError>>),
-    Head(Connection),
-    Body(Connection),
-    Ended,
-}
-
-/// What a stream yields.
-enum Yield {
-    Event(Instant, SseEvent),
-    /// The stream is over: at its end (`None`), or failed; an event cut off at the end is
-    /// reported first.
-    End(Option<TransportError>),
-}
-
-impl SessionStream {
-    fn open(client: &HttpClient, head: RequestHead, generation: u64, opts: &HttpOptions) -> Self {
-        let dial = client.connect();
-        SessionStream {
-            generation,
-            exchange: ExchangeId(FIRST_STREAM - generation),
-            state: StreamState::Dialing(Box::pin(async move {
-                let mut conn = dial.await?;
-                conn.start(|w| head.encode(Method::Get, &McpHeaders::default(), None, b"", w));
-                Ok(conn)
-            })),
-            parser: SseParser::with_budget(
-                opts.max_message_bytes,
-                Some(opts.answer_budget.clone()),
-            )
-            .report_endpoints(),
-            parsed: VecDeque::new(),
-        }
-    }
-
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Yield> {
-        loop {
-            if let Some((at, event)) = self.parsed.pop_front() {
-                return Poll::Ready(Yield::Event(at, event));
-            }
-            match &mut self.state {
-                StreamState::Dialing(dial) => match ready!(dial.as_mut().poll(cx)) {
-                    Ok(conn) => self.state = StreamState::Head(conn),
-                    Err(e) => return self.end(Some(e)),
-                },
-                StreamState::Head(conn) => match ready!(conn.poll_head(cx, false)) {
-                    Ok(head) if head.status == 200 && head.kind == BodyKind::Sse => {
-                        let StreamState::Head(conn) =
-                            std::mem::replace(&mut self.state, StreamState::Ended)
-                        else {
-                            unreachable!("in the head state");
-                        };
-                        self.state = StreamState::Body(conn);
-                    }
-                    Ok(head) => {
-                        let kind = match head.kind {
-                            BodyKind::Sse => "an event stream",
-                            BodyKind::Json => "JSON",
-                            BodyKind::Empty | BodyKind::Other => "no event stream",
-                        };
-                        let why = format!("GET answered HTTP {} with {kind}", head.status);
-                        return self.end(Some(TransportError::Request(why)));
-                    }
-                    Err(e) => return self.end(Some(e)),
-                },
-                StreamState::Body(conn) => {
-                    let (parser, parsed) = (&mut self.parser, &mut self.parsed);
-                    let mut feed = |chunk: &[u8]| {
-                        let at = Instant::now();
-                        parser.feed(chunk, |e| parsed.push_back((at, e)));
-                    };
-                    match ready!(conn.poll_body(cx, &mut feed)) {
-                        Ok(true) => {}
-                        Ok(false) => return self.end(None),
-                        Err(e) => return self.end(Some(e)),
-                    }
-                }
-                StreamState::Ended => return Poll::Pending,
-            }
-        }
-    }
-
-    /// Ends the stream; an event cut off by its end comes first.
-    fn end(&mut self, error: Option<TransportError>) -> Poll<Yield> {
-        self.state = StreamState::Ended;
-        if self.parser.finish() {
-            self.parsed.push_back((Instant::now(), SseEvent::Oversized));
-        }
-        Poll::Ready(Yield::End(error))
-    }
-}
 
 /// A request whose answer is awaited on a stream: held for a session, POSTed, or answered
 /// 202.
@@ -269,7 +162,14 @@ impl LegacySseTransport {
         self.generation += 1;
         self.phase = Phase::Connecting;
         let head = RequestHead::new(&self.stream_client, None, None, self.posts.authorization());
-        let stream = SessionStream::open(&self.stream_client, head, self.generation, &self.opts);
+        let stream = SessionStream::open(
+            &self.stream_client,
+            head,
+            self.generation,
+            self.opts.max_message_bytes,
+            self.opts.answer_budget.clone(),
+            true,
+        );
         self.streams.push(stream);
     }
 
@@ -612,7 +512,7 @@ impl Transport for LegacySseTransport {
     fn send(&mut self, out: Outgoing) -> ExchangeId {
         // The answer comes on the session's stream, whatever POST carried the request.
         self.send_when_open(out);
-        ExchangeId(FIRST_STREAM - self.generation)
+        stream_exchange(self.generation)
     }
 
     fn cancel(&mut self, id: &Id) -> Cancelled {

@@ -24,6 +24,7 @@ mod pool;
 mod scripted;
 mod session;
 mod side;
+mod stream;
 
 pub use client::{DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, TlsOptions};
 pub use legacy_sse::LegacySseTransport;
@@ -34,9 +35,10 @@ pub use side::Reply;
 
 use super::auth::{Challenge, Credentials, Refusal};
 use super::budget::AnswerBudget;
+use super::sse::SseEvent;
 use super::{
     CancelStyle, Cancelled, Event, ExchangeId, Outgoing, RetryCause, Transport, TransportCounters,
-    TransportError, cancel_notification,
+    TransportError, Unreadable, cancel_notification,
 };
 use crate::jsonrpc::Id;
 use crate::metrics::{Counters, LatencyHistogram};
@@ -54,6 +56,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use stream::{SessionStream, Yield};
 
 /// The Streamable HTTP transport. See [`super::Transport`].
 pub struct HttpTransport {
@@ -99,6 +102,11 @@ pub struct HttpTransport {
     auth: Option<Bearers>,
     /// Token fetch times taken from the credentials, for [`Transport::take_token_fetches`].
     fetch_times: LatencyHistogram,
+    /// Each session gets a standalone GET stream, where the server sends requests of its own
+    /// ([`HttpTransport::listen_for_server_requests`]).
+    listen: bool,
+    /// The session's standalone stream, while it is open.
+    listener: Option<SessionStream>,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -143,6 +151,8 @@ impl HttpTransport {
             counters: TransportCounters::default(),
             handed: Counters::default(),
             fetch_times: LatencyHistogram::default(),
+            listen: false,
+            listener: None,
         }
     }
 
@@ -177,6 +187,85 @@ impl HttpTransport {
         self.session = session;
         self.generation += 1;
         self.encode_head();
+        self.listener = None;
+        self.open_listener();
+    }
+
+    /// From now on each legacy session (one with an `Mcp-Session-Id`) gets a standalone GET
+    /// stream, opened now for the session in use and anew for each later one: a server sends
+    /// its requests that belong to no call there (2025-03-26 to 2025-11-25, transports page,
+    /// "Listening for Messages from the Server"). Its messages are handed on as the stream's
+    /// exchange's. A stream refused (405: the server offers none) or ended is not opened
+    /// again in the same session.
+    pub fn listen_for_server_requests(&mut self) {
+        self.listen = true;
+        if self.listener.is_none() {
+            self.open_listener();
+        }
+    }
+
+    /// Waits up to `wait` until the standalone stream's head came: true when it is open (a
+    /// server that sends its requests only where a stream is listening finds it there).
+    pub async fn listening(&mut self, wait: Duration) -> bool {
+        let Some(stream) = &mut self.listener else {
+            return false;
+        };
+        let open = tokio::time::timeout(wait, std::future::poll_fn(|cx| stream.poll_open(cx)));
+        let open = open.await.unwrap_or(false);
+        if !open {
+            self.listener = None;
+        }
+        open
+    }
+
+    fn open_listener(&mut self) {
+        if !self.listen || self.session.is_none() || self.session_in_url {
+            return;
+        }
+        let head = RequestHead::new(
+            &self.client,
+            self.protocol_version.as_ref(),
+            self.session.as_ref(),
+            self.authorization(),
+        );
+        let budget = self.answer_budget.clone();
+        let max = self.max_message_bytes;
+        let stream = SessionStream::open(&self.client, head, self.generation, max, budget, false);
+        self.listener = Some(stream);
+    }
+
+    /// What the standalone stream brings: its messages, and its end (after which it is
+    /// gone).
+    fn poll_listener(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
+        let Some(stream) = &mut self.listener else {
+            return Poll::Pending;
+        };
+        let exchange = stream.exchange;
+        loop {
+            match stream.poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Yield::Event(at, SseEvent::Data(bytes))) => {
+                    return Poll::Ready(Event::Message {
+                        exchange: Some(exchange),
+                        batch: false,
+                        at,
+                        bytes,
+                    });
+                }
+                Poll::Ready(Yield::Event(at, SseEvent::Oversized)) => {
+                    return Poll::Ready(Event::Unreadable {
+                        exchange: Some(exchange),
+                        at,
+                        why: Unreadable::TooLarge,
+                    });
+                }
+                Poll::Ready(Yield::Event(..)) => {}
+                Poll::Ready(Yield::End(_)) => {
+                    self.listener = None;
+                    return Poll::Pending;
+                }
+            }
+        }
     }
 
     pub fn session(&self) -> Option<&HeaderValue> {
@@ -610,6 +699,9 @@ impl Transport for HttpTransport {
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
         loop {
             if let Some(ev) = self.ready.pop_front() {
+                return Poll::Ready(ev);
+            }
+            if let Poll::Ready(ev) = self.poll_listener(cx) {
                 return Poll::Ready(ev);
             }
             match self.exchanges.poll_next_unpin(cx) {
