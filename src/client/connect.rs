@@ -45,6 +45,9 @@ pub struct Connector {
     http: Option<HttpSetup>,
     /// Transports made so far.
     made: AtomicUsize,
+    /// How many transports share the pool (`ConnectOptions::transports`, or what
+    /// [`Connector::share_pool`] set).
+    sharing: AtomicUsize,
     /// HTTP transports speak the legacy HTTP+SSE transport (chosen, or detected).
     legacy_sse: AtomicBool,
 }
@@ -118,6 +121,7 @@ impl Connector {
             target,
             http,
             made: AtomicUsize::new(0),
+            sharing: AtomicUsize::new(opts.transports),
             legacy_sse: AtomicBool::new(opts.transport == TransportChoice::Sse),
             opts,
         })
@@ -131,13 +135,19 @@ impl Connector {
         &self.opts
     }
 
+    /// The transports made from now on split the pool `n` ways (a run that makes more of
+    /// them than it first said: a session per virtual user).
+    pub fn share_pool(&self, n: usize) {
+        self.sharing.store(n, Ordering::Relaxed);
+    }
+
     /// A bare transport with nothing negotiated (probes craft their own exchanges).
     pub fn raw_transport(&self) -> Result<AnyTransport, McpError> {
         match (&self.target, &self.http) {
             (_, Some(h)) => {
                 let k = self.made.fetch_add(1, Ordering::Relaxed);
                 let opts = HttpOptions {
-                    pool_size: share(h.opts.pool_size, k, self.opts.transports),
+                    pool_size: share(h.opts.pool_size, k, self.sharing.load(Ordering::Relaxed)),
                     ..h.opts.clone()
                 };
                 let client = h.client.clone();

@@ -307,6 +307,16 @@ fn open_files_limit() -> Option<usize> {
     None
 }
 
+/// Over the legacy HTTP+SSE transport a transport is one session (its stream), and real
+/// clients hold one each: in a closed loop (with no `--workers`) the run makes one per
+/// virtual user of the highest level, each its own worker, so that each user has a session of
+/// its own (at most 64: past them users share the 64). An open loop has no users: `None`.
+fn session_count(plan: &Plan) -> Option<usize> {
+    let max_level = plan.sweep.levels.iter().cloned().fold(1.0, f64::max);
+    let users = plan.segment.share(max_level.round() as u64) as usize;
+    (plan.model == Model::Closed && plan.workers.is_none()).then_some(users.clamp(1, 64))
+}
+
 /// Workers: one for stdio; else `--workers` or one per core, at most 64, and over HTTP at
 /// most the calls the pool has room for, since the workers split it and each needs a connection of its own.
 fn worker_count(plan: &Plan) -> usize {
@@ -354,15 +364,23 @@ async fn connect(plan: &Plan, endpoint: Endpoint) -> Result<(Connector, Connecte
     Ok((connector, connected))
 }
 
-/// One transport per worker ([`worker_count`]): `first`, then the others.
+/// One transport per worker ([`worker_count`], or [`session_count`] over the legacy
+/// HTTP+SSE transport): `first`, then the others.
 async fn open_connections(
     plan: &Plan,
     connector: &Connector,
     server: &ServerInfo,
     first: AnyTransport,
 ) -> Result<Vec<AnyTransport>, RunError> {
+    let count = match (&first, session_count(plan)) {
+        (AnyTransport::LegacySse(_), Some(sessions)) => {
+            connector.share_pool(sessions);
+            sessions
+        }
+        _ => worker_count(plan),
+    };
     let mut transports = vec![first];
-    for _ in 1..worker_count(plan) {
+    for _ in 1..count {
         let t = connector
             .attach(server)
             .await

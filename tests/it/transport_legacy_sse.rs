@@ -155,6 +155,43 @@ fn counters_are_exact_with_every_fault_and_sessions_ending() {
     assert_eq!(delta("/client_view/ok") - handshakes, num(row, "ok"), "ok");
 }
 
+/// In a closed loop each virtual user has a session of its own (its stream), as real clients
+/// do: three users, three streams, and every request answered in its user's session.
+#[test]
+fn each_virtual_user_has_a_session_of_its_own() {
+    let _share = machine::loading();
+    let target = serve(&["--legacy-sse"]);
+    let before = target_stats(&target.url);
+    let out_dir = scratch("legacy-sse-per-user").join("run");
+    let url = sse_url(&target.url);
+    let mut args = vec!["--url", url.as_str(), "--transport", "sse"];
+    args.extend_from_slice(&["--tool", "echo", "-c", "3", "--duration", "500ms"]);
+    args.extend_from_slice(&["--warmup", "0s", "--out", out_dir.to_str().unwrap()]);
+    let out = run(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = target_stats(&target.url);
+    let delta = |path: &str| get(&after, path) - get(&before, path);
+    assert_eq!(delta("/legacy_sse_streams"), 3.0, "one stream a user");
+    let row = &steps(&out_dir)[0];
+    assert_identity(row);
+    assert!(num(row, "ok") > 0.0);
+    assert_eq!(num(row, "ok"), num(row, "requests"), "{row:?}");
+    for col in [
+        "duplicate_id",
+        "unknown_id",
+        "null_id",
+        "late",
+        "session_lost",
+    ] {
+        assert_eq!(num(row, col), 0.0, "{col}: {row:?}");
+    }
+}
+
 /// With `--transport` left at auto, a URL where Streamable HTTP is refused and a GET opens
 /// a legacy stream is spoken over the legacy transport; `/mcp` of the same target stays
 /// Streamable HTTP.
