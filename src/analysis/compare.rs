@@ -76,6 +76,10 @@ pub struct Comparison {
     pub only_in_base: Vec<f64>,
     pub only_in_new: Vec<f64>,
     pub knee: Vec<FigureDelta>,
+    /// Steps of each run that the generator itself limited (`generator_bound`): their
+    /// figures describe mcpload, so a difference there may not be the server's.
+    pub base_generator_bound: Vec<u32>,
+    pub new_generator_bound: Vec<u32>,
 }
 
 impl Comparison {
@@ -241,11 +245,19 @@ pub fn compare(
             regressed: failure_regressed,
         },
     ];
+    let bound = |v: &[StepSummary]| -> Vec<u32> {
+        v.iter()
+            .filter(|s| s.generator_bound)
+            .map(|s| s.step)
+            .collect()
+    };
     Comparison {
         tolerance: o.tolerance,
         steps,
         only_in_base,
         only_in_new,
         knee,
+        base_generator_bound: bound(&bs),
+        new_generator_bound: bound(&ns),
     }
 }

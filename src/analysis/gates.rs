@@ -513,10 +513,13 @@ impl Threshold {
                 _ => run.knee.peak_throughput_rps,
             };
             let holds = v.is_some_and(|v| self.op.holds(v, self.value));
-            let detail = match v {
+            let mut detail = match v {
                 Some(v) => format!("{name} {}: {} is {v}", verdict(holds), self.metric),
                 None => format!("{name} fails: the sweep reached no {}", self.metric),
             };
+            if !holds {
+                detail.push_str(&generator_note(&run.knee.generator_limited));
+            }
             return GateResult {
                 worst: v,
                 holds,
@@ -571,6 +574,10 @@ impl Threshold {
                 list(&empty)
             ));
         }
+        let limited: Vec<u32> = (failing.iter().copied())
+            .filter(|f| run.steps.iter().any(|s| s.step == *f && s.generator_bound))
+            .collect();
+        detail.push_str(&generator_note(&limited));
         if let Selector::Op(op) = &self.selector {
             let idle: Vec<u32> = run
                 .steps
@@ -620,6 +627,19 @@ pub struct RunFigures<'a> {
     pub ops: &'a [OpSummary],
     pub scenarios: &'a [ScenarioSummary],
     pub knee: &'a Knee,
+}
+
+/// What a failing threshold adds when the generator limited steps it failed in: their
+/// figures describe mcpload, not the server.
+fn generator_note(limited: &[u32]) -> String {
+    if limited.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; the generator, not the server, limited step{} {}",
+        plural(limited),
+        list(limited)
+    )
 }
 
 fn verdict(holds: bool) -> &'static str {

@@ -39,6 +39,11 @@ pub struct Knee {
     /// The Universal Scalability Law fitted over the closed-loop steps that did not fail
     /// (three or more needed).
     pub usl: Option<UslFit>,
+    /// The steps where the knee put its saturation (the first saturated step) or its failure
+    /// that the generator itself limited (`generator_bound`): there the knee describes
+    /// mcpload, not the server.
+    #[serde(default)]
+    pub generator_limited: Vec<u32>,
 }
 
 impl Knee {
@@ -92,6 +97,16 @@ impl Knee {
             .map(|s| (s.load(), s.throughput_rps))
             .collect();
 
+        let first_saturated = steps.iter().find(|s| s.verdict == Verdict::Saturated);
+        let failed = steps.iter().find(|s| s.verdict == Verdict::Failed);
+        let mut generator_limited: Vec<u32> = [first_saturated, failed]
+            .into_iter()
+            .flatten()
+            .filter(|s| s.generator_bound)
+            .map(|s| s.step)
+            .collect();
+        generator_limited.dedup();
+
         Knee {
             model: Some(model),
             saturation_point,
@@ -102,6 +117,7 @@ impl Knee {
             peak_throughput_rps: peak.map(|s| s.throughput_rps),
             peak_step: peak.map(|s| s.step),
             usl: fit_usl(&usl_points),
+            generator_limited,
         }
     }
 }

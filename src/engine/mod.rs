@@ -5,6 +5,7 @@
 
 mod asked;
 mod flow;
+pub mod health;
 mod scenario;
 mod segment;
 mod sink;
@@ -20,9 +21,10 @@ use crate::analysis::{StopCriteria, SweepJudge};
 use crate::correlator::AnswerRules;
 use crate::load::mix::Mix;
 use crate::load::scenario::Scenarios;
-use crate::metrics::{LatencyHistogram, Model, Stats, StepFacts};
+use crate::metrics::{self, GeneratorFacts, LatencyHistogram, Model, Observed, Stats, StepFacts};
 use crate::profile::Spacing;
 use crate::transport::{AnyTransport, Transport};
+use health::ProcessSample;
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -148,7 +150,11 @@ pub(crate) enum Report {
         measured: Option<Duration>,
         /// Open loop: how late each send left compared with its schedule.
         lag: Box<LatencyHistogram>,
+        /// How late the worker loop's own timer wakes ran.
+        loop_delay: Box<LatencyHistogram>,
         dropped_arrivals: u64,
+        /// Open loop: arrivals dropped for want of a free slot.
+        dropped_no_worker: u64,
         in_flight_at_end: u64,
         interrupted: bool,
         /// Why the worker's transport is down for good, when it is.
@@ -364,6 +370,11 @@ async fn collect_step(
     let mut peak = 0u64;
     let mut task_peak = 0u64;
     let mut lag = LatencyHistogram::default();
+    let mut loop_delay = LatencyHistogram::default();
+    let mut dropped_no_worker = 0u64;
+    // The process as the measured time began (with no warm-up, now): what the generator
+    // cost itself from there.
+    let mut measured_from = work.warmup.is_zero().then(ProcessSample::take).flatten();
     let mut facts = StepFacts {
         step: order.step,
         model: work.model,
@@ -373,6 +384,9 @@ async fn collect_step(
         duration_s: 0.0,
         schedule_lag_p99_ms: None,
         dropped_arrivals: (work.model == Model::Open).then_some(0),
+        schedule_lag_p50_ms: None,
+        schedule_lag_max_ms: None,
+        generator: GeneratorFacts::default(),
         in_flight_at_end: 0,
         interrupted: false,
         target_down: None,
@@ -401,6 +415,7 @@ async fn collect_step(
             Report::WarmedUp { step } if step == order.step => {
                 warmed += 1;
                 if warmed == workers {
+                    measured_from = ProcessSample::take();
                     let now = Instant::now();
                     let at = measure_at.map_or(now, |m| m.max(now));
                     for o in &crew.orders {
@@ -433,7 +448,9 @@ async fn collect_step(
                 step,
                 measured: m,
                 lag: l,
+                loop_delay: d,
                 dropped_arrivals,
+                dropped_no_worker: no_worker,
                 in_flight_at_end,
                 interrupted,
                 target_down,
@@ -444,6 +461,8 @@ async fn collect_step(
                     measured = Some(measured.map_or(m, |d| d.max(m)));
                 }
                 lag += &*l;
+                loop_delay += &*d;
+                dropped_no_worker += no_worker;
                 if let Some(d) = facts.dropped_arrivals.as_mut() {
                     *d += dropped_arrivals;
                 }
@@ -494,6 +513,20 @@ async fn collect_step(
         f.counters.tasks_live_max = task_peak;
     }
     facts.set_lag(&lag);
+    let cost = measured_from
+        .zip(ProcessSample::take())
+        .and_then(|(from, to)| from.cost_until(&to));
+    let open = work.model == Model::Open;
+    facts.generator = metrics::judge(&Observed {
+        lag: open.then_some(&lag),
+        loop_delay: &loop_delay,
+        p50_us: (!total.latency.is_empty())
+            .then(|| total.latency.histogram().value_at_quantile(0.5)),
+        dropped_no_worker: open.then_some(dropped_no_worker),
+        cpu_pct: cost.map(|c| c.cpu_pct),
+        wait_pct: cost.map(|c| c.wait_pct),
+        cores: cost.map(|c| c.cores),
+    });
     Ok(StepOutcome::Done(
         Box::new(MeasuredStep {
             facts,

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How often timeouts are checked and the clock looked at between events.
 const HOUSEKEEPING: Duration = Duration::from_millis(5);
+
 /// Most events already received that a drain applies as it ends.
 const RECEIVED_MAX: usize = 1024;
 /// How long an interrupted step waits for the answers already asked for.
@@ -74,6 +75,11 @@ struct StepState {
     arrivals: Option<Arrivals>,
     lag: LatencyHistogram,
     dropped_arrivals: u64,
+    /// Open loop: arrivals dropped because no slot was free for their unit.
+    dropped_no_worker: u64,
+    /// How late the loop's own timer wakes (for sends and housekeeping) ran in the measured
+    /// phase.
+    loop_delay: LatencyHistogram,
     /// When Ctrl-C / SIGTERM stopped the sending.
     interrupted_at: Option<Instant>,
     /// The first transport failure that ended requests of the phase (the warm-up's is
@@ -151,6 +157,8 @@ impl Worker {
             arrivals: None,
             lag: LatencyHistogram::default(),
             dropped_arrivals: 0,
+            dropped_no_worker: 0,
+            loop_delay: LatencyHistogram::default(),
             interrupted_at: None,
             transport_error: None,
             order,
@@ -161,8 +169,9 @@ impl Worker {
         let cancel = self.cancel.clone();
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
-        let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
-        housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // The loop wakes by itself for housekeeping too, on the same precise timer as its
+        // sends: one timer, whose lateness is the loop's delay.
+        let mut housekeeping = Instant::now() + HOUSEKEEPING;
         let mut timer = SendTimer::new();
         // Set when Ctrl-C came: the units still running are interrupted once the select is
         // over (interrupting a call may send its task's cancel).
@@ -180,6 +189,8 @@ impl Worker {
                 Some(t) => Some(next_start.map_or(t, |n| n.min(t))),
                 None => next_start,
             };
+            let wake = next_send.map_or(housekeeping, |t| t.min(housekeeping));
+            let mut woke = None;
             let before = st.outstanding(s.corr);
             tokio::select! {
                 biased;
@@ -198,10 +209,15 @@ impl Worker {
                     // The coordinator is gone: end the step.
                     _ => st.interrupted_at = Some(Instant::now()),
                 },
-                _ = timer.wait(next_send), if next_send.is_some() => {}
-                _ = housekeeping.tick() => {}
+                _ = timer.wait(Some(wake)) => woke = Some(wake),
             }
             let now = Instant::now();
+            if let Some(due) = woke.filter(|_| st.phase == Phase::Measure) {
+                st.loop_delay.record(now.saturating_duration_since(due));
+            }
+            if now >= housekeeping {
+                housekeeping = now + HOUSEKEEPING;
+            }
             if std::mem::take(&mut interrupt) {
                 units.interrupt_all(s, &mut self.transport);
             }
@@ -261,6 +277,8 @@ impl Worker {
         st.next_second = at + Duration::from_secs(1);
         st.lag = LatencyHistogram::default();
         st.dropped_arrivals = 0;
+        st.dropped_no_worker = 0;
+        st.loop_delay = LatencyHistogram::default();
         st.phase = Phase::Measure;
         self.start_sending(st, units, at);
     }
@@ -371,7 +389,9 @@ impl Worker {
             step: st.order.step,
             measured: measured.then(|| Instant::now().saturating_duration_since(st.measure_start)),
             lag: Box::new(std::mem::take(&mut st.lag)),
+            loop_delay: Box::new(std::mem::take(&mut st.loop_delay)),
             dropped_arrivals: st.dropped_arrivals,
+            dropped_no_worker: st.dropped_no_worker,
             in_flight_at_end: s.corr.in_flight() as u64,
             interrupted: st.interrupted_at.is_some(),
             target_down: self.down.clone(),
@@ -434,12 +454,16 @@ impl Worker {
                     .max(w.batch_size());
                 while arrivals.next_due() <= now && arrivals.next_due() < end {
                     let due = arrivals.advance();
-                    let busy = match units {
+                    let at_cap = match units {
                         Units::Requests(_) => s.corr.in_flight() + w.batch_size() > cap,
-                        _ => units.live() >= cap || units.full(),
+                        _ => units.live() >= cap,
                     };
-                    if busy {
+                    if at_cap {
                         st.dropped_arrivals += 1;
+                        continue;
+                    }
+                    if units.full() {
+                        st.dropped_no_worker += 1;
                         continue;
                     }
                     st.lag.record(now.saturating_duration_since(due));

@@ -611,6 +611,7 @@ impl StepSum {
                 facts.duration_s = facts.duration_s.max(f.duration_s);
                 facts.in_flight_at_end += f.in_flight_at_end;
                 facts.interrupted |= f.interrupted;
+                facts.generator.merge(&f.generator);
                 facts.target_down = facts.target_down.take().or_else(|| f.target_down.clone());
                 facts.transport_error = facts
                     .transport_error

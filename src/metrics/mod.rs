@@ -28,6 +28,7 @@ macro_rules! derived_counts {
 
 mod correctness;
 mod flow;
+mod generator;
 mod input;
 mod scenario;
 mod summary;
@@ -35,6 +36,7 @@ mod tags;
 
 pub use correctness::{Defect, FINDINGS_KEPT, Finding, IDS_KEPT, Tallies};
 pub use flow::{FlowCounters, FlowStats, FlowSummary};
+pub use generator::{BOUND_HINT, GeneratorFacts, Observed, judge, late_allowance_us};
 pub use input::{AskedKind, ByKind};
 pub use tags::Slot;
 

@@ -1,7 +1,9 @@
 //! The serialisable figures of one step: one row of steps.csv, one entry of summary.json.
 //! Field order is the column order of docs/metrics.md; extra columns come after `verdict`.
 
-use super::{Counters, Defect, FlowSummary, LatencyHistogram, RunCounts, Stats, Tallies};
+use super::{
+    Counters, Defect, FlowSummary, GeneratorFacts, LatencyHistogram, RunCounts, Stats, Tallies,
+};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -303,6 +305,26 @@ pub struct StepSummary {
     /// The step's first output schema violation, as `PATH: MESSAGE`.
     #[serde(default)]
     pub output_schema_violation: Option<String>,
+    /// Open loop: the median and the largest schedule lag (beside `schedule_lag_p99_ms`).
+    #[serde(default)]
+    pub schedule_lag_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub schedule_lag_max_ms: Option<f64>,
+    /// The generator's own health (docs/metrics.md, "The generator's own health").
+    #[serde(default)]
+    pub late_sends: Option<u64>,
+    #[serde(default)]
+    pub dropped_no_worker: Option<u64>,
+    #[serde(default)]
+    pub loop_delay_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub generator_cpu_pct: Option<f64>,
+    #[serde(default)]
+    pub generator_wait_pct: Option<f64>,
+    #[serde(default)]
+    pub generator_bound: bool,
+    #[serde(default)]
+    pub generator_bound_reason: Option<String>,
 }
 
 /// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum.
@@ -493,6 +515,14 @@ pub struct StepFacts {
     /// Open loop only: p99 schedule lag in ms, and arrivals dropped at `max_in_flight`.
     pub schedule_lag_p99_ms: Option<f64>,
     pub dropped_arrivals: Option<u64>,
+    /// Open loop only: the median and the largest schedule lag in ms.
+    #[serde(default)]
+    pub schedule_lag_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub schedule_lag_max_ms: Option<f64>,
+    /// What the generator saw of itself, and whether it limited the step.
+    #[serde(default)]
+    pub generator: GeneratorFacts,
     pub in_flight_at_end: u64,
     pub interrupted: bool,
     /// Why the target went down for good during the step, when it did.
@@ -505,8 +535,11 @@ impl StepFacts {
     /// Sets `schedule_lag_p99_ms` from the step's schedule lag (open loop; none without a
     /// send or in closed loop).
     pub fn set_lag(&mut self, lag: &LatencyHistogram) {
-        self.schedule_lag_p99_ms = (self.model == Model::Open && !lag.is_empty())
-            .then(|| lag.histogram().value_at_quantile(0.99) as f64 / 1000.0);
+        let h = (self.model == Model::Open && !lag.is_empty()).then(|| lag.histogram());
+        let ms = |us: u64| us as f64 / 1000.0;
+        self.schedule_lag_p50_ms = h.map(|h| ms(h.value_at_quantile(0.5)));
+        self.schedule_lag_p99_ms = h.map(|h| ms(h.value_at_quantile(0.99)));
+        self.schedule_lag_max_ms = h.map(|h| ms(h.max()));
     }
 
     /// A finished closed-loop step with nothing but its level and length known (no open-loop
@@ -520,6 +553,9 @@ impl StepFacts {
             duration_s,
             schedule_lag_p99_ms: None,
             dropped_arrivals: None,
+            schedule_lag_p50_ms: None,
+            schedule_lag_max_ms: None,
+            generator: GeneratorFacts::default(),
             in_flight_at_end: 0,
             interrupted: false,
             target_down: None,
@@ -668,6 +704,15 @@ impl StepSummary {
             output_schema_violations: c.output_schema_violations,
             tool_error: s.ops.iter().find_map(|o| o.tool_error.clone()),
             output_schema_violation: s.ops.iter().find_map(|o| o.output_schema_violation.clone()),
+            schedule_lag_p50_ms: f.schedule_lag_p50_ms,
+            schedule_lag_max_ms: f.schedule_lag_max_ms,
+            late_sends: f.generator.late_sends,
+            dropped_no_worker: f.generator.dropped_no_worker,
+            loop_delay_p99_ms: f.generator.loop_delay_p99_ms,
+            generator_cpu_pct: f.generator.cpu_pct,
+            generator_wait_pct: f.generator.wait_pct,
+            generator_bound: f.generator.bound,
+            generator_bound_reason: f.generator.bound_reason,
         }
         .with_iterations(s)
         .with_flows(s)

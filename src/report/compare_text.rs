@@ -1,7 +1,7 @@
 //! `mcpload compare` output: the two runs side by side per step and on the knee, regressions
 //! marked, and a closing line that names every regressed figure.
 
-use super::terminal::{BOLD, GREEN, RED, Table, ms, num, paint, rps};
+use super::terminal::{BOLD, GREEN, RED, Table, YELLOW, ms, num, paint, rps, step_list};
 use crate::analysis::{Comparison, FigureDelta, pct};
 use anstyle::Style;
 use std::fmt::Write;
@@ -73,6 +73,20 @@ pub(super) fn render_comparison(
     }
     k.render(&mut out, color);
     out.push('\n');
+    for (which, steps) in [
+        ("base", &c.base_generator_bound),
+        ("new", &c.new_generator_bound),
+    ] {
+        if !steps.is_empty() {
+            let _ = writeln!(
+                out,
+                "{} in the {which} run the generator, not the server, limited {}: a \
+                 difference there may be mcpload's, not the server's.",
+                paint("warning:", YELLOW, color),
+                step_list(steps)
+            );
+        }
+    }
     let regressions = c.regressions();
     if regressions.is_empty() {
         let _ = writeln!(

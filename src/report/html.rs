@@ -3,8 +3,9 @@
 //! it. Drawn from the run folder alone: summary.json's figures, timeseries.csv, latency.hlog.
 
 use super::terminal::{
-    by_operation, callouts, error_codes, failures_line, iteration_rows, knee_facts, knee_sentence,
-    ms, num, polls, rps, scenarios, shown_op_rows, status_phrase, step_list, usl_line,
+    by_operation, callouts, error_codes, failures_line, generator_lines, iteration_rows,
+    knee_facts, knee_sentence, ms, num, polls, rps, scenarios, shown_op_rows, status_phrase,
+    step_list, usl_line,
 };
 use super::{ReportError, RunSummary, plots, read_timeseries, step_histograms};
 use crate::analysis::pct;
@@ -62,6 +63,7 @@ fn steps_table(run: &RunSummary) -> Markup {
                     td class=(s.verdict.as_str()) {
                         (s.verdict.as_str())
                         @if s.interrupted { " (cut short)" }
+                        @if s.generator_bound { " (generator-bound)" }
                     }
                 }
             }
@@ -174,6 +176,14 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
                 }
                 h2 { "Steps" }
                 div class="wide" { (steps_table(run)) }
+                @let limited = generator_lines(run);
+                @if !limited.is_empty() {
+                    h2 { "Generator" }
+                    ul {
+                        @for line in &limited { li class="saturated" { (line) } }
+                        li { (crate::metrics::BOUND_HINT) "." }
+                    }
+                }
                 @if by_operation(run) {
                     h2 { "By operation" }
                     div class="wide" { (ops_table(run)) }

@@ -7,7 +7,7 @@
 use super::{RunStatus, RunSummary, StepRecord};
 use crate::analysis::{Knee, Tripped, distinct, pct};
 use crate::metrics::{
-    AskedKind, ByKind, Model, NO_OP, OpSummary, ScenarioSummary, StepSummary, Verdict, WHOLE,
+    self, AskedKind, ByKind, Model, NO_OP, OpSummary, ScenarioSummary, StepSummary, Verdict, WHOLE,
 };
 use anstyle::{AnsiColor, Style};
 use std::collections::BTreeMap;
@@ -329,7 +329,32 @@ pub(super) fn knee_sentence(run: &RunSummary) -> String {
         }
         None => format!("did not fail up to {}", load_phrase(k.model, top)),
     };
-    format!("{saturation}; {failure}.")
+    match k.generator_limited.as_slice() {
+        [] => format!("{saturation}; {failure}."),
+        limited => format!(
+            "{saturation}; {failure}; the generator, not the server, limited {}.",
+            step_list(limited)
+        ),
+    }
+}
+
+/// One line per generator-bound step: the step, why, and what to do.
+pub(super) fn generator_lines(run: &RunSummary) -> Vec<String> {
+    run.steps
+        .iter()
+        .map(|r| &r.figures)
+        .filter(|s| s.generator_bound)
+        .map(|s| {
+            let why = s
+                .generator_bound_reason
+                .as_deref()
+                .unwrap_or("its own limits");
+            format!(
+                "the generator, not the server, limited step {}: {why}",
+                s.step
+            )
+        })
+        .collect()
 }
 
 /// The knee's supporting facts: max sustainable load, peak throughput.
@@ -744,6 +769,9 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
         if s.interrupted {
             verdict.push_str(" (cut short)");
         }
+        if s.generator_bound {
+            verdict.push_str(" (generator-bound)");
+        }
         t.row(vec![
             (s.step.to_string(), plain),
             (num(s.load()), plain),
@@ -779,6 +807,14 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
     }
     if let Some(line) = usl_line(run) {
         let _ = writeln!(out, "{} {line}", paint("USL:", BOLD, color));
+    }
+    let limited = generator_lines(run);
+    if !limited.is_empty() {
+        let _ = writeln!(out, "\n{}", paint("Generator:", BOLD, color));
+        for line in limited {
+            let _ = writeln!(out, "  {}", paint(&line, YELLOW, color));
+        }
+        let _ = writeln!(out, "  {}.", metrics::BOUND_HINT);
     }
 
     if by_operation(run) {

@@ -230,7 +230,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
 async fn endpoint(plan: &Plan) -> Result<(Option<RunningTarget>, Endpoint), RunError> {
     let t = &plan.target;
     if let Some(cfg) = &t.builtin {
-        let running = server::start_http(cfg.clone()).await.map_err(|e| match e {
+        let running = server::start_http_apart(cfg.clone()).map_err(|e| match e {
             server::ServeError::Config(_) => {
                 PlanError::Usage(format!("field `target.builtin`: {e}")).into()
             }

@@ -190,6 +190,8 @@ pub struct RunningTarget {
     fleet: Arc<Fleet>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
+    /// The runtime of its own it serves on ([`start_http_apart`]), if it has one.
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl RunningTarget {
@@ -222,6 +224,10 @@ impl RunningTarget {
 impl Drop for RunningTarget {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
+        // Dropped from async code too: its threads are left to end by themselves.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -248,6 +254,11 @@ pub(crate) fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::
 /// Starts the HTTP target on `config.bind` in the background of the current tokio runtime:
 /// one server, or `replicas` of them behind a load balancer on the one port.
 pub async fn start_http(config: ServeConfig) -> Result<RunningTarget, ServeError> {
+    spawn_http(config)
+}
+
+/// [`start_http`], from inside a runtime's context (its tasks go to that runtime).
+fn spawn_http(config: ServeConfig) -> Result<RunningTarget, ServeError> {
     let fleet = Arc::new(Fleet::new(Shared::new(config)?)?);
     let addr = fleet.cfg().bind;
     let listener = listen(addr).map_err(|source| ServeError::Bind { addr, source })?;
@@ -261,7 +272,24 @@ pub async fn start_http(config: ServeConfig) -> Result<RunningTarget, ServeError
         fleet,
         stop,
         task: Some(task),
+        runtime: None,
     })
+}
+
+/// [`start_http`] on a runtime of its own, whose threads are named
+/// [`crate::engine::health::TARGET_THREAD`]: the built-in target of a run serves from the
+/// run's process, and the generator's view of its own CPU leaves those threads out.
+pub fn start_http_apart(config: ServeConfig) -> Result<RunningTarget, ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name(crate::engine::health::TARGET_THREAD)
+        .enable_all()
+        .build()?;
+    let mut running = {
+        let _inside = runtime.enter();
+        spawn_http(config)?
+    };
+    running.runtime = Some(runtime);
+    Ok(running)
 }
 
 /// Serves MCP over `input`/`output` (one JSON-RPC message or batch per line) until `input`

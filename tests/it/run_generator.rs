@@ -1,0 +1,210 @@
+//! The generator watches itself: a run starved of CPU (pinned with `taskset` to one core
+//! beside a busy loop pinned there too, the target on another core) marks every step
+//! `generator_bound` with its reason, in steps.csv, summary.json and the terminal; a run
+//! against a slow target on a machine it has to itself marks none. Closed and open loops,
+//! over HTTP and stdio.
+
+use crate::support::machine;
+use crate::support::run::*;
+use crate::support::scratch::scratch;
+use crate::support::servers::{serve_cmd, start_http};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// How long a run may take in all.
+const BUDGET: Duration = Duration::from_secs(90);
+
+/// The CPUs this process may run on (`Cpus_allowed_list`), in order.
+fn allowed_cpus() -> Vec<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list in /proc/self/status")
+        .trim();
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<u32>().unwrap()..=b.parse().unwrap()),
+            None => cpus.push(part.parse().unwrap()),
+        }
+    }
+    cpus
+}
+
+/// The core the generator is starved on, and one for the target (the same on a one-core
+/// machine).
+fn cores() -> (String, String) {
+    let cpus = allowed_cpus();
+    let starved = cpus[0];
+    let other = cpus.get(1).copied().unwrap_or(starved);
+    (starved.to_string(), other.to_string())
+}
+
+/// A busy loop pinned to `core`, for at most two minutes; its process group (`timeout` and
+/// the shell it runs) is killed when dropped.
+struct Spinner(Child);
+
+impl Spinner {
+    fn on(core: &str) -> Self {
+        let child = Command::new("taskset")
+            .args([
+                "-c",
+                core,
+                "timeout",
+                "120",
+                "sh",
+                "-c",
+                "while :; do :; done",
+            ])
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("taskset (util-linux) starts a busy loop");
+        Spinner(child)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// `mcpload run ARGS --out DIR`, pinned to `core` when given; asserts it exited 0 and
+/// returns its stdout (the terminal report).
+fn run_pinned(core: Option<&str>, args: &[&str], out_dir: &Path) -> String {
+    let mut c = match core {
+        Some(core) => {
+            let mut c = Command::new("taskset");
+            c.args(["-c", core, env!("CARGO_BIN_EXE_mcpload")]);
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_mcpload")),
+    };
+    c.arg("run").args(args).arg("--out").arg(out_dir);
+    let watched = watch(c, BUDGET);
+    let stdout = String::from_utf8_lossy(&watched.output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&watched.output.stderr);
+    assert!(!watched.overran, "the run overran {BUDGET:?}\n{stderr}");
+    assert_eq!(watched.output.status.code(), Some(0), "{stdout}\n{stderr}");
+    stdout
+}
+
+/// Every step of the run in `out_dir` is generator-bound with a reason, in steps.csv and
+/// summary.json, and the terminal says the generator limited it.
+fn assert_every_step_bound(out_dir: &Path, terminal: &str) {
+    let rows = steps(out_dir);
+    assert!(!rows.is_empty());
+    let record = summary(out_dir);
+    for (row, step) in rows.iter().zip(record["steps"].as_array().unwrap()) {
+        assert_eq!(row["generator_bound"], "true", "{row:?}");
+        assert!(!row["generator_bound_reason"].is_empty(), "{row:?}");
+        assert_eq!(step["generator_bound"], true);
+        assert_eq!(
+            step["generator_bound_reason"].as_str(),
+            Some(row["generator_bound_reason"].as_str())
+        );
+        let cpu = num(row, "generator_cpu_pct");
+        assert!(cpu > 0.0 && cpu <= 100.5, "generator_cpu_pct {cpu}");
+        let line = format!(
+            "the generator, not the server, limited step {}",
+            row["step"]
+        );
+        assert!(terminal.contains(&line), "{line:?} not in\n{terminal}");
+    }
+    assert!(
+        terminal.contains("split the load with --segment"),
+        "{terminal}"
+    );
+}
+
+/// Runs `load` over HTTP starved of CPU, asserts every step is marked, and returns the run
+/// folder.
+fn starved_over_http(load: &[&str], name: &str) -> PathBuf {
+    let _share = machine::loading();
+    let (starved, other) = cores();
+    let mut cmd = vec!["taskset".to_owned(), "-c".to_owned(), other];
+    cmd.extend(serve_cmd(&[]));
+    let target = start_http(&cmd);
+    let _spinner = Spinner::on(&starved);
+    let out_dir = scratch(name).join("run");
+    let mut args = vec!["--url", target.url.as_str(), "--tool", "echo"];
+    args.extend_from_slice(load);
+    args.extend_from_slice(&["--duration", "2s", "--warmup", "0s", "--keep-going"]);
+    let terminal = run_pinned(Some(&starved), &args, &out_dir);
+    assert_every_step_bound(&out_dir, &terminal);
+    out_dir
+}
+
+/// An open loop past what half a core sends on time: its sends leave late.
+#[test]
+fn a_starved_open_loop_over_http_is_marked_generator_bound() {
+    let out_dir = starved_over_http(&["--rate", "4000"], "generator-starved-open-http");
+    let row = &steps(&out_dir)[0];
+    assert!(num(row, "late_sends") > 0.0, "{row:?}");
+    assert!(num(row, "schedule_lag_max_ms") >= num(row, "schedule_lag_p99_ms"));
+    assert!(num(row, "schedule_lag_p99_ms") >= num(row, "schedule_lag_p50_ms"));
+}
+
+/// A closed loop against a fast target: it wants its core all the time and gets half.
+#[test]
+fn a_starved_closed_loop_over_http_is_marked_generator_bound() {
+    starved_over_http(&["-c", "32"], "generator-starved-closed-http");
+}
+
+/// Over stdio the child runs on the other core (its command pins it), the generator on the
+/// starved one: both loops are marked.
+#[test]
+fn a_starved_generator_over_stdio_is_marked_generator_bound() {
+    let _share = machine::loading();
+    let (starved, other) = cores();
+    let mut child = vec!["taskset".to_owned(), "-c".to_owned(), other];
+    child.extend(serve_cmd(&["--stdio"]));
+    let stdio = shell_words::join(&child);
+    let _spinner = Spinner::on(&starved);
+    for (load, name) in [
+        (["-c", "32"], "generator-starved-closed-stdio"),
+        (["--rate", "4000"], "generator-starved-open-stdio"),
+    ] {
+        let out_dir = scratch(name).join("run");
+        let mut args = vec!["--stdio", stdio.as_str(), "--tool", "echo"];
+        args.extend_from_slice(&load);
+        args.extend_from_slice(&["--duration", "2s", "--warmup", "0s", "--keep-going"]);
+        let terminal = run_pinned(Some(&starved), &args, &out_dir);
+        assert_every_step_bound(&out_dir, &terminal);
+    }
+}
+
+/// A target at 100 ms a call, the machine to itself: the server is the bottleneck, and no
+/// step of either loop is marked.
+#[test]
+fn a_slow_target_is_the_bottleneck_not_the_generator() {
+    let _share = machine::measuring();
+    let target = start_http(&serve_cmd(&["--service-ms", "100"]));
+    for (load, name) in [
+        (["-c", "8"], "generator-slow-closed"),
+        (["--rate", "40"], "generator-slow-open"),
+    ] {
+        let out_dir = scratch(name).join("run");
+        let mut args = vec!["--url", target.url.as_str(), "--tool", "echo"];
+        args.extend_from_slice(&load);
+        args.extend_from_slice(&["--duration", "2s", "--warmup", "0s"]);
+        let terminal = run_pinned(None, &args, &out_dir);
+        for row in steps(&out_dir) {
+            assert_eq!(row["generator_bound"], "false", "{name}: {row:?}");
+            assert_eq!(row["generator_bound_reason"], "", "{name}");
+            assert!(num(&row, "generator_cpu_pct") < 90.0, "{name}: {row:?}");
+            assert!(num(&row, "loop_delay_p99_ms") < 10.0, "{name}: {row:?}");
+        }
+        assert!(
+            !terminal.contains("the generator, not the server"),
+            "{terminal}"
+        );
+    }
+}
