@@ -181,15 +181,17 @@ fn a_starved_generator_over_stdio_is_marked_generator_bound() {
     }
 }
 
-/// A target at 100 ms a call, the machine to itself: the server is the bottleneck, and no
-/// step of either loop is marked.
+/// A target at 500 ms a call, and no other test beside: the server is the bottleneck, and no
+/// step of either loop is marked. So slow a target gives an allowance of 50 ms: a machine
+/// busy with other work (a CI runner's neighbours) delays a sleeping process's wakes by a
+/// scheduler slice or two, far less.
 #[test]
 fn a_slow_target_is_the_bottleneck_not_the_generator() {
     let _share = machine::measuring();
-    let target = start_http(&serve_cmd(&["--service-ms", "100"]));
+    let target = start_http(&serve_cmd(&["--service-ms", "500"]));
     for (load, name) in [
         (["-c", "8"], "generator-slow-closed"),
-        (["--rate", "40"], "generator-slow-open"),
+        (["--rate", "16"], "generator-slow-open"),
     ] {
         let out_dir = scratch(name).join("run");
         let mut args = vec!["--url", target.url.as_str(), "--tool", "echo"];
@@ -200,7 +202,7 @@ fn a_slow_target_is_the_bottleneck_not_the_generator() {
             assert_eq!(row["generator_bound"], "false", "{name}: {row:?}");
             assert_eq!(row["generator_bound_reason"], "", "{name}");
             assert!(num(&row, "generator_cpu_pct") < 90.0, "{name}: {row:?}");
-            assert!(num(&row, "loop_delay_p99_ms") < 10.0, "{name}: {row:?}");
+            assert!(num(&row, "loop_delay_p99_ms") < 50.0, "{name}: {row:?}");
         }
         assert!(
             !terminal.contains("the generator, not the server"),
