@@ -230,12 +230,13 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
 async fn endpoint(plan: &Plan) -> Result<(Option<RunningTarget>, Endpoint), RunError> {
     let t = &plan.target;
     if let Some(cfg) = &t.builtin {
-        let running = server::start_http_apart(cfg.clone()).map_err(|e| match e {
-            server::ServeError::Config(_) => {
-                PlanError::Usage(format!("field `target.builtin`: {e}")).into()
-            }
-            other => RunError::Failed(format!("starting the built-in target: {other}")),
-        })?;
+        let running = server::start_http_apart(cfg.clone(), engine::health::TARGET_THREAD)
+            .map_err(|e| match e {
+                server::ServeError::Config(_) => {
+                    PlanError::Usage(format!("field `target.builtin`: {e}")).into()
+                }
+                other => RunError::Failed(format!("starting the built-in target: {other}")),
+            })?;
         let endpoint = Endpoint::http(running.url(), Vec::new());
         return Ok((Some(running), endpoint));
     }

@@ -276,12 +276,12 @@ fn spawn_http(config: ServeConfig) -> Result<RunningTarget, ServeError> {
     })
 }
 
-/// [`start_http`] on a runtime of its own, whose threads are named
-/// [`crate::engine::health::TARGET_THREAD`]: the built-in target of a run serves from the
-/// run's process, and the generator's view of its own CPU leaves those threads out.
-pub fn start_http_apart(config: ServeConfig) -> Result<RunningTarget, ServeError> {
+/// [`start_http`] on a runtime of its own, whose threads are named `threads`: the built-in
+/// target of a run serves from the run's process, and the generator's view of its own CPU
+/// leaves those threads out.
+pub fn start_http_apart(config: ServeConfig, threads: &str) -> Result<RunningTarget, ServeError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .thread_name(crate::engine::health::TARGET_THREAD)
+        .thread_name(threads)
         .enable_all()
         .build()?;
     let mut running = {

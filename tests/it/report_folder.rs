@@ -39,7 +39,9 @@ progress_per_call_p99,progress_per_call_max,progress_per_call_mean,session_lost,
 reinitializations,reinit_failed,reinit_ms,reinit_max_ms,retries,lost_updates,double_effects,\
 accepted_conflicts,stale_reads,http_401,http_403,token_requests,token_refreshes,auth_failures,\
 token_fetch_p50_ms,token_fetch_p99_ms,token_fetch_max_ms,input_refused,version_rejected,\
-tool_errors,output_schema_violations,tool_error,output_schema_violation";
+tool_errors,output_schema_violations,tool_error,output_schema_violation,schedule_lag_p50_ms,\
+schedule_lag_max_ms,late_sends,dropped_no_worker,loop_delay_p99_ms,generator_cpu_pct,\
+generator_wait_pct,generator_bound,generator_bound_reason";
 
 /// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str =
