@@ -17,6 +17,9 @@ use std::time::Duration;
 pub struct Scenarios {
     pub list: Vec<Scenario>,
     cumulative: Vec<f64>,
+    /// The operation of every scenario step that calls a tool, with the tool's name (the
+    /// mix's own entries are the mix's: [`Mix::called_tools`]).
+    tools: Vec<(u16, String)>,
 }
 
 impl Scenarios {
@@ -32,7 +35,17 @@ impl Scenarios {
                 acc
             })
             .collect();
-        Ok(Scenarios { list, cumulative })
+        Ok(Scenarios {
+            list,
+            cumulative,
+            tools: Vec::new(),
+        })
+    }
+
+    /// The scenario steps' `tools/call` operations and their tools, so that each result is
+    /// read by its tool's rules (its `outputSchema`).
+    pub fn called_tools(&self) -> &[(u16, String)] {
+        &self.tools
     }
 
     /// The names each scenario and its steps report under.
@@ -131,6 +144,7 @@ pub fn compile(
 ) -> Result<(Scenarios, Vec<String>), String> {
     let revision = server.revision;
     let mut names = OpNames::continuing(mix.names());
+    let mut tools = Vec::new();
     let mut list: Vec<Scenario> = mix
         .weighted()
         .map(|(op, weight)| Scenario {
@@ -194,6 +208,9 @@ pub fn compile(
                 };
                 let op = MixOp::compile(req, revision, csv.clone(), &name, &mut names)
                     .map_err(|e| format!("scenario `{}`, step `{step}`: {e}", sc.name))?;
+                if let (true, Some(tool)) = (c.method == "tools/call", &c.tool) {
+                    tools.push((op.op, tool.clone()));
+                }
                 Ok::<_, String>(Call {
                     op,
                     captures: captures.to_vec(),
@@ -239,5 +256,7 @@ pub fn compile(
             steps,
         });
     }
-    Ok((Scenarios::new(list)?, names.into_vec()))
+    let mut compiled = Scenarios::new(list)?;
+    compiled.tools = tools;
+    Ok((compiled, names.into_vec()))
 }

@@ -133,7 +133,10 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         .transpose()
         .map_err(PlanError::Usage)?;
     let mut spec = plan.run_spec(&mix, &server);
-    let answer_rules = Arc::new(answer_rules(&plan, &mix, &server));
+    let scenario_tools = scenarios
+        .as_ref()
+        .map_or(&[][..], |(s, _)| s.called_tools());
+    let answer_rules = Arc::new(answer_rules(&plan, &mix, scenario_tools, &server));
     let work = Arc::new(workload(&plan, mix, scenarios, answer_rules));
     let clock = plan
         .sweep
@@ -392,17 +395,23 @@ async fn open_connections(
 }
 
 /// How the workers read results: tool errors as the plan says, and each called tool's
-/// `outputSchema` (2025-06-18 on) compiled once. A schema that does not compile (invalid, or
+/// `outputSchema` (2025-06-18 on) compiled once, for the mix's operations and the scenario
+/// steps' (`scenario_tools`). A schema that does not compile (invalid, or
 /// needing a `$ref` from elsewhere, which is never fetched) leaves its tool unchecked, said
 /// on stderr.
-fn answer_rules(plan: &Plan, mix: &Mix, server: &ServerInfo) -> AnswerRules {
+fn answer_rules(
+    plan: &Plan,
+    mix: &Mix,
+    scenario_tools: &[(u16, String)],
+    server: &ServerInfo,
+) -> AnswerRules {
     let a = plan.answers;
     let mut rules = AnswerRules::new(a.tool_errors, a.validate_output);
     if a.validate_output == ValidateOutput::Off || server.revision < Revision::V2025_06_18 {
         return rules;
     }
     let mut compiled: BTreeMap<&str, Option<Arc<OutputSchema>>> = BTreeMap::new();
-    for (op, name) in mix.called_tools() {
+    for (op, name) in mix.called_tools().iter().chain(scenario_tools) {
         let Some(schema) = server.tool(name).and_then(|t| t.output_schema.as_ref()) else {
             continue;
         };

@@ -580,3 +580,35 @@ name = "broken"
         }
     }
 }
+
+/// A scenario step's result is read by its tool's rules too: the built-in target breaks
+/// every 5th `structuredContent` against echo's `outputSchema`, and the scenario step's row
+/// counts exactly what the target broke, each failing its iteration.
+#[test]
+fn a_scenario_steps_results_are_checked_against_the_tools_output_schema() {
+    let _share = machine::loading();
+    let text = r#"
+[target.builtin]
+fault = "bad-structured=5"
+
+[load]
+concurrency = [4]
+duration = "1s"
+warmup = "0s"
+stop_on_failure = false
+
+[[scenario]]
+name = "say"
+  [[scenario.step]]
+  name = "echo"
+  call = { method = "tools/call", tool = "echo", args = { message = "hi {{seq}}" } }
+"#;
+    let dir = run_profile("scenario-output-schema", text);
+    let broken = stat(&target_stats(&dir), "/faults/bad_structured");
+    assert!(broken > 0.0, "the target broke nothing");
+    let op = op_row(&dir, "say/echo");
+    assert_eq!(num(&op, "output_schema_violations"), broken, "{op:?}");
+    assert!(!op["output_schema_violation"].is_empty(), "{op:?}");
+    let whole = scenario_row(&dir, "say", "*");
+    assert_eq!(num(&whole, "failed"), broken, "{whole:?}");
+}
