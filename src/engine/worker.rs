@@ -24,7 +24,6 @@ use tokio_util::sync::CancellationToken;
 
 /// How often timeouts are checked and the clock looked at between events.
 const HOUSEKEEPING: Duration = Duration::from_millis(5);
-
 /// Most events already received that a drain applies as it ends.
 const RECEIVED_MAX: usize = 1024;
 /// How long an interrupted step waits for the answers already asked for.
@@ -212,7 +211,10 @@ impl Worker {
                 _ = timer.wait(Some(wake)) => woke = Some(wake),
             }
             let now = Instant::now();
-            if let Some(due) = woke.filter(|_| st.phase == Phase::Measure) {
+            // The loop's delay: how late it woke for its timer, or got round to a
+            // housekeeping already due while events kept it busy.
+            let due = woke.or((now >= housekeeping).then_some(housekeeping));
+            if let Some(due) = due.filter(|_| st.phase == Phase::Measure) {
                 st.loop_delay.record(now.saturating_duration_since(due));
             }
             if now >= housekeeping {

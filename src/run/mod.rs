@@ -266,9 +266,8 @@ fn pool_size(plan: &Plan) -> usize {
 }
 
 fn wanted_pool(plan: &Plan) -> usize {
-    let max_level = plan.sweep.levels.iter().cloned().fold(1.0, f64::max);
     let per_unit = match plan.model {
-        Model::Closed => plan.segment.share(max_level.round() as u64) as usize,
+        Model::Closed => max_users(plan),
         Model::Open => plan.segment.share(plan.load.max_in_flight as u64) as usize,
     };
     per_unit
@@ -316,13 +315,18 @@ fn open_files_limit() -> Option<usize> {
 /// virtual user of the highest level, each its own worker, so that each user has a session of
 /// its own (at most 64: past them users share the 64). An open loop has no users: `None`.
 fn session_count(plan: &Plan) -> Option<usize> {
+    (plan.model == Model::Closed && plan.workers.is_none()).then(|| max_users(plan).clamp(1, 64))
+}
+
+/// Closed loop: this segment's share of the virtual users of the sweep's highest level.
+fn max_users(plan: &Plan) -> usize {
     let max_level = plan.sweep.levels.iter().cloned().fold(1.0, f64::max);
-    let users = plan.segment.share(max_level.round() as u64) as usize;
-    (plan.model == Model::Closed && plan.workers.is_none()).then_some(users.clamp(1, 64))
+    plan.segment.share(max_level.round() as u64) as usize
 }
 
 /// Workers: one for stdio; else `--workers` or one per core, at most 64, and over HTTP at
-/// most the calls the pool has room for, since the workers split it and each needs a connection of its own.
+/// most the calls the pool has room for, since the workers split it and each needs a
+/// connection of its own.
 fn worker_count(plan: &Plan) -> usize {
     match &plan.target.stdio {
         Some(_) => 1,

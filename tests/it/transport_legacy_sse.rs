@@ -18,8 +18,13 @@ fn sse_url(mcp_url: &str) -> String {
 
 /// Half a second of echo calls from two clients at `target` (`--url URL` or `--stdio CMD`).
 fn echo_briefly(target: &[&str], out_dir: &std::path::Path) -> std::process::Output {
+    echo_with(target, "2", out_dir)
+}
+
+/// [`echo_briefly`] with `clients` virtual users.
+fn echo_with(target: &[&str], clients: &str, out_dir: &std::path::Path) -> std::process::Output {
     let mut args = target.to_vec();
-    args.extend_from_slice(&["--tool", "echo", "-c", "2", "--duration", "500ms"]);
+    args.extend_from_slice(&["--tool", "echo", "-c", clients, "--duration", "500ms"]);
     args.extend_from_slice(&["--warmup", "0s", "--out", out_dir.to_str().unwrap()]);
     run(&args)
 }
@@ -164,10 +169,7 @@ fn each_virtual_user_has_a_session_of_its_own() {
     let before = target_stats(&target.url);
     let out_dir = scratch("legacy-sse-per-user").join("run");
     let url = sse_url(&target.url);
-    let mut args = vec!["--url", url.as_str(), "--transport", "sse"];
-    args.extend_from_slice(&["--tool", "echo", "-c", "3", "--duration", "500ms"]);
-    args.extend_from_slice(&["--warmup", "0s", "--out", out_dir.to_str().unwrap()]);
-    let out = run(&args);
+    let out = echo_with(&["--url", &url, "--transport", "sse"], "3", &out_dir);
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -366,6 +366,7 @@ impl Method {
 /// What every request of one transport starts with: the request line, `Host`, the base
 /// headers, the protocol version, the session and the token, encoded once (and again when
 /// one of them changes), so a request costs no header map and no formatting.
+#[derive(Clone)]
 pub(super) struct RequestHead {
     /// `POST <path> HTTP/1.1` and the headers up to the per-request ones.
     prefix: Vec<u8>,

@@ -222,12 +222,8 @@ impl HttpTransport {
         if !self.listen || self.session.is_none() || self.session_in_url {
             return;
         }
-        let head = RequestHead::new(
-            &self.client,
-            self.protocol_version.as_ref(),
-            self.session.as_ref(),
-            self.authorization(),
-        );
+        // The transport's own head: the session's id, its version and the shared token.
+        let head = self.head.clone();
         let budget = self.answer_budget.clone();
         let max = self.max_message_bytes;
         let stream = SessionStream::open(&self.client, head, self.generation, max, budget, false);
