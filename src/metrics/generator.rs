@@ -11,6 +11,9 @@ const LATE_FLOOR_US: u64 = 1_000;
 /// CPU demand (time run plus time waiting for a core), in percent of the cores mcpload may
 /// use, at which the generator is the bottleneck.
 const DEMAND_BOUND_PCT: f64 = 90.0;
+/// CPU demand past which a generator that waited for a core at least as long as it ran was
+/// starved: it wanted most of its cores and got at most half of what it wanted.
+const STARVED_DEMAND_PCT: f64 = 75.0;
 /// The fewest late sends (or late wakes) that limit a step: in a short step one slow wake
 /// is the p99 of a hundred sends, and no bottleneck.
 const MIN_LATE: u64 = 10;
@@ -111,14 +114,20 @@ fn p99(h: &LatencyHistogram) -> Option<u64> {
 pub fn judge(o: &Observed<'_>) -> GeneratorFacts {
     let allowed = late_allowance_us(o.p50_us);
     let mut reasons = Vec::new();
-    if let (Some(cpu), Some(wait), Some(cores)) = (o.cpu_pct, o.wait_pct, o.cores)
-        && cpu + wait >= DEMAND_BOUND_PCT
-    {
+    if let (Some(cpu), Some(wait), Some(cores)) = (o.cpu_pct, o.wait_pct, o.cores) {
         let of = if cores == 1 { "core" } else { "cores" };
-        reasons.push(format!(
-            "mcpload wanted {:.0}% of its {cores} {of} (ran {cpu:.0}%, waited for a core {wait:.0}%)",
-            cpu + wait
-        ));
+        let demand = cpu + wait;
+        let cost = format!("(ran {cpu:.0}%, waited for a core {wait:.0}%)");
+        if demand >= DEMAND_BOUND_PCT {
+            reasons.push(format!(
+                "mcpload wanted {demand:.0}% of its {cores} {of} {cost}"
+            ));
+        } else if demand >= STARVED_DEMAND_PCT && wait >= cpu {
+            reasons.push(format!(
+                "mcpload was starved: it wanted {demand:.0}% of its {cores} {of} and waited for \
+                 a core as long as it ran {cost}"
+            ));
+        }
     }
     let late_sends = o.lag.map(|h| late(h, allowed));
     let lag_p99 = o.lag.and_then(p99);
@@ -245,6 +254,24 @@ mod tests {
             f.bound_reason.as_deref(),
             Some("mcpload wanted 95% of its 1 core (ran 48%, waited for a core 47%)")
         );
+    }
+
+    #[test]
+    fn a_generator_that_waits_as_long_as_it_runs_for_most_of_its_cores_is_starved() {
+        let delay = hist(&[10]);
+        let mut o = observed(None, &delay);
+        (o.cpu_pct, o.wait_pct, o.cores) = (Some(16.3), Some(71.6), Some(1));
+        let why = judge(&o).bound_reason.unwrap();
+        assert!(
+            why.starts_with("mcpload was starved: it wanted 88% of its 1 core"),
+            "{why}"
+        );
+        // As much demand, but mostly run: a busy generator with a core to itself.
+        (o.cpu_pct, o.wait_pct) = (Some(70.0), Some(10.0));
+        assert!(!judge(&o).bound);
+        // Waiting more than running, but wanting little: a neighbour's load, no bottleneck.
+        (o.cpu_pct, o.wait_pct) = (Some(4.5), Some(15.6));
+        assert!(!judge(&o).bound);
     }
 
     #[test]
