@@ -175,12 +175,24 @@ fn a_handshake_that_stalls_on_the_loads_connections_ends_their_requests_as_trans
 #[test]
 fn a_request_timeout_before_the_connect_timeout_ends_a_stalled_connect_as_timeouts() {
     // The request's timeout counts from its send, its connect included: whichever of the two
-    // runs out first ends it (docs/metrics.md).
+    // runs out first ends it (docs/metrics.md). The handshake's connection serves the
+    // requests waiting one by one as it frees (issue #24: a request waits for the first
+    // connection free, not for a dial of its own), so its calls take 900 ms: the requests
+    // behind it wait past their timeout while their connections are still being opened.
     let p = play(
         "stall-timeout-first",
         Fault::Stall,
         Faulted::Load,
-        &["--connect-timeout", "5s", "--timeout", "1s"],
+        &[
+            "--connect-timeout",
+            "5s",
+            "--timeout",
+            "1s",
+            "--tool",
+            "sleep",
+            "--args",
+            r#"{"ms":900}"#,
+        ],
     );
     load_meets(&p, "timeouts");
 }

@@ -139,6 +139,8 @@ pub(super) enum Item {
     ResumeFailed,
     /// A resumption's delay is over: the GET goes out now.
     Due(Box<Request>),
+    /// A connection opened for the requests waiting, or why it could not be.
+    Dialed(Result<Connection, TransportError>),
     /// The credentials of a user's token (`None`: the shared one) changed (a token came, a
     /// fetch failed): the requests held for it go out, or fail.
     TokenNews(Option<u32>),
@@ -159,8 +161,9 @@ pub(super) enum Item {
 // add one per exchange.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Phase {
-    /// Opening a connection (the request is started on it once open).
-    Dialing(BoxFuture<'static, Result<Connection, TransportError>>),
+    /// The connection opened for the requests waiting failed, and this one, the longest
+    /// waiting, fails with why.
+    Unconnected(TransportError),
     /// Writing the request, reading the answer's head.
     Head(Connection),
     Body {
@@ -472,10 +475,13 @@ impl Exchange {
             }
             match &mut self.phase {
                 Phase::Done => return Poll::Ready(None),
-                Phase::Dialing(dial) => match std::task::ready!(dial.as_mut().poll(cx)) {
-                    Err(e) => self.fail(e, false),
-                    Ok(conn) => self.phase = Phase::Head(conn),
-                },
+                Phase::Unconnected(_) => {
+                    let Phase::Unconnected(e) = std::mem::replace(&mut self.phase, Phase::Done)
+                    else {
+                        unreachable!("matched above")
+                    };
+                    self.fail(e, false);
+                }
                 Phase::Head(conn) => {
                     let details = matches!(self.sink, Sink::Whole(_));
                     match std::task::ready!(conn.poll_head(cx, details)) {
@@ -604,6 +610,8 @@ pub(super) enum Flow {
     /// Requests held for a user's token (`None`: the shared one): yields
     /// [`Item::TokenNews`] once its credentials change.
     Token(Option<u32>, Option<BoxFuture<'static, ()>>),
+    /// A connection being opened for the requests waiting: yields [`Item::Dialed`].
+    Dial(Option<BoxFuture<'static, Result<Connection, TransportError>>>),
 }
 
 impl futures_util::Stream for Flow {
@@ -622,6 +630,14 @@ impl futures_util::Stream for Flow {
                     std::task::ready!(f.as_mut().poll(cx));
                     *news = None;
                     Poll::Ready(Some(Item::TokenNews(*user)))
+                }
+                None => Poll::Ready(None),
+            },
+            Flow::Dial(dial) => match dial {
+                Some(f) => {
+                    let dialed = std::task::ready!(f.as_mut().poll(cx));
+                    *dial = None;
+                    Poll::Ready(Some(Item::Dialed(dialed)))
                 }
                 None => Poll::Ready(None),
             },

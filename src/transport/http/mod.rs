@@ -315,10 +315,11 @@ impl HttpTransport {
         ex
     }
 
-    /// Sends a request on an idle connection or a new one; with every connection busy it
-    /// waits its turn (its time limit runs from `request.since` all the same). An idle
-    /// connection found closed before any byte of the request was written is dropped, and
-    /// the request goes on another one, counted in `reconnects_before_send`.
+    /// Sends a request on an idle connection; with none idle it waits for the first
+    /// connection free, one opened for the requests waiting or one whose answer was read
+    /// (its time limit runs from `request.since` all the same). An idle connection found
+    /// closed before any byte of the request was written is dropped, and the request goes on
+    /// another one, counted in `reconnects_before_send`.
     fn launch(&mut self, request: Request) {
         let Some(request) = self.authorize(request) else {
             return;
@@ -331,30 +332,59 @@ impl HttpTransport {
         let encode =
             |w: &mut Vec<u8>| head.encode(request.method, &out.headers, resume, &out.body, w);
         let mut found_closed = false;
-        let phase = loop {
-            if let Some(mut conn) = self.pool.take_idle() {
-                if conn.reuse(encode) {
-                    break Phase::Head(conn);
-                }
-                found_closed = true;
-                self.pool.put_back(None);
-            } else if self.pool.open_one() {
-                let mut bytes = Vec::new();
-                encode(&mut bytes);
-                let dial = self.client.connect();
-                break Phase::Dialing(Box::pin(async move {
-                    let mut conn = dial.await?;
-                    conn.start(|w| *w = bytes);
-                    Ok(conn)
-                }));
-            } else {
-                // Never after a connection was dropped above: that one's room is free.
-                self.pool.wait(request);
-                self.free_a_lingering_connection();
-                return;
+        let conn = loop {
+            let Some(mut conn) = self.pool.take_idle() else {
+                break None;
+            };
+            if conn.reuse(encode) {
+                break Some(conn);
             }
+            found_closed = true;
+            self.pool.put_back(None);
         };
         self.counters.reconnects_before_send += u64::from(found_closed);
+        let Some(conn) = conn else {
+            self.pool.wait(request);
+            self.dial_for_waiting();
+            return;
+        };
+        self.start_exchange(request, Phase::Head(conn));
+    }
+
+    /// Opens connections for the requests waiting (as many as wait, a few at a time); with
+    /// the pool full and more waiting than are being opened, frees a lingering one.
+    fn dial_for_waiting(&mut self) {
+        while self.pool.dial_one() {
+            self.exchanges
+                .push(Flow::Dial(Some(Box::pin(self.client.connect()))));
+        }
+        self.free_a_lingering_connection();
+    }
+
+    /// A connection opened for the requests waiting serves the longest waiting; if it could
+    /// not be opened, that request fails with why (each request waiting has its dial). The
+    /// next dial starts for those still waiting.
+    fn on_dialed(&mut self, dialed: Result<Connection, TransportError>) {
+        self.pool.dialed();
+        let request = self.pool.next_waiting();
+        match (dialed, request) {
+            (Ok(conn), request) => {
+                self.pool.put_back(Some(conn));
+                if let Some(request) = request {
+                    self.launch(request);
+                }
+            }
+            // Its exchange frees the room as it ends.
+            (Err(error), Some(request)) => self.start_exchange(request, Phase::Unconnected(error)),
+            (Err(_), None) => self.pool.put_back(None),
+        }
+        self.dial_for_waiting();
+    }
+
+    /// Starts the exchange of `request` in `phase`: among the exchanges polled, closable by
+    /// its id when it is a single load request.
+    fn start_exchange(&mut self, request: Request, phase: Phase) {
+        let user = self.auth.as_ref().and_then(|a| a.own(request.out.user));
         let carries_session = self.session_in_url
             || request
                 .head
@@ -457,10 +487,11 @@ impl HttpTransport {
         }
     }
 
-    /// While a request waits for a connection, the oldest timed-out stream still open is
-    /// closed so that the request goes out on a fresh connection.
+    /// While a request waits for a connection that no dial will bring (the pool is full), the
+    /// oldest timed-out stream still open is closed so that the request goes out on a fresh
+    /// connection.
     fn free_a_lingering_connection(&mut self) {
-        while self.pool.has_waiting()
+        while self.pool.is_starved()
             && let Some(id) = self.lingering.pop_front()
         {
             self.close_stream(&id);
@@ -581,6 +612,7 @@ impl HttpTransport {
             // During a session restart it goes out with the session it belongs to gone:
             // refused, its id ends missing.
             Item::Due(request) => self.launch(*request),
+            Item::Dialed(dialed) => self.on_dialed(dialed),
             Item::ResumeFailed => self.counters.sse_resumptions_failed += 1,
         }
         None
@@ -672,10 +704,16 @@ impl Transport for HttpTransport {
             self.open -= 1;
             return Cancelled::Unsent;
         }
-        if self.pool.withdraw(|r| r.is_single(id)).is_some() {
-            // Never sent: nothing to tell the server.
+        if let Some((_, dialed_for)) = self.pool.withdraw(|r| r.is_single(id)) {
+            // Never sent: nothing to tell the server. One whose connection was being opened
+            // counts as written: the connect is what the server was slow to take
+            // (docs/metrics.md); the connection serves the next request when it opens.
             self.open -= 1;
-            return Cancelled::Unsent;
+            return if dialed_for {
+                Cancelled::Sent
+            } else {
+                Cancelled::Unsent
+            };
         }
         match self.cancel_style {
             CancelStyle::CloseStream => self.close_stream(id),
@@ -1020,17 +1058,23 @@ mod tests {
         let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
             .parse()
             .unwrap();
-        // Answers every request; the first N connections are closed after their one answer.
+        // Answers every request; the first N connections are closed after their one answer,
+        // which waits until all N requests are in (so that none frees its connection for
+        // another: the burst opens N).
         let closed = Arc::new(AtomicUsize::new(0));
         let counted = closed.clone();
+        let all_in = Arc::new(tokio::sync::Barrier::new(N));
         tokio::spawn(async move {
             let mut accepted = 0;
             while let Ok((mut sock, _)) = listener.accept().await {
                 accepted += 1;
-                let close = (accepted <= N).then(|| counted.clone());
+                let close = (accepted <= N).then(|| (counted.clone(), all_in.clone()));
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     while read_request(&mut sock, &mut buf).await.is_some() {
+                        if let Some((_, all_in)) = &close {
+                            all_in.wait().await;
+                        }
                         let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
                         let head = format!(
                             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
@@ -1038,7 +1082,7 @@ mod tests {
                         );
                         let _ = sock.write_all(head.as_bytes()).await;
                         let _ = sock.write_all(answer).await;
-                        if let Some(c) = &close {
+                        if let Some((c, _)) = &close {
                             drop(sock);
                             c.fetch_add(1, SeqCst);
                             return;
@@ -1104,6 +1148,84 @@ mod tests {
             c.reconnects_before_send, 1,
             "found in the burst's first send"
         );
+    }
+
+    /// Issue #24: a request that finds every connection busy waits for the first one free,
+    /// a new one or one whose answer was read. Each once waited on a dial of its own: at
+    /// 20,000 arrivals a second from a cold start a burst opened a connection per arrival,
+    /// past what the target accepts. Here no second connection can be opened (the target's
+    /// accept queue is full, its SYNs dropped): the request behind the first is answered on
+    /// the first connection, where it once failed at the connect timeout.
+    #[tokio::test]
+    async fn a_request_waiting_for_a_connection_takes_the_first_one_free() {
+        use crate::transport::wire_for_tests::read_request;
+        use tokio::io::AsyncWriteExt;
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(1).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let url: Uri = format!("http://{addr}/mcp").parse().unwrap();
+        let (accepted, first) = tokio::sync::oneshot::channel();
+        // One connection accepted, and no other: every request on it answered.
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let _ = accepted.send(());
+            let mut buf = Vec::new();
+            while read_request(&mut sock, &mut buf).await.is_some() {
+                let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                    answer.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(answer).await;
+            }
+            drop(listener);
+        });
+        let opts = HttpOptions::default();
+        let mut t = HttpTransport::new(HttpClient::new(&url, &opts).unwrap(), &opts);
+        let ping = |id| {
+            let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+            Outgoing::single(body, Some(Id::Num(id)), McpHeaders::default())
+        };
+        t.send(ping(1));
+        // The first request's dial is polled until its connection is accepted.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::select! {
+                biased;
+                _ = first => {}
+                ev = t.next_event() => panic!("no event before the accept: {ev:?}"),
+            }
+        })
+        .await
+        .expect("the first connection is accepted");
+        // The accept queue is filled: connects complete into it until one cannot.
+        let mut queued = Vec::new();
+        while let Ok(Ok(s)) = tokio::time::timeout(
+            Duration::from_millis(300),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            queued.push(s);
+            assert!(queued.len() < 64, "the accept queue never filled");
+        }
+        t.send(ping(2));
+        let mut answered = Vec::new();
+        while answered.len() < 2 {
+            let ev = tokio::time::timeout(Duration::from_secs(30), t.next_event())
+                .await
+                .expect("an answer or a failure");
+            match ev {
+                Event::Closed {
+                    status: 200, ids, ..
+                } => answered.extend(ids),
+                Event::Failed { ids, error, .. } => panic!("{ids:?} failed: {error}"),
+                _ => {}
+            }
+        }
+        assert_eq!(answered, [Id::Num(1), Id::Num(2)]);
+        assert_eq!(t.pool.counts().1, 1, "the first connection, idle again");
     }
 
     /// Issue #11, defect 1: once a request is written, a connection that fails is the

@@ -1,5 +1,11 @@
 //! The connections one transport keeps to its target: idle ones ready for the next request,
-//! how many are open (never more than the pool size), and the requests waiting for one.
+//! how many are open (never more than the pool size), the requests waiting for one, and
+//! the connections being opened for them. A connection is opened for the requests waiting,
+//! not for one of them: the first connection free, a new one or one whose answer was read,
+//! serves the request that has waited longest. Dialing for one request each let a burst of
+//! arrivals open a connection per arrival while the connections already open were about to
+//! be free: at 20,000 arrivals a second from a cold start, a thousand connections and more,
+//! past what the target accepts, and each new one slower to serve than a reused one.
 
 use super::connection::Connection;
 use super::exchange::Request;
@@ -12,7 +18,14 @@ pub(super) struct Pool {
     live: usize,
     idle: Vec<Connection>,
     waiting: VecDeque<Request>,
+    /// Connections being opened (counted in `live`).
+    dialing: usize,
 }
+
+/// Most connections a transport opens at once. Enough to grow the pool fast when a target
+/// is slow to answer (each dial takes a round trip); few enough that a burst does not flood
+/// the target with handshakes while its open connections would soon have been free.
+const MAX_DIALING: usize = 32;
 
 impl Pool {
     pub(super) fn new(cap: usize) -> Self {
@@ -21,6 +34,7 @@ impl Pool {
             live: 0,
             idle: Vec::new(),
             waiting: VecDeque::new(),
+            dialing: 0,
         }
     }
 
@@ -30,11 +44,20 @@ impl Pool {
         self.idle.pop()
     }
 
-    /// Counts one more connection (the caller opens it) if the pool has room for it.
-    pub(super) fn open_one(&mut self) -> bool {
-        let room = self.live < self.cap;
-        self.live += usize::from(room);
-        room
+    /// Counts one more connection being opened (the caller dials it) when more requests wait
+    /// than connections are being opened for them, and the pool has room.
+    pub(super) fn dial_one(&mut self) -> bool {
+        let wanted = self.dialing < self.waiting.len().min(MAX_DIALING) && self.live < self.cap;
+        self.live += usize::from(wanted);
+        self.dialing += usize::from(wanted);
+        wanted
+    }
+
+    /// A dial ended. Its room stays counted: the caller hands it on with
+    /// [`Self::put_back`], or to the exchange of the request that waited longest, which gives
+    /// it back as it ends.
+    pub(super) fn dialed(&mut self) {
+        self.dialing -= 1;
     }
 
     /// A connection is free again: idle and ready, or gone (`None`).
@@ -55,9 +78,10 @@ impl Pool {
         }
     }
 
-    /// Whether a request waits for a connection.
-    pub(super) fn has_waiting(&self) -> bool {
-        !self.waiting.is_empty()
+    /// Whether a request waits that no connection being opened will serve, with no room to
+    /// open one for it.
+    pub(super) fn is_starved(&self) -> bool {
+        self.waiting.len() > self.dialing && self.live >= self.cap
     }
 
     /// The request that has waited longest, if any.
@@ -65,17 +89,20 @@ impl Pool {
         self.waiting.pop_front()
     }
 
-    /// Takes back the first waiting request that `which` picks.
-    pub(super) fn withdraw(&mut self, which: impl Fn(&Request) -> bool) -> Option<Request> {
+    /// Takes back the first waiting request that `which` picks; with whether a connection
+    /// was being opened for it (it was among the first as many waiting as are being opened).
+    pub(super) fn withdraw(&mut self, which: impl Fn(&Request) -> bool) -> Option<(Request, bool)> {
         let at = self.waiting.iter().position(which)?;
-        self.waiting.remove(at)
+        let dialed_for = at < self.dialing;
+        self.waiting.remove(at).map(|r| (r, dialed_for))
     }
 
-    /// Forgets every connection in use and every waiting request (their exchanges were
-    /// dropped); the idle ones stay for what is still to send.
+    /// Forgets every connection in use or being opened and every waiting request (their
+    /// exchanges and dials were dropped); the idle ones stay for what is still to send.
     pub(super) fn keep_only_idle(&mut self) {
         self.live = self.idle.len();
         self.waiting.clear();
+        self.dialing = 0;
     }
 
     #[cfg(test)]

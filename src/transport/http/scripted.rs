@@ -58,6 +58,7 @@ pub fn read_answer(reads: Vec<Vec<u8>>, max: usize) -> Vec<String> {
                 continue;
             }
             Item::Reply { .. } => panic!("a load exchange yields no reply"),
+            Item::Dialed(_) => panic!("an exchange never dials"),
             // The stream ended early: the exchange ends in a resumption, not an event.
             Item::Resume { request, delay } => {
                 terminal += 1;
