@@ -929,7 +929,8 @@ pub(crate) struct RunArgs {
     /// Run every step even after one failed.
     #[arg(long)]
     pub keep_going: bool,
-    /// Worker tasks (default: one per core; always 1 for stdio).
+    /// Worker tasks (default: one per core; an open loop one per 25,000 arrivals a second of
+    /// its highest rate, at most one per core; always 1 for stdio).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
     /// Seed of the mix draws, {{rand}}, {{uuid}} and Poisson arrivals.

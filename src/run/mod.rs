@@ -324,18 +324,36 @@ fn max_users(plan: &Plan) -> usize {
     plan.segment.share(max_level.round() as u64) as usize
 }
 
-/// Workers: one for stdio; else `--workers` or one per core, at most 64, and over HTTP at
-/// most the calls the pool has room for, since the workers split it and each needs a
+/// Workers: one for stdio; else `--workers` or [`default_workers`], at most 64, and over
+/// HTTP at most the calls the pool has room for, since the workers split it and each needs a
 /// connection of its own.
 fn worker_count(plan: &Plan) -> usize {
     match &plan.target.stdio {
         Some(_) => 1,
         None => plan
             .workers
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .unwrap_or_else(|| default_workers(plan))
             .min(pool_size(plan) / connections_per_call(plan)),
     }
     .clamp(1, 64)
+}
+
+/// Arrivals a second one worker of an open loop takes on by default. Workers past what the
+/// rate needs cost CPU without adding sends: their threads wake each other for every few
+/// answers (benches/README.md, issue #24: at 20,000/s against `mcpload serve`, two workers
+/// spent 42.6 µs a request and one 30.3, at the same achieved rate).
+const OPEN_RATE_PER_WORKER: usize = 25_000;
+
+/// One worker per core; an open loop one per [`OPEN_RATE_PER_WORKER`] of its highest rate,
+/// at most one per core.
+fn default_workers(plan: &Plan) -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    match plan.model {
+        Model::Closed => cores,
+        Model::Open => max_users(plan)
+            .div_ceil(OPEN_RATE_PER_WORKER)
+            .clamp(1, cores),
+    }
 }
 
 /// The first connection (handshake, tool list), with a pool sized for the highest level.
