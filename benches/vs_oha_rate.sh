@@ -10,6 +10,7 @@
 # mcpload: steps.csv `responses`; the floor: its printed `requests=`). Prints each round, then
 # per rate the medians: CPU µs per request, mcpload/oha, oha/floor and mcpload/floor (medians
 # of the rounds' ratios), the achieved rate of each and mcpload's schedule lag p99.
+# MCPLOAD_ARGS: more options for mcpload's runs (say `--workers 1`).
 # Needs oha (installed into benches/.tools on first use: `cargo install oha`).
 source "$(dirname "$0")/common.sh"
 oha="$(command -v oha || true)"
@@ -63,7 +64,7 @@ run_mcpload() { # RATE
     local cpu
     rm -rf "$work/run"
     cpu="$(cpu_of "$mcpload" run -q --url "$url" --protocol 2026-07-28 --rate "$1" -d "${secs}s" \
-        --warmup 0s --tool echo --args '{"message":"hi"}' --out "$work/run")"
+        --warmup 0s --tool echo --args '{"message":"hi"}' --out "$work/run" ${MCPLOAD_ARGS:-})"
     python3 -c 'import csv, sys
 r = next(csv.DictReader(open(sys.argv[1])))
 print(sys.argv[2], r["responses"], round(float(r["throughput_rps"]), 1), r["schedule_lag_p99_ms"])' \
