@@ -97,9 +97,10 @@ impl Response<'_> {
 
 impl Response<'_> {
     /// Whether the `result` is a tool's own failure: `"isError": true` among its top-level
-    /// members (MCP `CallToolResult`). Only that member is read: a result whose text holds no
-    /// `isError` (nor an escape that could spell it) is not parsed at all, and otherwise its
-    /// other members are skipped unbuilt.
+    /// members (MCP `CallToolResult`). Only that member is read: written last, as the SDKs
+    /// write it, it is read off the result's tail; a result whose text holds no `isError`
+    /// (nor an escape that could spell it) is not parsed at all, and otherwise its other
+    /// members are skipped unbuilt.
     #[inline]
     pub fn is_tool_error(&self) -> bool {
         self.result.is_some_and(|r| is_tool_error(r.get()))
@@ -127,10 +128,15 @@ fn is_tool_error(result: &str) -> bool {
         Bool(bool),
         Other(IgnoredAny),
     }
+    if !result.starts_with('{') {
+        return false;
+    }
+    if let Some(is_error) = is_error_last(result) {
+        return is_error;
+    }
     let bytes = result.as_bytes();
-    if !result.starts_with('{')
-        || (memchr::memmem::find(bytes, b"isError").is_none()
-            && memchr::memmem::find(bytes, b"\\u").is_none())
+    if memchr::memmem::find(bytes, b"isError").is_none()
+        && memchr::memmem::find(bytes, b"\\u").is_none()
     {
         return false;
     }
@@ -138,6 +144,26 @@ fn is_tool_error(result: &str) -> bool {
         .ok()
         .and_then(|r| r.is_error)
         .is_some_and(|e| e.0)
+}
+
+/// The value of a top-level `isError` member written last with a boolean
+/// (`…,"isError":false}`), read off the tail of `result` (an object, valid JSON); `None`
+/// when the tail is anything else. Valid JSON makes it exact: between the literal and the
+/// object's last brace there is only whitespace, so the member is the outer object's, and
+/// a key whose opening quote is not escaped is `isError` itself, not the end of a longer key.
+fn is_error_last(result: &str) -> Option<bool> {
+    let tail = result.trim_end().strip_suffix('}')?.trim_end();
+    let (tail, is_error) = match tail.strip_suffix("true") {
+        Some(t) => (t, true),
+        None => (tail.strip_suffix("false")?, false),
+    };
+    let before_key = tail
+        .trim_end()
+        .strip_suffix(':')?
+        .trim_end()
+        .strip_suffix("\"isError\"")?;
+    let escapes = before_key.bytes().rev().take_while(|&b| b == b'\\').count();
+    (escapes % 2 == 0).then_some(is_error)
 }
 
 /// Reads one JSON text: a single message or a batch.
@@ -396,6 +422,34 @@ struct MethodName<'a>(#[serde(borrow)] Cow<'a, str>);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn is_error_is_read_off_the_tail_only_when_it_is_the_outer_objects_last_member() {
+        let cases = [
+            (r#"{"content":[],"isError":true}"#, true),
+            (r#"{"content":[],"isError":false}"#, false),
+            ("{\"content\":[] ,\n \"isError\" :\ttrue \n}\n", true),
+            // Not the last member: the parse reads it.
+            (r#"{"isError":true,"content":[]}"#, true),
+            // A nested object's, not the result's.
+            (r#"{"content":[],"meta":{"isError":true}}"#, false),
+            // The end of a longer key: `x"isError`.
+            (r#"{"x\"isError":true}"#, false),
+            // An escaped backslash, then the key itself.
+            (r#"{"a\\":1,"isError":true}"#, true),
+            // Spelled with an escape.
+            (r#"{"content":[],"is\u0045rror":true}"#, true),
+            // Inside a string.
+            (r#"{"text":"\"isError\":true"}"#, false),
+            // Not a boolean true.
+            (r#"{"content":[],"isError":"true"}"#, false),
+            (r#"{"content":[],"isError":1}"#, false),
+            (r#"[{"isError":true}]"#, false),
+        ];
+        for (result, want) in cases {
+            assert_eq!(is_tool_error(result), want, "{result}");
+        }
+    }
 
     /// What `decode` says `response_id` must: the id of a single response, or nothing.
     fn by_decode(bytes: &[u8]) -> Option<Id> {

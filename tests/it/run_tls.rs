@@ -154,11 +154,24 @@ fn handshake_meets(p: &Played, cause: &[&str]) {
 
 #[test]
 fn a_handshake_that_stalls_on_the_loads_connections_ends_their_requests_as_transport_errors() {
+    // Calls of 400 ms keep three requests waiting behind the handshake's connection (it
+    // serves one at a time as it frees), so each connect that fails at its timeout fails
+    // one of them: with quick calls that connection served them all and a failing connect
+    // found none waiting.
     let p = play(
         "stall-load",
         Fault::Stall,
         Faulted::Load,
-        &["--connect-timeout", "1s", "--timeout", "5s"],
+        &[
+            "--connect-timeout",
+            "1s",
+            "--timeout",
+            "5s",
+            "--tool",
+            "sleep",
+            "--args",
+            r#"{"ms":400}"#,
+        ],
     );
     let row = load_meets(&p, "transport_errors");
     let at = format!("connecting to 127.0.0.1:{}", p.front.port);
