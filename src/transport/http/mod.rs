@@ -847,6 +847,19 @@ mod tests {
         (url, accepted, received)
     }
 
+    /// Answers one request with a JSON `{}` result, kept alive (a write error is the test's
+    /// client gone).
+    async fn answer_empty_result(sock: &mut tokio::net::TcpStream) {
+        use tokio::io::AsyncWriteExt;
+        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            answer.len()
+        );
+        let _ = sock.write_all(head.as_bytes()).await;
+        let _ = sock.write_all(answer).await;
+    }
+
     /// Sends one request and returns its terminal event.
     async fn exchange(t: &mut HttpTransport, body: &'static [u8]) -> Event {
         t.send(Outgoing::single(
@@ -1052,7 +1065,6 @@ mod tests {
     #[tokio::test]
     async fn a_burst_finds_every_idle_connection_the_server_closed() {
         use crate::transport::wire_for_tests::read_request;
-        use tokio::io::AsyncWriteExt;
         const N: usize = 300;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
@@ -1075,13 +1087,7 @@ mod tests {
                         if let Some((_, all_in)) = &close {
                             all_in.wait().await;
                         }
-                        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
-                        let head = format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                            answer.len()
-                        );
-                        let _ = sock.write_all(head.as_bytes()).await;
-                        let _ = sock.write_all(answer).await;
+                        answer_empty_result(&mut sock).await;
                         if let Some((c, _)) = &close {
                             drop(sock);
                             c.fetch_add(1, SeqCst);
@@ -1159,7 +1165,6 @@ mod tests {
     #[tokio::test]
     async fn a_request_waiting_for_a_connection_takes_the_first_one_free() {
         use crate::transport::wire_for_tests::read_request;
-        use tokio::io::AsyncWriteExt;
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let listener = socket.listen(1).unwrap();
@@ -1172,13 +1177,7 @@ mod tests {
             let _ = accepted.send(());
             let mut buf = Vec::new();
             while read_request(&mut sock, &mut buf).await.is_some() {
-                let answer = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                    answer.len()
-                );
-                let _ = sock.write_all(head.as_bytes()).await;
-                let _ = sock.write_all(answer).await;
+                answer_empty_result(&mut sock).await;
             }
             drop(listener);
         });
