@@ -887,6 +887,11 @@ pub(crate) struct RunArgs {
     /// Open loop: constant or poisson spacing of arrivals.
     #[arg(long, value_name = "SPACING", value_enum, hide_possible_values = true)]
     pub spacing: Option<Spacing>,
+    /// Open loop: wake to send at most once per this window, sending every arrival due by
+    /// then (e.g. 1ms: fewer wake-ups, up to that much schedule lag, which is recorded).
+    /// Default 0: each arrival at its own instant.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub send_window: Option<Duration>,
     /// Send JSON-RPC batches of N requests.
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub batch_size: Option<NonZeroUsize>,
@@ -1134,6 +1139,7 @@ impl RunArgs {
             max_in_flight: self.max_in_flight,
             max_answer_memory: self.max_answer_memory,
             spacing: self.spacing,
+            send_window: self.send_window,
             batch_size: self.batch_size,
             batch_notifications: self.batch_notifications,
             force_batch: self.force_batch,

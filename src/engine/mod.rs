@@ -15,6 +15,8 @@ mod users;
 mod worker;
 
 pub use segment::{Clock, Segment, SlotShape};
+/// The longest `send_window`: a worker's loop wakes at least this often anyway.
+pub const MAX_SEND_WINDOW: Duration = worker::HOUSEKEEPING;
 pub use sink::{FanOut, MeasuredStep, Second, SinkError, StepSink, StepStart, StepWindow};
 
 use crate::analysis::{StopCriteria, SweepJudge};
@@ -52,6 +54,8 @@ pub struct Workload {
     pub timeout: Duration,
     pub think_time: Duration,
     pub spacing: Spacing,
+    /// Open loop: a worker sends at most once per this window (zero: at each arrival).
+    pub send_window: Duration,
     /// This segment's share of the profile's `max_in_flight` (the whole of it unsegmented).
     pub max_in_flight: usize,
     pub seed: u64,
@@ -523,6 +527,7 @@ async fn collect_step(
         p50_us: (!total.latency.is_empty())
             .then(|| total.latency.histogram().value_at_quantile(0.5)),
         dropped_no_worker: open.then_some(dropped_no_worker),
+        send_window_us: work.send_window.as_micros() as u64,
         cpu_pct: cost.map(|c| c.cpu_pct),
         wait_pct: cost.map(|c| c.wait_pct),
         cores: cost.map(|c| c.cores),

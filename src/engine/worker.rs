@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// How often timeouts are checked and the clock looked at between events.
-const HOUSEKEEPING: Duration = Duration::from_millis(5);
+/// How often timeouts are checked and the clock looked at between events (the loop sends
+/// what is due at these wakes too, so no send window can be longer).
+pub(super) const HOUSEKEEPING: Duration = Duration::from_millis(5);
 /// Most events already received that a drain applies as it ends.
 const RECEIVED_MAX: usize = 1024;
 /// How long an interrupted step waits for the answers already asked for.
@@ -72,6 +73,8 @@ struct StepState {
     /// Closed loop with batches: the ids of each batch a client is waiting on.
     open_batches: VecDeque<Vec<Id>>,
     arrivals: Option<Arrivals>,
+    /// Open loop: when the worker last sent arrivals (its send window runs from there).
+    sent_at: Option<Instant>,
     lag: LatencyHistogram,
     dropped_arrivals: u64,
     /// Open loop: arrivals dropped because no slot was free for their unit.
@@ -154,6 +157,7 @@ impl Worker {
             ready: VecDeque::new(),
             open_batches: VecDeque::new(),
             arrivals: None,
+            sent_at: None,
             lag: LatencyHistogram::default(),
             dropped_arrivals: 0,
             dropped_no_worker: 0,
@@ -178,7 +182,12 @@ impl Worker {
         loop {
             let sending = matches!(st.phase, Phase::Warmup | Phase::Measure) && self.down.is_none();
             let next_start = match work.model {
-                Model::Open => st.arrivals.as_ref().map(Arrivals::next_due),
+                // Within the send window after a send, the timer waits for the window's end
+                // and the arrivals due by then go out together.
+                Model::Open => st.arrivals.as_ref().map(|a| {
+                    let due = a.next_due();
+                    st.sent_at.map_or(due, |at| due.max(at + work.send_window))
+                }),
                 Model::Closed => st.ready.front().copied(),
             }
             .filter(|_| sending);
@@ -469,6 +478,7 @@ impl Worker {
                         continue;
                     }
                     st.lag.record(now.saturating_duration_since(due));
+                    st.sent_at = Some(now);
                     self.start_one(s, units, due, now);
                 }
             }

@@ -128,6 +128,11 @@ pub struct Load {
     /// Open loop: `constant` or `poisson` spacing of arrivals.
     #[serde(default)]
     pub spacing: Spacing,
+    /// Open loop: a worker wakes to send at most once per this window and sends every arrival
+    /// due by then (fewer wake-ups, at the cost of up to this much schedule lag, which is
+    /// recorded); zero (the default) sends each arrival at its own instant.
+    #[serde(default, deserialize_with = "values::duration")]
+    pub send_window: Duration,
     #[serde(default = "d10s", deserialize_with = "values::duration")]
     pub duration: Duration,
     #[serde(default = "d1s", deserialize_with = "values::duration")]
@@ -170,6 +175,7 @@ impl Default for Load {
             concurrency: None,
             rate: None,
             spacing: Spacing::default(),
+            send_window: Duration::ZERO,
             duration: d10s(),
             warmup: d1s(),
             timeout: d5s(),

@@ -483,6 +483,7 @@ fn workload(
         timeout: l.timeout,
         think_time: l.think_time,
         spacing: l.spacing,
+        send_window: l.send_window,
         // A fixed count that bounds the whole load: each segment bounds its share.
         max_in_flight: (plan.segment.share(l.max_in_flight as u64) as usize).max(batch_size),
         seed: plan.segment.seed(plan.seed),

@@ -74,6 +74,7 @@ pub struct Overrides {
     /// Bytes, at least 1.
     pub max_answer_memory: Option<usize>,
     pub spacing: Option<Spacing>,
+    pub send_window: Option<Duration>,
     pub batch_size: Option<NonZeroUsize>,
     pub batch_notifications: Option<usize>,
     pub force_batch: bool,
@@ -415,7 +416,8 @@ fn override_load(l: &mut Load, o: &Overrides) {
         think_time,
         max_in_flight,
         max_answer_memory,
-        spacing
+        spacing,
+        send_window
     );
 }
 
@@ -438,6 +440,14 @@ fn levels(l: &Load) -> Result<(Model, Vec<f64>), PlanError> {
                 PlanError::Usage("an open-loop load needs rates: `load.rate` or --rate".into())
             })?,
     };
+    if l.send_window > crate::engine::MAX_SEND_WINDOW {
+        return Err(PlanError::Usage(format!(
+            "load.send_window / --send-window {:?} is longer than {:?}: a worker wakes at \
+             least that often, so a longer window would not be kept (try 1ms)",
+            l.send_window,
+            crate::engine::MAX_SEND_WINDOW
+        )));
+    }
     if model == Model::Closed && levels.iter().any(|c| c.fract() != 0.0) {
         return Err(PlanError::Usage(
             "concurrency levels must be whole numbers".into(),
@@ -571,6 +581,7 @@ impl Plan {
                 "connect_timeout_s": l.connect_timeout.as_secs_f64(),
                 "think_time_s": l.think_time.as_secs_f64(),
                 "spacing": l.spacing,
+                "send_window_s": l.send_window.as_secs_f64(),
                 "max_in_flight": l.max_in_flight,
                 "max_answer_memory": l.max_answer_memory,
                 "stop_on_failure": self.sweep.stop_on_failure,
