@@ -264,5 +264,8 @@ fn a_send_window_past_the_loops_wake_is_refused() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--send-window 20ms is longer than 5ms"), "{stderr}");
+    assert!(
+        stderr.contains("--send-window 20ms is longer than 5ms"),
+        "{stderr}"
+    );
 }
