@@ -934,6 +934,30 @@ pub(crate) struct RunArgs {
     /// Run every step even after one failed.
     #[arg(long)]
     pub keep_going: bool,
+    /// Watch this local server process (and its children) once a second: RSS, CPU,
+    /// threads, descriptors (a stdio child and the built-in target are watched anyway).
+    #[arg(long, value_name = "PID", help_heading = "Server resources")]
+    pub server_pid: Option<u32>,
+    /// Read the server's own Prometheus endpoint once a second (process_resident_memory_bytes,
+    /// process_cpu_seconds_total, process_open_fds, heap gauges).
+    #[arg(long, value_name = "URL", help_heading = "Server resources")]
+    pub server_metrics: Option<String>,
+    /// Read a container's cgroup directory once a second (v2 memory.current, cpu.stat,
+    /// pids.current; v1 memory.usage_in_bytes, cpuacct.usage).
+    #[arg(long, value_name = "PATH", help_heading = "Server resources")]
+    pub server_cgroup: Option<PathBuf>,
+    /// A named series of --server-metrics, e.g. sessions=mcp_sessions_active (session_leak
+    /// reads `sessions`); repeatable.
+    #[arg(long, value_name = "NAME=SERIES", value_parser = named_series, help_heading = "Server resources")]
+    pub server_metric: Vec<(String, String)>,
+    /// After the last step, keep watching the server this long with no load (a soak's
+    /// cool-down), e.g. 2m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Server resources")]
+    pub cooldown: Option<Duration>,
+    /// The shortest steady window the leak and drift checks judge (default 2m); below it
+    /// they are skipped.
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, help_heading = "Server resources")]
+    pub leak_min_window: Option<Duration>,
     /// Worker tasks (default: one per core; an open loop one per 25,000 arrivals a second of
     /// its highest rate, at most one per core; always 1 for stdio).
     #[arg(long, value_name = "N")]
@@ -1063,6 +1087,16 @@ fn tool_args(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, S
 }
 
 /// `--builtin-knob`: `KEY=VALUE`.
+/// `--server-metric NAME=SERIES`.
+fn named_series(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
+            Ok((k.trim().to_owned(), v.trim().to_owned()))
+        }
+        _ => Err("expected NAME=SERIES, e.g. sessions=mcp_sessions_active".into()),
+    }
+}
+
 fn knob(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
@@ -1129,6 +1163,12 @@ impl RunArgs {
             token_per_user: self.auth.token_per_user,
             tls: self.auth.tls(),
             builtin_knobs: self.builtin_knob,
+            server_pid: self.server_pid,
+            server_metrics: self.server_metrics,
+            server_cgroup: self.server_cgroup,
+            server_metric: self.server_metric,
+            cooldown: self.cooldown,
+            leak_min_window: self.leak_min_window,
             tool: self.tool.map(|t| (t, self.args)),
             levels,
             duration: self.duration,

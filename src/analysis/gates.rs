@@ -4,6 +4,7 @@
 //! errors and evaluated over a run's steps, their ops.csv and scenarios.csv rows, and its knee.
 //! A step metric must hold in every step; a knee metric is checked once.
 
+use super::checks::{Check, CheckStatus};
 use super::knee::Knee;
 use crate::metrics::{OpSummary, ScenarioSummary, StepSummary, WHOLE};
 use serde::{Deserialize, Serialize};
@@ -76,13 +77,19 @@ pub enum GateError {
     BadSelector { text: String, why: String },
     #[error("threshold '{text}': '{value}' is not a number (a fraction like 0.001 or 0.1%)")]
     BadNumber { text: String, value: String },
+    #[error("threshold '{text}': '{value}' is not a check status (pass, warn, fail, skipped)")]
+    BadStatus { text: String, value: String },
 }
 
 /// What a selector may say, for its errors.
-const SELECTOR_FORMS: &str = "a selector is {op=NAME}, {scenario=NAME} or {scenario=NAME,part=STEP} (a NAME with , } or \" in it in double quotes)";
+const SELECTOR_FORMS: &str = "a selector is {op=NAME}, {scenario=NAME}, {scenario=NAME,part=STEP} or, for `check`, {id=CHECK} (a NAME with , } or \" in it in double quotes)";
 
 /// The labels a selector may hold.
-const LABELS: [&str; 3] = ["op", "scenario", "part"];
+const LABELS: [&str; 4] = ["op", "scenario", "part", "id"];
+
+/// The metric of a check's gate, `check{id=memory_leak}!=fail`: its status compared with
+/// `==` or `!=` against a word.
+const CHECK_METRIC: &str = "check";
 
 /// Which rows a threshold reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +104,8 @@ pub enum Selector {
         scenario: String,
         part: Option<String>,
     },
+    /// `{id=NAME}`: the soak check NAME of summary.json's `checks` (metric `check` only).
+    Check(String),
 }
 
 impl Selector {
@@ -105,11 +114,13 @@ impl Selector {
         let mut op = None;
         let mut scenario = None;
         let mut part = None;
+        let mut id = None;
         for (key, value) in labels(inner)? {
             let slot = match key.as_str() {
                 "op" => &mut op,
                 "scenario" => &mut scenario,
                 "part" => &mut part,
+                "id" => &mut id,
                 _ => {
                     return Err(format!(
                         "unknown label '{key}' (labels: {})",
@@ -120,6 +131,12 @@ impl Selector {
             if slot.replace(value).is_some() {
                 return Err(format!("label '{key}' is given twice"));
             }
+        }
+        if let Some(id) = id {
+            return match (op, scenario, part) {
+                (None, None, None) => Ok(Selector::Check(id)),
+                _ => Err("'id' names a check and goes with no other label".to_owned()),
+            };
         }
         match (op, scenario, part) {
             (None, None, None) => Err("the selector is empty".to_owned()),
@@ -136,6 +153,7 @@ impl Selector {
             Selector::Steps => "",
             Selector::Op(_) => " of an operation",
             Selector::Scenario { .. } => " of a scenario",
+            Selector::Check(_) => " of a check",
         }
     }
 }
@@ -152,6 +170,7 @@ impl fmt::Display for Selector {
                 }
                 f.write_str("}")
             }
+            Selector::Check(id) => write!(f, "{{id={}}}", label_value(id)),
         }
     }
 }
@@ -271,6 +290,7 @@ fn known_metrics(selector: &Selector) -> Vec<String> {
             .chain(derived)
             .collect(),
         Selector::Scenario { .. } => numeric_columns(&super::blank_scenario_row()).collect(),
+        Selector::Check(_) => vec![CHECK_METRIC.to_owned()],
     }
 }
 
@@ -286,6 +306,12 @@ pub struct Threshold {
 
 impl fmt::Display for Threshold {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Selector::Check(_) = self.selector {
+            let word = CheckStatus::ALL
+                .get(self.value as usize)
+                .map_or("?", |s| s.as_str());
+            return write!(f, "{}{}{}{word}", self.metric, self.selector, self.op.as_str());
+        }
         write!(
             f,
             "{}{}{}{}",
@@ -359,6 +385,9 @@ impl FromStr for Threshold {
             }
         };
         let raw = tail[at + sym.len()..].trim();
+        if metric == CHECK_METRIC || matches!(selector, Selector::Check(_)) {
+            return check_threshold(t, metric, selector, op, raw);
+        }
         let known = known_metrics(&selector);
         if !known.iter().any(|k| k == metric) {
             return Err(GateError::UnknownMetric {
@@ -386,6 +415,46 @@ impl FromStr for Threshold {
             value,
         })
     }
+}
+
+/// `check{id=NAME} (==|!=) STATUS`, the status a word.
+fn check_threshold(
+    t: &str,
+    metric: &str,
+    selector: Selector,
+    op: Op,
+    raw: &str,
+) -> Result<Threshold, GateError> {
+    let bad = |why: String| GateError::BadSelector {
+        text: t.to_owned(),
+        why,
+    };
+    if metric != CHECK_METRIC {
+        return Err(bad(format!(
+            "{{id=…}} selects a check, whose metric is `check`, not '{metric}'"
+        )));
+    }
+    let Selector::Check(_) = selector else {
+        return Err(bad("`check` needs the check it means: check{id=NAME}".to_owned()));
+    };
+    if !matches!(op, Op::Eq | Op::Ne) {
+        return Err(bad(format!(
+            "a check's status compares only with == and !=, not {}",
+            op.as_str()
+        )));
+    }
+    let Some(index) = CheckStatus::ALL.iter().position(|s| s.as_str() == raw) else {
+        return Err(GateError::BadStatus {
+            text: t.to_owned(),
+            value: raw.to_owned(),
+        });
+    };
+    Ok(Threshold {
+        metric: metric.to_owned(),
+        selector,
+        op,
+        value: index as f64,
+    })
 }
 
 /// The outcome of one threshold on one run.
@@ -527,6 +596,27 @@ impl Threshold {
                 ..fails(String::new())
             };
         }
+        if let Selector::Check(id) = &self.selector {
+            let Some(check) = run.checks.iter().find(|c| &c.id == id) else {
+                let ids: Vec<&str> = run.checks.iter().map(|c| c.id.as_str()).collect();
+                return fails(format!(
+                    "{name} fails: the run judged no check '{id}' (checks: {})",
+                    ids.join(", ")
+                ));
+            };
+            let index = CheckStatus::ALL.iter().position(|s| *s == check.status);
+            let holds = index.is_some_and(|i| self.op.holds(i as f64, self.value));
+            return GateResult {
+                holds,
+                detail: format!(
+                    "{name} {}: {id} is {} ({})",
+                    verdict(holds),
+                    check.status.as_str(),
+                    check.reason
+                ),
+                ..fails(String::new())
+            };
+        }
         if run.steps.is_empty() {
             return fails(format!("{name} fails: no step was recorded"));
         }
@@ -627,6 +717,8 @@ pub struct RunFigures<'a> {
     pub ops: &'a [OpSummary],
     pub scenarios: &'a [ScenarioSummary],
     pub knee: &'a Knee,
+    /// The soak checks (docs/checks.md).
+    pub checks: &'a [Check],
 }
 
 /// What a failing threshold adds when the generator limited steps it failed in: their

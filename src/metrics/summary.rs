@@ -325,6 +325,12 @@ pub struct StepSummary {
     pub generator_bound: bool,
     #[serde(default)]
     pub generator_bound_reason: Option<String>,
+    /// The watched server's largest RSS and CPU (percent of one core) over the samples of
+    /// the step's measured time (docs/results.md, "The server's resources"); empty unwatched.
+    #[serde(default)]
+    pub server_rss_max_bytes: Option<u64>,
+    #[serde(default)]
+    pub server_cpu_max_pct: Option<f64>,
 }
 
 /// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum.
@@ -713,6 +719,8 @@ impl StepSummary {
             generator_wait_pct: f.generator.wait_pct,
             generator_bound: f.generator.bound,
             generator_bound_reason: f.generator.bound_reason,
+            server_rss_max_bytes: None,
+            server_cpu_max_pct: None,
         }
         .with_iterations(s)
         .with_flows(s)

@@ -112,6 +112,25 @@ pub struct TargetSpec {
     /// HTTP: trust and identity for `https://` targets.
     #[serde(default)]
     pub tls: TlsSpec,
+    /// How the server is watched as a process (docs/watch.md): a stdio child and the built-in
+    /// target are watched with no setting.
+    #[serde(default)]
+    pub watch: WatchTable,
+}
+
+/// `[target.watch]`: the server's resources, sampled once a second through the run.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatchTable {
+    /// A local server process (its whole process tree).
+    pub pid: Option<u32>,
+    /// The server's own Prometheus endpoint.
+    pub metrics: Option<String>,
+    /// A container's cgroup directory (v2, or v1's memory controller).
+    pub cgroup: Option<PathBuf>,
+    /// Named series of the Prometheus endpoint, e.g. `{ sessions = "mcp_sessions_active" }`.
+    #[serde(default)]
+    pub metric: BTreeMap<String, String>,
 }
 
 /// How hard, and how long.
@@ -166,6 +185,17 @@ pub struct Load {
     /// Stop the sweep after the first failed step.
     #[serde(default = "yes")]
     pub stop_on_failure: bool,
+    /// After the last step: keep watching the server this long with no load (a soak's
+    /// cool-down, where leaked memory shows by not coming back).
+    #[serde(default, deserialize_with = "values::duration")]
+    pub cooldown: Duration,
+    /// The shortest steady window the soak checks judge; shorter, they are `skipped`.
+    #[serde(default = "d2min", deserialize_with = "values::duration")]
+    pub leak_min_window: Duration,
+}
+
+fn d2min() -> Duration {
+    Duration::from_secs(120)
 }
 
 impl Default for Load {
@@ -184,6 +214,8 @@ impl Default for Load {
             think_time: Duration::ZERO,
             max_in_flight: default_max_in_flight(),
             max_answer_memory: default_max_answer_memory(),
+            cooldown: Duration::ZERO,
+            leak_min_window: d2min(),
             stop_on_failure: true,
         }
     }

@@ -3,6 +3,7 @@
 //! log iterator. latency.hlog holds one interval per second tagged `step=N`; histograms.hlog
 //! (written by `raw`) every histogram of every step, tagged `step=N/<name>`.
 
+use crate::watch::ResourceSample;
 use super::{ReportError, Reporter};
 use crate::engine::Second;
 use base64::Engine;
@@ -101,7 +102,7 @@ impl HlogWriter {
 }
 
 impl Reporter for HlogWriter {
-    fn second(&mut self, s: &Second<'_>) -> Result<(), ReportError> {
+    fn second(&mut self, s: &Second<'_>, _: Option<&ResourceSample>) -> Result<(), ReportError> {
         self.0
             .append(s.latency.histogram(), s.start, s.length, &step_tag(s.step))
     }

@@ -30,6 +30,11 @@ th, td { padding: .25rem .5rem; border-bottom: 1px solid #ddd; text-align: right
 th:first-child, td:first-child { text-align: left; }
 .ok { color: #2ca02c; } .saturated { color: #b8860b; font-weight: bold; } .failed { color: #d62728; font-weight: bold; }
 .pass { color: #2ca02c; } .fail { color: #d62728; font-weight: bold; }
+.checks { display: flex; flex-wrap: wrap; gap: .6rem; margin: 1rem 0; }
+.check { border: 1px solid #ddd; border-top: 4px solid #999; padding: .4rem .6rem; width: 14rem; font-size: .85rem; }
+.check.st-pass { border-top-color: #2ca02c; } .check.st-warn { border-top-color: #b8860b; }
+.check.st-fail { border-top-color: #d62728; } .check.st-skipped { color: #777; }
+.check b { display: block; }
 pre { background: #f6f6f6; padding: .8rem; overflow-x: auto; }
 ";
 
@@ -162,7 +167,17 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
                     @if let Some(rev) = &run.protocol_revision { " · MCP protocol " (rev) }
                     " · mcpload " (run.mcpload_version)
                 }
-                p class="knee" { strong { "Knee: " } (knee_sentence(run)) }
+                @if run.checks.iter().any(|c| c.status != crate::analysis::checks::CheckStatus::Skipped) {
+                    div class="checks" {
+                        @for c in &run.checks {
+                            div class=(format!("check st-{}", c.status.as_str())) {
+                                b { (c.id) ": " (c.status.as_str()) }
+                                (c.reason)
+                            }
+                        }
+                    }
+                }
+                p class="knee" { strong { "Knee: " } (knee_sentence(run)) @if let Some(cpu) = &run.knee_cpu { "; at the knee, " (cpu) } }
                 ul {
                     @for f in knee_facts(run) { li { (f) } }
                     @if let Some(u) = usl_line(run) { li { "USL: " (u) } }
@@ -245,7 +260,8 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
 pub(super) fn write_report(dir: &Path, run: &RunSummary) -> Result<(), ReportError> {
     let rows = read_timeseries(dir)?;
     let hists = step_histograms(dir)?;
-    let plots = plots::all(run, &rows, &hists)?;
+    let resources = super::read_resources(dir)?;
+    let plots = plots::all(run, &rows, &hists, &resources)?;
     for p in &plots {
         let path = dir.join(p.file);
         fs::write(&path, &p.svg).map_err(|e| ReportError::io(&path, e))?;

@@ -49,6 +49,7 @@ mod plots;
 mod progress;
 mod raw;
 mod redact;
+mod resources;
 mod summary;
 mod tables;
 mod terminal;
@@ -68,7 +69,9 @@ pub use terminal::use_color;
 use crate::analysis::{
     CompareOptions, Comparison, GateResult, JudgedStep, Knee, StopCriteria, Thresholds, compare,
 };
-use crate::engine::{MeasuredStep, Second, SinkError, StepSink, StepWindow, SweepEnd};
+use crate::engine::{
+    MeasuredStep, Second, SinkError, StepSink, StepStart, StepWindow, SweepEnd,
+};
 use crate::metrics::{AuthSummary, Counters, SessionSummary};
 use compare_text::render_comparison;
 use serde_json::Value;
@@ -76,6 +79,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 use terminal::render_terminal;
+use crate::watch::ResourceSample;
+pub use resources::{CheckSettings, RESOURCES_CSV, ResourceLog, ResourcePoint, read_resources};
 
 /// One row per step: [`StepSummary`](crate::metrics::StepSummary).
 pub const STEPS_CSV: &str = "steps.csv";
@@ -227,8 +232,12 @@ trait Reporter {
     fn changed(&mut self, _run: &RunSummary) -> Result<(), ReportError> {
         Ok(())
     }
-    /// A second of a step ended.
-    fn second(&mut self, _s: &Second<'_>) -> Result<(), ReportError> {
+    /// A second of a step ended; `server`: the watched server's latest sample by its end.
+    fn second(
+        &mut self,
+        _s: &Second<'_>,
+        _server: Option<&ResourceSample>,
+    ) -> Result<(), ReportError> {
         Ok(())
     }
     /// A step ended and was judged.
@@ -279,6 +288,8 @@ pub struct RunFolder {
     reporters: Vec<Box<dyn Reporter + Send>>,
     /// counts.jsonl and histograms.hlog: what the reporters' files leave out.
     raw: raw::RawWriter,
+    /// The server watched as a process: resources.csv and the server columns.
+    resources: Option<ResourceLog>,
 }
 
 fn now_rfc3339() -> String {
@@ -334,6 +345,9 @@ impl RunFolder {
             merged_from: None,
             partial: None,
             misaligned: None,
+            checks: Vec::new(),
+            knee_cpu: None,
+            watch_failures: Vec::new(),
         };
         let reporters: Vec<Box<dyn Reporter + Send>> = vec![
             Box::new(tables::StepsCsv::create(&dir)?),
@@ -350,6 +364,7 @@ impl RunFolder {
             summary,
             reporters,
             raw,
+            resources: None,
         };
         run.each(|r, s| r.changed(s))?;
         Ok(run)
@@ -407,13 +422,56 @@ impl RunFolder {
         }
     }
 
-    /// Records one second: a timeseries.csv row, a latency.hlog interval, a counts.jsonl
-    /// line.
+    /// Watches the server through the rest of the run (resources.csv is created now).
+    pub fn watch(&mut self, log: ResourceLog) {
+        self.resources = Some(log);
+    }
+
+    /// A step is about to run.
+    pub fn record_step_started(&mut self, step: u32) -> Result<(), ReportError> {
+        self.resources
+            .as_mut()
+            .map_or(Ok(()), |r| r.step_started(step))
+    }
+
+    /// Records one second: a timeseries.csv row (with the server's latest sample), a
+    /// latency.hlog interval, a counts.jsonl line.
     pub fn record_second(&mut self, s: &Second<'_>) -> Result<(), ReportError> {
+        let server: Option<ResourceSample> = match self.resources.as_mut() {
+            Some(r) => r.second(s)?.cloned(),
+            None => None,
+        };
         for r in &mut self.reporters {
-            r.second(s)?;
+            r.second(s, server.as_ref())?;
         }
         self.raw.second(s)
+    }
+
+    /// After the last step: watches the server with no load for `cooldown` (or until
+    /// `stop`).
+    pub async fn cool_down(
+        &mut self,
+        cooldown: Duration,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Result<(), ReportError> {
+        match self.resources.as_mut() {
+            Some(r) if !cooldown.is_zero() => r.cool_down(cooldown, stop).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Stops watching the server and judges the soak checks into summary.json (before the
+    /// gates, which may read them).
+    pub fn judge_checks(&mut self) -> Result<(), ReportError> {
+        let Some(log) = self.resources.take() else {
+            return Ok(());
+        };
+        let knee_step = self.summary.knee.saturation_step;
+        let judged = log.finish(&self.summary.steps, knee_step)?;
+        self.summary.checks = judged.checks;
+        self.summary.knee_cpu = judged.knee_phrase;
+        self.summary.watch_failures = judged.failures;
+        self.each(|r, s| r.changed(s))
     }
 
     /// Records a finished step as measured, before its verdict: its histograms to
@@ -425,7 +483,10 @@ impl RunFolder {
     /// Records a judged step: appends it to steps.csv, its rows to ops.csv and scenarios.csv,
     /// and rewrites summary.json (the knee included).
     pub fn record_step(&mut self, step: &JudgedStep) -> Result<(), ReportError> {
-        let record = StepRecord::of(step);
+        let mut record = StepRecord::of(step);
+        if let Some(r) = &self.resources {
+            r.fill_step(&mut record);
+        }
         for r in &mut self.reporters {
             r.step(&record)?;
         }
@@ -512,7 +573,13 @@ impl StepSink for RunFolder {
     fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
         Ok(self.record_second(second)?)
     }
+    fn step_started(&mut self, start: &StepStart) -> Result<(), SinkError> {
+        Ok(self.record_step_started(start.step)?)
+    }
     fn step_measured(&mut self, step: &MeasuredStep) -> Result<(), SinkError> {
+        if let Some(r) = self.resources.as_mut() {
+            r.step_measured(step.facts.step, step.facts.duration_s)?;
+        }
         Ok(self.record_measured(step)?)
     }
     fn step_ended(&mut self, step: &JudgedStep) -> Result<(), SinkError> {

@@ -5,7 +5,7 @@
 //! error rate per operation and iterations per scenario against load.
 
 use super::terminal::{by_operation, iteration_rows, op_rows, operations, scenarios};
-use super::{ReportError, RunSummary, TimeseriesRow};
+use super::{ReportError, ResourcePoint, RunSummary, TimeseriesRow};
 use crate::metrics::{Model, StepSummary, Verdict};
 use hdrhistogram::Histogram;
 use plotters::chart::{DualCoordChartContext, MeshStyle};
@@ -76,7 +76,7 @@ fn dual_chart<'b, X>(
     caption: &str,
     x: X,
     (top, top_ms): (f64, f64),
-    (x_desc, y_desc): (&str, &str),
+    (x_desc, y_desc, y2_desc): (&str, &str, &str),
     extra: impl FnOnce(&mut MeshStyle<'b, '_, X::CoordDescType, RangedCoordf64, SVGBackend<'b>>),
 ) -> Result<DualChart<'b, X::CoordDescType>, Box<dyn Error>>
 where
@@ -90,11 +90,14 @@ where
     mesh(&mut chart, x_desc, y_desc, extra)?;
     chart
         .configure_secondary_axes()
-        .y_desc("latency (ms)")
+        .y_desc(y2_desc)
         .label_style((FONT, 13))
         .draw()?;
     Ok(chart)
 }
+
+/// The secondary axis of the plots that show latency on it.
+const LATENCY_MS: &str = "latency (ms)";
 
 /// The legend key of a line series.
 fn line_key(
@@ -251,7 +254,7 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
         "Throughput and latency against load",
         x,
         (top_rps, top_ms),
-        (load_label(run.knee.model), "throughput (req/s)"),
+        (load_label(run.knee.model), "throughput (req/s)", LATENCY_MS),
         |m| {
             m.light_line_style(WHITE).x_label_formatter(&load_tick);
         },
@@ -529,7 +532,7 @@ fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
         "Per second",
         0.0..t_max,
         (top, top_ms),
-        ("seconds since the start", "per second"),
+        ("seconds since the start", "per second", LATENCY_MS),
         |_| {},
     )?;
     if rows.is_empty() {
@@ -583,6 +586,47 @@ fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
             .legend(line_key(color, 2));
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight, 12)?;
+    Ok(())
+}
+
+/// The server's resources over the whole run: RSS on the left, CPU on the right, the
+/// warm-ups and the cool-down shaded.
+fn server_resources(area: &Area<'_>, rows: &[ResourcePoint]) -> Drawn {
+    let t_max = rows.iter().map(|r| r.t_s + 1.0).fold(1.0, f64::max);
+    let mib = |r: &ResourcePoint| r.rss_bytes.map(|b| b as f64 / f64::from(1u32 << 20));
+    let top = rows.iter().filter_map(mib).fold(1.0, f64::max) * HEADROOM;
+    let top_cpu = rows.iter().filter_map(|r| r.cpu_pct).fold(100.0, f64::max) * HEADROOM;
+    let mut chart = dual_chart(
+        area,
+        "The server's resources",
+        0.0..t_max,
+        (top, top_cpu),
+        ("seconds since the start", "RSS (MiB)", "CPU (% of one core)"),
+        |_| {},
+    )?;
+    // Each sample's second, shaded where no load was measured: warm-ups, gaps, cool-down.
+    chart.draw_series(
+        rows.iter()
+            .filter(|r| r.phase != "measure")
+            .map(|r| Rectangle::new([(r.t_s - 0.5, 0.0), (r.t_s + 0.5, top)], GREY_.mix(0.12).filled())),
+    )?;
+    chart
+        .draw_series(LineSeries::new(
+            rows.iter().filter_map(|r| mib(r).map(|m| (r.t_s, m))),
+            BLUE_.stroke_width(2),
+        ))?
+        .label("RSS MiB")
+        .legend(line_key(BLUE_, 2));
+    chart
+        .draw_secondary_series(DashedLineSeries::new(
+            rows.iter().filter_map(|r| r.cpu_pct.map(|c| (r.t_s, c))),
+            6,
+            4,
+            ORANGE_.stroke_width(2),
+        ))?
+        .label("CPU %")
+        .legend(line_key(ORANGE_, 2));
+    legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
     Ok(())
 }
 
@@ -761,6 +805,7 @@ fn scenarios_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
         (
             load_label(run.knee.model),
             "iterations completed per second",
+            LATENCY_MS,
         ),
         |m| {
             m.light_line_style(WHITE).x_label_formatter(&load_tick);
@@ -788,6 +833,7 @@ pub(super) fn all(
     run: &RunSummary,
     rows: &[TimeseriesRow],
     hists: &BTreeMap<u32, Histogram<u64>>,
+    resources: &[ResourcePoint],
 ) -> Result<Vec<Plot>, ReportError> {
     let mut plots = vec![
         draw(
@@ -806,6 +852,11 @@ pub(super) fn all(
         })?,
         draw("timeseries.svg", "Time series", |a| timeseries(a, rows))?,
     ];
+    if !resources.is_empty() {
+        plots.push(draw(RESOURCES_SVG, "The server's resources", |a| {
+            server_resources(a, resources)
+        })?);
+    }
     if by_operation(run) {
         plots.push(draw(OPS_LATENCY_SVG, "Latency per operation", |a| {
             ops_latency(a, run)
@@ -828,3 +879,5 @@ pub(super) fn all(
 pub(super) const OPS_LATENCY_SVG: &str = "ops-latency.svg";
 pub(super) const ERROR_RATES_SVG: &str = "error-rates.svg";
 pub(super) const SCENARIOS_SVG: &str = "scenarios.svg";
+/// Drawn only when the server was watched.
+pub(super) const RESOURCES_SVG: &str = "resources.svg";

@@ -180,6 +180,17 @@ pub struct RunSummary {
     /// duration away from the others'; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub misaligned: Option<Vec<Misaligned>>,
+    /// The soak checks (docs/checks.md): `[{id, status, value, unit, reason}]`, judged at the
+    /// run's end (empty until then).
+    #[serde(default)]
+    pub checks: Vec<crate::analysis::checks::Check>,
+    /// The server's CPU at the knee, as the knee line says it ("with the server at 198% CPU
+    /// of 2 cores").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knee_cpu: Option<String>,
+    /// What failed while the server was watched (a source that stopped answering).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watch_failures: Vec<String>,
 }
 
 /// One folder of a merged run.
@@ -233,6 +244,7 @@ impl RunSummary {
             ops: &ops,
             scenarios: &scenarios,
             knee: &self.knee,
+            checks: &self.checks,
         })
     }
 

@@ -4,6 +4,7 @@
 
 use super::{ReportError, Reporter, StepRecord};
 use crate::engine::Second;
+use crate::watch::ResourceSample;
 use crate::metrics::{OpSummary, Percentiles, ScenarioSummary, StepSummary};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -33,10 +34,21 @@ pub struct TimeseriesRow {
     /// Pairing latency percentiles of the responses paired this second (empty without any).
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// The watched server's latest sample taken by the end of this second (empty where it
+    /// was not watched, or the source does not say): RSS, CPU in percent of one core,
+    /// threads, open descriptors.
+    #[serde(default)]
+    pub server_rss_bytes: Option<u64>,
+    #[serde(default)]
+    pub server_cpu_pct: Option<f64>,
+    #[serde(default)]
+    pub server_threads: Option<u64>,
+    #[serde(default)]
+    pub server_fds: Option<u64>,
 }
 
 impl TimeseriesRow {
-    pub fn of(s: &Second<'_>) -> Self {
+    pub fn of(s: &Second<'_>, server: Option<&ResourceSample>) -> Self {
         let c = s.counters;
         let lat = Percentiles::of(s.latency);
         TimeseriesRow {
@@ -52,12 +64,16 @@ impl TimeseriesRow {
             in_flight: s.in_flight,
             p50_ms: lat.p50,
             p99_ms: lat.p99,
+            server_rss_bytes: server.and_then(|r| r.rss_bytes),
+            server_cpu_pct: server.and_then(|r| r.cpu_pct),
+            server_threads: server.and_then(|r| r.threads),
+            server_fds: server.and_then(|r| r.fds),
         }
     }
 }
 
 /// A CSV file written a row at a time, flushed after each row.
-struct CsvFile {
+pub(super) struct CsvFile {
     path: PathBuf,
     out: csv::Writer<File>,
 }
@@ -65,7 +81,7 @@ struct CsvFile {
 impl CsvFile {
     /// Creates the file and writes its header (the field names of `sample`'s type), so even
     /// a run that records no row leaves a readable CSV.
-    fn create<R: Serialize>(path: PathBuf, sample: &R) -> Result<Self, ReportError> {
+    pub(super) fn create<R: Serialize>(path: PathBuf, sample: &R) -> Result<Self, ReportError> {
         let header = header_of(sample).map_err(|e| ReportError::csv(&path, e))?;
         let file = File::create(&path).map_err(|e| ReportError::io(&path, e))?;
         let mut out = csv::WriterBuilder::new()
@@ -77,7 +93,7 @@ impl CsvFile {
         Ok(CsvFile { path, out })
     }
 
-    fn append<R: Serialize>(&mut self, row: &R) -> Result<(), ReportError> {
+    pub(super) fn append<R: Serialize>(&mut self, row: &R) -> Result<(), ReportError> {
         self.out
             .serialize(row)
             .and_then(|()| self.out.flush().map_err(csv::Error::from))
@@ -158,14 +174,17 @@ pub(super) struct TimeseriesCsv(CsvFile);
 
 impl TimeseriesCsv {
     pub(super) fn create(dir: &Path) -> Result<Self, ReportError> {
-        let sample = TimeseriesRow::of(&Second {
-            step: 0,
-            start: Default::default(),
-            length: Default::default(),
-            counters: &Default::default(),
-            in_flight: 0,
-            latency: &Default::default(),
-        });
+        let sample = TimeseriesRow::of(
+            &Second {
+                step: 0,
+                start: Default::default(),
+                length: Default::default(),
+                counters: &Default::default(),
+                in_flight: 0,
+                latency: &Default::default(),
+            },
+            None,
+        );
         Ok(TimeseriesCsv(CsvFile::create(
             dir.join(super::TIMESERIES_CSV),
             &sample,
@@ -174,13 +193,17 @@ impl TimeseriesCsv {
 }
 
 impl Reporter for TimeseriesCsv {
-    fn second(&mut self, s: &Second<'_>) -> Result<(), ReportError> {
-        self.0.append(&TimeseriesRow::of(s))
+    fn second(
+        &mut self,
+        s: &Second<'_>,
+        server: Option<&ResourceSample>,
+    ) -> Result<(), ReportError> {
+        self.0.append(&TimeseriesRow::of(s, server))
     }
 }
 
 /// Reads every complete row of a CSV written above.
-fn read_rows<R: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<R>, ReportError> {
+pub(super) fn read_rows<R: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<R>, ReportError> {
     let bytes = std::fs::read(path).map_err(|e| ReportError::io(path, e))?;
     let mut r = csv::Reader::from_reader(super::complete_lines(&bytes));
     r.deserialize()

@@ -682,6 +682,44 @@ pub(super) fn status_phrase(status: RunStatus) -> &'static str {
 }
 
 /// The whole terminal report of a run.
+/// The soak checks: each judged one on a line (status, value, reason); the skipped ones
+/// counted in one line with the first reason, so a short run is not a wall of skips.
+fn checks_block(run: &RunSummary, out: &mut String, color: bool) {
+    use crate::analysis::checks::CheckStatus;
+    if run.checks.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{}", paint("Checks:", BOLD, color));
+    for c in run.checks.iter().filter(|c| c.status != CheckStatus::Skipped) {
+        let (word, style) = match c.status {
+            CheckStatus::Pass => ("pass", GREEN),
+            CheckStatus::Warn => ("warn", YELLOW),
+            _ => ("FAIL", RED),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<14} {} {}",
+            c.id,
+            paint(&format!("{word:<4}"), style, color),
+            c.reason
+        );
+    }
+    let skipped: Vec<&str> = run
+        .checks
+        .iter()
+        .filter(|c| c.status == CheckStatus::Skipped)
+        .map(|c| c.id.as_str())
+        .collect();
+    if let Some(first) = run.checks.iter().find(|c| c.status == CheckStatus::Skipped) {
+        let _ = writeln!(
+            out,
+            "  skipped: {} (first: {})",
+            skipped.join(", "),
+            first.reason
+        );
+    }
+}
+
 pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
     let mut out = String::new();
     let status = status_phrase(run.status);
@@ -805,6 +843,9 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
     if !facts.is_empty() {
         let _ = writeln!(out, "      {}.", facts.join("; "));
     }
+    if let Some(cpu) = &run.knee_cpu {
+        let _ = writeln!(out, "      At the knee, {cpu}.");
+    }
     if let Some(line) = usl_line(run) {
         let _ = writeln!(out, "{} {line}", paint("USL:", BOLD, color));
     }
@@ -816,6 +857,8 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
         }
         let _ = writeln!(out, "  {}.", metrics::BOUND_HINT);
     }
+
+    checks_block(run, &mut out, color);
 
     if by_operation(run) {
         let _ = writeln!(out, "\n{}", paint("By operation:", BOLD, color));

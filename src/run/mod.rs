@@ -24,10 +24,11 @@ use crate::metrics::{Counters, Model};
 use crate::report::{self, Finished, Progress, RunFolder, Secrets, SegmentRecord};
 use crate::server::{self, RunningTarget};
 use crate::transport::{AnyTransport, StdioOptions, Transport};
+use crate::watch::{WatchSource, WatchSpec, Watcher};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 /// How a run ended, for the exit code.
@@ -157,6 +158,18 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     };
     let mut folder = RunFolder::create(spec)?;
     folder.set_protocol_revision(server.revision.as_str())?;
+    // Seconds count from the run's start, or from the common start: the samples too.
+    let origin = clock.as_ref().map_or_else(Instant::now, Clock::origin);
+    let log = report::ResourceLog::create(
+        folder.dir(),
+        watch_spec(&plan, &transports, origin).map(Watcher::start),
+        origin,
+        client_connections_max(&plan, &transports),
+        report::CheckSettings {
+            min_window: plan.load.leak_min_window,
+        },
+    )?;
+    folder.watch(log);
     if plan.segment.is_split() || clock.is_some() {
         folder.set_segment(SegmentRecord {
             index: plan.segment.index,
@@ -171,7 +184,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         &plan.sweep,
         transports,
         &mut FanOut(vec![&mut folder, &mut progress]),
-        cancel,
+        cancel.clone(),
     )
     .await;
     let color = report::use_color(&std::io::stdout());
@@ -205,16 +218,29 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         };
         folder.record_auth(&whole, &totals)?;
     }
+    // The cool-down watches the server with no load: its connections are closed, a built-in
+    // target still runs.
+    if end != SweepEnd::Interrupted {
+        folder.cool_down(plan.load.cooldown, &cancel).await?;
+    }
+    folder.judge_checks()?;
     if let Some(b) = builtin {
         folder.record_target_stats(&b.shutdown().await)?;
     }
     let done = finish(folder, &plan.thresholds, color)?;
+    let failed_checks = done
+        .summary
+        .checks
+        .iter()
+        .filter(|c| c.status == crate::analysis::checks::CheckStatus::Fail)
+        .map(|c| format!("check {}: {}", c.id, c.reason));
     let failed_gates = done
         .summary
         .gates
         .iter()
         .filter(|g| !g.holds)
         .map(|g| g.threshold.to_string())
+        .chain(failed_checks)
         .collect();
     Ok(Outcome {
         dir: done.dir,
@@ -226,6 +252,38 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         failed_gates,
         terminal: done.terminal,
     })
+}
+
+/// What watches the server as a process, if anything does: the sources the plan names
+/// (`[target.watch]`, `--server-pid`, `--server-metrics`, `--server-cgroup`), then the ones
+/// every run has: the built-in target in this process, a stdio child.
+fn watch_spec(plan: &Plan, transports: &[AnyTransport], origin: Instant) -> Option<WatchSpec> {
+    let w = &plan.target.watch;
+    let mut sources = Vec::new();
+    sources.extend(w.pid.map(WatchSource::Pid));
+    sources.extend(w.metrics.clone().map(|url| WatchSource::Metrics { url }));
+    sources.extend(w.cgroup.as_ref().map(|c| WatchSource::Cgroup(plan.base.join(c))));
+    if plan.target.builtin.is_some() {
+        sources.push(WatchSource::InProcessTarget);
+    }
+    if let Some(AnyTransport::Stdio(t)) = transports.first() {
+        sources.extend(t.child_id().map(WatchSource::Pid));
+    }
+    (!sources.is_empty()).then(|| WatchSpec {
+        sources,
+        named: w.metric.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        interval: Duration::from_secs(1),
+        origin,
+    })
+}
+
+/// The most connections mcpload holds to the server at once: its pool's (one child over
+/// stdio).
+fn client_connections_max(plan: &Plan, transports: &[AnyTransport]) -> u64 {
+    match transports.first() {
+        Some(AnyTransport::Stdio(_)) => transports.len() as u64,
+        _ => pool_size(plan) as u64,
+    }
 }
 
 /// Where the load goes: the built-in target started here (handed back for shutting down), an

@@ -75,6 +75,12 @@ pub struct Overrides {
     pub max_answer_memory: Option<usize>,
     pub spacing: Option<Spacing>,
     pub send_window: Option<Duration>,
+    pub server_pid: Option<u32>,
+    pub server_metrics: Option<String>,
+    pub server_cgroup: Option<PathBuf>,
+    pub server_metric: Vec<(String, String)>,
+    pub cooldown: Option<Duration>,
+    pub leak_min_window: Option<Duration>,
     pub batch_size: Option<NonZeroUsize>,
     pub batch_notifications: Option<usize>,
     pub force_batch: bool,
@@ -287,6 +293,11 @@ fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
         target.transport = tr;
     }
     target.session_lost_on_400 |= o.session_lost_on_400;
+    let w = &mut target.watch;
+    w.pid = o.server_pid.or(w.pid);
+    w.metrics = o.server_metrics.clone().or(w.metrics.take());
+    w.cgroup = o.server_cgroup.clone().or(w.cgroup.take());
+    w.metric.extend(o.server_metric.iter().cloned());
     if let Some(auth) = &o.auth {
         target.auth = Some(auth.clone());
     }
@@ -417,7 +428,9 @@ fn override_load(l: &mut Load, o: &Overrides) {
         max_in_flight,
         max_answer_memory,
         spacing,
-        send_window
+        send_window,
+        cooldown,
+        leak_min_window
     );
 }
 
@@ -557,6 +570,9 @@ impl Plan {
         } else {
             json!({"builtin": self.builtin_raw})
         };
+        let mut target = target;
+        let w = &t.watch;
+        target["watch"] = json!({"pid": w.pid, "metrics": w.metrics, "cgroup": w.cgroup, "metric": w.metric});
         let l = &self.load;
         let c = &self.sweep.criteria;
         let mut spec = RunSpec::new(self.dir.clone(), &self.name);
@@ -585,6 +601,8 @@ impl Plan {
                 "max_in_flight": l.max_in_flight,
                 "max_answer_memory": l.max_answer_memory,
                 "stop_on_failure": self.sweep.stop_on_failure,
+                "cooldown_s": l.cooldown.as_secs_f64(),
+                "leak_min_window_s": l.leak_min_window.as_secs_f64(),
             },
             "ops": mix.names(),
             "skipped_tools": mix.skipped(),

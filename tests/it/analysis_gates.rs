@@ -30,6 +30,7 @@ fn figures<'a>(steps: &'a [StepSummary], knee: &'a Knee) -> RunFigures<'a> {
         ops: &[],
         scenarios: &[],
         knee,
+        checks: &[],
     }
 }
 
@@ -330,6 +331,7 @@ fn a_step_without_the_operation_is_named_not_failed() {
         ops: &ops,
         scenarios: &[],
         knee: &knee,
+        checks: &[],
     };
     let r = Threshold::evaluate(&"error_rate{op=search}==0".parse().unwrap(), &run);
     assert!(r.holds);

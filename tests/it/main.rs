@@ -40,6 +40,7 @@ mod run_scenarios;
 mod run_scenarios_interop;
 mod run_segments;
 mod run_sessions;
+mod run_soak;
 mod run_sweep;
 mod run_task_input_interop;
 mod run_tasks;

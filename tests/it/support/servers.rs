@@ -64,6 +64,13 @@ pub(crate) struct Server {
     pub url: String,
 }
 
+impl Server {
+    /// The server process's id (to watch it with `--server-pid`, or read its /proc).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -1,0 +1,518 @@
+//! The server watched as a process, in the run folder: resources.csv (every sample of the
+//! whole run, with the phase of the run it fell in), the server columns of timeseries.csv
+//! and steps.csv, and the soak checks judged from them at the end (docs/results.md, "The
+//! server's resources"; docs/checks.md).
+
+use super::tables::CsvFile;
+use super::{ReportError, StepRecord};
+use crate::analysis::checks::{self, Check, LeakInput};
+use crate::engine::Second;
+use crate::metrics::LatencyHistogram;
+use crate::watch::{ResourceSample, Watcher};
+use serde::Serialize;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// resources.csv.
+pub const RESOURCES_CSV: &str = "resources.csv";
+
+/// Where in the run a sample fell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Before the first step began (connecting, the handshake).
+    Start,
+    /// A step's warm-up and the drains before its measured time.
+    Warmup(u32),
+    Measure(u32),
+    /// After a step's measured time, until the next step begins.
+    Between(u32),
+    /// After the last step, no load.
+    Cooldown,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Start => "start",
+            Phase::Warmup(_) => "warmup",
+            Phase::Measure(_) => "measure",
+            Phase::Between(_) => "between",
+            Phase::Cooldown => "cooldown",
+        }
+    }
+
+    fn step(self) -> Option<u32> {
+        match self {
+            Phase::Warmup(s) | Phase::Measure(s) | Phase::Between(s) => Some(s),
+            Phase::Start | Phase::Cooldown => None,
+        }
+    }
+}
+
+/// One row of resources.csv. Field order is the column order.
+#[derive(Serialize)]
+struct ResourceRow {
+    t_s: f64,
+    phase: &'static str,
+    step: Option<u32>,
+    rss_bytes: Option<u64>,
+    cpu_pct: Option<f64>,
+    threads: Option<u64>,
+    fds: Option<u64>,
+    processes: Option<u64>,
+    heap_bytes: Option<u64>,
+    /// The `sessions` series of `--server-metric sessions=…`, where asked for.
+    sessions: Option<f64>,
+    /// The most connections (or stdio children) mcpload may hold open to the server: the
+    /// descriptors the server holds for them are not a leak.
+    client_connections_max: u64,
+}
+
+/// A row of resources.csv as read back for the plot.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct ResourcePoint {
+    pub t_s: f64,
+    pub phase: String,
+    pub rss_bytes: Option<u64>,
+    pub cpu_pct: Option<f64>,
+}
+
+/// Reads `dir/resources.csv`; none when the server was not watched.
+pub fn read_resources(dir: &Path) -> Result<Vec<ResourcePoint>, ReportError> {
+    let path = dir.join(RESOURCES_CSV);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    super::tables::read_rows(&path)
+}
+
+/// What the checks keep of a sample (the whole run's, a few words each).
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    t_s: f64,
+    phase: Phase,
+    rss_bytes: Option<u64>,
+    cpu_pct: Option<f64>,
+    threads: Option<u64>,
+    fds: Option<u64>,
+    sessions: Option<f64>,
+}
+
+/// One drift window of a step's measured time (a minute, or shorter: see
+/// [`CheckSettings::drift_bucket_s`]): its latency and its error rate.
+#[derive(Clone, Copy, Debug)]
+struct Minute {
+    step: u32,
+    mid_s: f64,
+    p99_ms: Option<f64>,
+    error_rate: f64,
+}
+
+/// The minute being summed.
+#[derive(Default)]
+struct OpenMinute {
+    step: u32,
+    start_s: f64,
+    length_s: f64,
+    latency: LatencyHistogram,
+    requests: u64,
+    ok: u64,
+}
+
+/// What the soak checks are judged with: the profile's `load.leak_min_window`.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckSettings {
+    pub min_window: Duration,
+}
+
+impl CheckSettings {
+    /// How long the windows are whose p99 and error rate the drift checks fit a line to: a
+    /// minute, or a sixth of the shortest window judged if that is shorter (so even the
+    /// shortest window has six points), at least a second.
+    fn drift_bucket_s(&self) -> f64 {
+        (self.min_window.as_secs_f64() / 6.0).clamp(1.0, 60.0)
+    }
+}
+
+/// The server's samples as the run goes, and what they add to the run folder.
+pub struct ResourceLog {
+    /// The watcher and resources.csv, when the server is watched (the drift checks need
+    /// neither); the watcher is gone once stopped.
+    watcher: Option<Watcher>,
+    csv: Option<CsvFile>,
+    origin: Instant,
+    client_connections_max: u64,
+    /// Phase changes, in time order: (from t_s, phase).
+    marks: Vec<(f64, Phase)>,
+    /// Samples taken but not yet past the last mark's certainty (their phase may still
+    /// change): written once the run has moved past their time.
+    pending: Vec<ResourceSample>,
+    kept: Vec<Kept>,
+    latest: Option<ResourceSample>,
+    minute: Option<OpenMinute>,
+    minutes: Vec<Minute>,
+    failures: Vec<String>,
+    settings: CheckSettings,
+}
+
+fn t_of(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+impl ResourceLog {
+    /// Starts resources.csv in `dir` for a watcher whose samples count from `origin` (the
+    /// run's start), if there is one.
+    pub fn create(
+        dir: &Path,
+        watcher: Option<Watcher>,
+        origin: Instant,
+        client_connections_max: u64,
+        settings: CheckSettings,
+    ) -> Result<Self, ReportError> {
+        let csv = match watcher {
+            Some(_) => Some(CsvFile::create(dir.join(RESOURCES_CSV), &blank_row())?),
+            None => None,
+        };
+        Ok(ResourceLog {
+            watcher,
+            csv,
+            origin,
+            client_connections_max,
+            marks: vec![(0.0, Phase::Start)],
+            pending: Vec::new(),
+            kept: Vec::new(),
+            latest: None,
+            minute: None,
+            minutes: Vec::new(),
+            failures: Vec::new(),
+            settings,
+        })
+    }
+
+    fn now_s(&self) -> f64 {
+        t_of(self.origin.elapsed())
+    }
+
+    fn phase_at(&self, t_s: f64) -> Phase {
+        self.marks
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= t_s)
+            .map_or(Phase::Start, |(_, p)| *p)
+    }
+
+    fn mark(&mut self, from_s: f64, phase: Phase) {
+        self.marks.push((from_s, phase));
+    }
+
+    /// Takes the watcher's new samples, and writes those up to `settled_s` (whose phase is
+    /// known).
+    fn pull(&mut self, settled_s: f64) -> Result<(), ReportError> {
+        let Some(watcher) = &self.watcher else {
+            return Ok(());
+        };
+        for why in watcher.take_failures() {
+            eprintln!("mcpload: watching the server: {why}");
+            self.failures.push(why);
+        }
+        let new = watcher.take();
+        if let Some(last) = new.last() {
+            self.latest = Some(last.clone());
+        }
+        self.pending.extend(new);
+        let ready = self.pending.partition_point(|s| s.t_s <= settled_s);
+        let rows: Vec<ResourceSample> = self.pending.drain(..ready).collect();
+        for s in rows {
+            self.write(&s)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, s: &ResourceSample) -> Result<(), ReportError> {
+        let phase = self.phase_at(s.t_s);
+        let sessions = s
+            .named
+            .iter()
+            .find(|(n, _)| n == "sessions")
+            .map(|(_, v)| *v);
+        let Some(csv) = &mut self.csv else {
+            return Ok(());
+        };
+        csv.append(&ResourceRow {
+            t_s: s.t_s,
+            phase: phase.name(),
+            step: phase.step(),
+            rss_bytes: s.rss_bytes,
+            cpu_pct: s.cpu_pct,
+            threads: s.threads,
+            fds: s.fds,
+            processes: s.processes,
+            heap_bytes: s.heap_bytes,
+            sessions,
+            client_connections_max: self.client_connections_max,
+        })?;
+        self.kept.push(Kept {
+            t_s: s.t_s,
+            phase,
+            rss_bytes: s.rss_bytes,
+            cpu_pct: s.cpu_pct,
+            threads: s.threads,
+            fds: s.fds,
+            sessions,
+        });
+        Ok(())
+    }
+
+    /// A step is about to run: its warm-up begins now.
+    pub fn step_started(&mut self, step: u32) -> Result<(), ReportError> {
+        let now = self.now_s();
+        self.pull(now)?;
+        self.mark(now, Phase::Warmup(step));
+        Ok(())
+    }
+
+    /// A second of a step ended: its samples are settled, and the latest is the one the
+    /// timeseries row shows.
+    pub fn second(&mut self, s: &Second<'_>) -> Result<Option<&ResourceSample>, ReportError> {
+        let start = t_of(s.start);
+        if self.phase_at(start) != Phase::Measure(s.step) {
+            self.mark(start, Phase::Measure(s.step));
+        }
+        self.add_to_minute(s, start);
+        let end = t_of(s.start + s.length);
+        self.pull(end)?;
+        Ok(self
+            .latest
+            .as_ref()
+            .filter(|l| l.t_s <= end + 1.0 && l.t_s >= start - 1.0))
+    }
+
+    fn add_to_minute(&mut self, s: &Second<'_>, start: f64) {
+        let m = match &mut self.minute {
+            Some(m) if m.step == s.step => m,
+            _ => {
+                self.minute = Some(OpenMinute {
+                    step: s.step,
+                    start_s: start,
+                    ..OpenMinute::default()
+                });
+                self.minute.as_mut().expect("just set")
+            }
+        };
+        m.latency += s.latency;
+        m.requests += s.counters.requests;
+        m.ok += s.counters.ok.min(s.counters.requests);
+        m.length_s += s.length.as_secs_f64();
+        if m.length_s >= self.settings.drift_bucket_s() - 1e-6 {
+            let done = self.minute.take().expect("open");
+            self.minutes.push(Minute {
+                step: done.step,
+                mid_s: done.start_s + done.length_s / 2.0,
+                p99_ms: (!done.latency.is_empty())
+                    .then(|| done.latency.histogram().value_at_quantile(0.99) as f64 / 1000.0),
+                error_rate: if done.requests == 0 {
+                    0.0
+                } else {
+                    (done.requests - done.ok) as f64 / done.requests as f64
+                },
+            });
+        }
+    }
+
+    /// A step's measured time ended `measured` after it began: what follows is between
+    /// steps until the next begins.
+    pub fn step_measured(&mut self, step: u32, measured_s: f64) -> Result<(), ReportError> {
+        let start = self
+            .marks
+            .iter()
+            .rev()
+            .find(|(_, p)| *p == Phase::Measure(step))
+            .map(|(t, _)| *t);
+        let Some(start) = start else {
+            return Ok(());
+        };
+        let end = t_of(Duration::from_secs_f64(start + measured_s));
+        self.mark(end, Phase::Between(step));
+        self.minute = None;
+        let now = self.now_s();
+        self.pull(now)
+    }
+
+    /// Fills a finished step's server columns: the largest RSS and CPU of its measured
+    /// samples.
+    pub fn fill_step(&self, record: &mut StepRecord) {
+        let step = record.figures.step;
+        let measured = || self.kept.iter().filter(|k| k.phase == Phase::Measure(step));
+        record.figures.server_rss_max_bytes = measured().filter_map(|k| k.rss_bytes).max();
+        record.figures.server_cpu_max_pct = measured()
+            .filter_map(|k| k.cpu_pct)
+            .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
+    }
+
+    /// Watches the server with no load for `cooldown` (less when `stop` fires first).
+    pub async fn cool_down(
+        &mut self,
+        cooldown: Duration,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Result<(), ReportError> {
+        let now = self.now_s();
+        self.pull(now)?;
+        self.mark(now, Phase::Cooldown);
+        let end = Instant::now() + cooldown;
+        while Instant::now() < end && !stop.is_cancelled() {
+            let tick = (end - Instant::now()).min(Duration::from_secs(1));
+            tokio::select! {
+                _ = tokio::time::sleep(tick) => {}
+                _ = stop.cancelled() => {}
+            }
+            let now = self.now_s();
+            self.pull(now)?;
+        }
+        Ok(())
+    }
+
+    /// Stops the watcher, writes what it still held, and judges the checks over the run's
+    /// `steps` (the steady window is the longest measured step's, the last of equals).
+    pub fn finish(
+        mut self,
+        steps: &[StepRecord],
+        knee_step: Option<u32>,
+    ) -> Result<Judged, ReportError> {
+        if let Some(watcher) = self.watcher.take() {
+            self.pending.extend(watcher.stop());
+            for s in std::mem::take(&mut self.pending) {
+                self.write(&s)?;
+            }
+        }
+        let steady = steps
+            .iter()
+            .filter(|s| s.figures.duration_s > 0.0)
+            .max_by(|a, b| a.figures.duration_s.total_cmp(&b.figures.duration_s));
+        let min_window_s = self.settings.min_window.as_secs_f64();
+        let series = |f: fn(&Kept) -> Option<f64>, phase: &dyn Fn(Phase) -> bool| -> Vec<(f64, f64)> {
+            self.kept
+                .iter()
+                .filter(|k| phase(k.phase))
+                .filter_map(|k| f(k).map(|v| (k.t_s, v)))
+                .collect()
+        };
+        let steady_step = steady.map(|s| s.figures.step);
+        let in_steady = |p: Phase| Some(p) == steady_step.map(Phase::Measure);
+        let in_cooldown = |p: Phase| p == Phase::Cooldown;
+        let requests = steady.map(|s| s.figures.requests);
+        let leak = |f: fn(&Kept) -> Option<f64>| {
+            (series(f, &in_steady), series(f, &in_cooldown))
+        };
+        let input = |(steady, cooldown): &(Vec<(f64, f64)>, Vec<(f64, f64)>)| LeakInput {
+            steady,
+            cooldown,
+            requests,
+            min_window_s,
+        };
+        let rss = leak(|k| k.rss_bytes.map(|v| v as f64));
+        let fds = leak(|k| k.fds.map(|v| v as f64));
+        let threads = leak(|k| k.threads.map(|v| v as f64));
+        let client = self.client_connections_max as f64;
+        let sessions = leak(|k| k.sessions);
+        let sessions = (
+            sessions.0.iter().map(|(t, v)| (*t, v - client)).collect(),
+            sessions.1.iter().map(|(t, v)| (*t, v - client)).collect(),
+        );
+        let minutes: Vec<&Minute> = self
+            .minutes
+            .iter()
+            .filter(|m| Some(m.step) == steady_step)
+            .collect();
+        let p99: Vec<(f64, f64)> = minutes
+            .iter()
+            .filter_map(|m| m.p99_ms.map(|p| (m.mid_s, p)))
+            .collect();
+        let errors: Vec<(f64, f64)> = minutes.iter().map(|m| (m.mid_s, m.error_rate)).collect();
+        let knee_cpu = knee_step.and_then(|k| {
+            let cpu: Vec<f64> = series(|k| k.cpu_pct, &|p| p == Phase::Measure(k))
+                .into_iter()
+                .map(|(_, c)| c)
+                .collect();
+            (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64)
+        });
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let (cpu_ceiling, knee_phrase) = checks::cpu_ceiling(knee_step, knee_cpu, Some(cores));
+        let bound: Vec<(u32, String)> = steps
+            .iter()
+            .filter(|s| s.figures.generator_bound)
+            .map(|s| {
+                let why = s.figures.generator_bound_reason.clone().unwrap_or_default();
+                (s.figures.step, why)
+            })
+            .collect();
+        let mut list = vec![
+            checks::memory_leak(&input(&rss), checks::DEFAULT_MEMORY_LIMIT_MIB_PER_MIN),
+            checks::count_leak(
+                "fd_leak",
+                "fds/min",
+                "open descriptors",
+                &input(&fds),
+                checks::DEFAULT_COUNT_LIMIT_PER_MIN,
+            ),
+            checks::count_leak(
+                "thread_leak",
+                "threads/min",
+                "threads",
+                &input(&threads),
+                checks::DEFAULT_COUNT_LIMIT_PER_MIN,
+            ),
+            checks::session_leak(&input(&sessions), checks::DEFAULT_SESSION_LIMIT_PER_MIN),
+            checks::latency_drift(&p99, min_window_s, checks::DEFAULT_LATENCY_MAX_RISE),
+            checks::error_drift(&errors, min_window_s, checks::DEFAULT_ERROR_MAX_RISE_PP),
+            cpu_ceiling,
+            checks::generator(&bound),
+        ];
+        if self.kept.is_empty() {
+            let why = if self.csv.is_none() {
+                "the server was not watched (use --server-pid, --server-metrics or \
+                 --server-cgroup; a stdio child and the built-in target are watched by \
+                 themselves)"
+            } else {
+                "no sample of the server was taken (see watch_failures)"
+            };
+            let of_the_server = ["memory_leak", "fd_leak", "thread_leak", "session_leak"];
+            for c in list
+                .iter_mut()
+                .filter(|c| of_the_server.contains(&c.id.as_str()) || c.id == "cpu_ceiling")
+            {
+                c.status = checks::CheckStatus::Skipped;
+                c.value = None;
+                c.ci = None;
+                c.reason = why.to_owned();
+            }
+        }
+        Ok(Judged {
+            checks: list,
+            knee_phrase,
+            failures: self.failures,
+        })
+    }
+}
+
+/// The checks of a run, the phrase its knee line gains, and what failed while watching.
+pub struct Judged {
+    pub checks: Vec<Check>,
+    pub knee_phrase: Option<String>,
+    pub failures: Vec<String>,
+}
+
+fn blank_row() -> ResourceRow {
+    ResourceRow {
+        t_s: 0.0,
+        phase: Phase::Start.name(),
+        step: None,
+        rss_bytes: None,
+        cpu_pct: None,
+        threads: None,
+        fds: None,
+        processes: None,
+        heap_bytes: None,
+        sessions: None,
+        client_connections_max: 0,
+    }
+}

@@ -1,0 +1,196 @@
+//! Soak runs against misbehaviour known exactly: the built-in target leaking memory and
+//! descriptors at a set rate per call (`--leak-bytes-per-call`, `--leak-fd-every`), or
+//! slowing down by the minute (`--drift-ms-per-minute`), watched as a process (by
+//! `--server-pid`, as a stdio child, in-process); each check fails with a rate within 20% of
+//! the truth, and without a knob the same checks pass. Steady windows of 32 s judged with
+//! `--leak-min-window 30s` (the 2-minute and 30-minute figures are in benches/README.md).
+
+use crate::support::machine;
+use crate::support::run::*;
+use crate::support::scratch::scratch;
+use crate::support::servers::{line, serve_cmd, start_http};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a soak run may take in all (32 s measured, warm-up, cool-down, the handshake).
+const BUDGET: Duration = Duration::from_secs(120);
+
+/// The load of every soak here: 40 calls a second for 32 s after 2 s of warm-up, then a
+/// cool-down.
+const LOAD: [&str; 14] = [
+    "--tool",
+    "echo",
+    "--rate",
+    "40",
+    "--duration",
+    "32s",
+    "--warmup",
+    "2s",
+    "--cooldown",
+    "6s",
+    "--leak-min-window",
+    "30s",
+    "--timeout",
+    "5s",
+];
+
+/// Runs a soak with `args` added to [`LOAD`]; returns the folder, exit code and stdout.
+fn soak(name: &str, args: &[&str]) -> (std::path::PathBuf, Option<i32>, String) {
+    let out_dir = scratch(name).join("run");
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend_from_slice(&LOAD);
+    let out = out_dir.display().to_string();
+    all.extend_from_slice(&["--out", &out]);
+    let watched = run_watched(&all, BUDGET);
+    let stdout = String::from_utf8_lossy(&watched.output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&watched.output.stderr);
+    assert!(!watched.overran, "the soak overran {BUDGET:?}\n{stderr}");
+    (out_dir, watched.output.status.code(), format!("{stdout}\n{stderr}"))
+}
+
+/// The check `id` of the run in `dir`.
+fn check(dir: &Path, id: &str) -> Value {
+    let s = summary(dir);
+    s["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["id"] == id).cloned())
+        .unwrap_or_else(|| panic!("no check {id} in {}", s["checks"]))
+}
+
+/// The calls the step answered per minute.
+fn calls_per_minute(dir: &Path) -> f64 {
+    let row = &steps(dir)[0];
+    num(row, "responses") / num(row, "duration_s") * 60.0
+}
+
+/// resources.csv has a row a second through the whole run, in every phase, and the server
+/// columns of timeseries.csv and steps.csv are filled.
+fn assert_watched(dir: &Path) {
+    let rows = table(dir, "resources.csv");
+    // 2 s of warm-up, 32 s measured, 6 s of cool-down: a sample a second, some lost to a
+    // busy machine's late wakes.
+    assert!(rows.len() >= 30, "{} samples", rows.len());
+    for phase in ["warmup", "measure", "cooldown"] {
+        assert!(
+            rows.iter().any(|r| r["phase"] == phase),
+            "no {phase} sample"
+        );
+    }
+    assert!(rows.iter().all(|r| !r["rss_bytes"].is_empty()));
+    let ts = table(dir, "timeseries.csv");
+    assert!(ts.iter().filter(|r| !r["server_rss_bytes"].is_empty()).count() >= 20);
+    let step = &steps(dir)[0];
+    assert!(num(step, "server_rss_max_bytes") > 1e6, "{step:?}");
+}
+
+/// Memory and descriptors leaked at a known rate, the server a separate process watched by
+/// `--server-pid`: both checks fail, each rate within 20% of the truth, and the run exits 1.
+#[test]
+fn a_server_that_leaks_memory_and_descriptors_fails_both_checks_at_their_rates() {
+    let _share = machine::loading();
+    let bytes_per_call = 16_384.0;
+    let fd_every = 10.0;
+    let target = start_http(&serve_cmd(&[
+        "--leak-bytes-per-call",
+        "16384",
+        "--leak-fd-every",
+        "10",
+    ]));
+    let pid = target.pid().to_string();
+    let (dir, code, out) = soak(
+        "soak-leaks",
+        &["--url", &target.url, "--server-pid", &pid],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert_watched(&dir);
+    let per_min = calls_per_minute(&dir);
+    let memory = check(&dir, "memory_leak");
+    assert_eq!(memory["status"], "fail", "{memory}");
+    assert_eq!(memory["unit"], "MiB/min");
+    let truth = bytes_per_call * per_min / (1u64 << 20) as f64;
+    let slope = memory["value"].as_f64().unwrap();
+    assert!(
+        (slope - truth).abs() <= 0.2 * truth,
+        "memory_leak {slope} MiB/min, truth {truth}"
+    );
+    let per_1k = memory["kib_per_1k_requests"].as_f64().unwrap();
+    assert!(
+        (per_1k - 16.0 * 1000.0).abs() <= 0.2 * 16_000.0,
+        "{per_1k} KiB per 1,000 requests"
+    );
+    let fds = check(&dir, "fd_leak");
+    assert_eq!(fds["status"], "fail", "{fds}");
+    let truth = per_min / fd_every;
+    let slope = fds["value"].as_f64().unwrap();
+    assert!(
+        (slope - truth).abs() <= 0.2 * truth,
+        "fd_leak {slope}/min, truth {truth}"
+    );
+    assert!(out.contains("memory_leak"), "{out}");
+}
+
+/// The same load on a stdio child that leaks nothing, watched with no flag: the leak checks
+/// pass, nothing fails, the run exits 0.
+#[test]
+fn a_stdio_child_that_leaks_nothing_passes_the_leak_checks() {
+    let _share = machine::loading();
+    let child = line(&serve_cmd(&["--stdio"]));
+    let (dir, code, out) = soak("soak-clean-stdio", &["--stdio", &child]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_watched(&dir);
+    for id in ["fd_leak", "thread_leak"] {
+        let c = check(&dir, id);
+        assert_eq!(c["status"], "pass", "{c}");
+    }
+    for c in summary(&dir)["checks"].as_array().unwrap() {
+        assert_ne!(c["status"], "fail", "{c}");
+        assert!(!c["reason"].as_str().unwrap().is_empty(), "{c}");
+    }
+}
+
+/// The built-in target in this process, each call 600 ms a minute slower: latency_drift
+/// fails, a gate on it fails with it, and the memory the target does not leak passes.
+#[test]
+fn a_target_that_slows_by_the_minute_fails_latency_drift_and_its_gate() {
+    let _share = machine::loading();
+    let (dir, code, out) = soak(
+        "soak-drift",
+        &[
+            "--builtin",
+            "--builtin-knob",
+            "drift_ms_per_minute=600",
+            "--threshold",
+            "check{id=latency_drift}!=fail",
+        ],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    let drift = check(&dir, "latency_drift");
+    assert_eq!(drift["status"], "fail", "{drift}");
+    // 600 ms a minute: the p99 of each window follows the service time up, a busy machine
+    // only adding to it.
+    assert!(drift["value"].as_f64().unwrap() > 300.0, "{drift}");
+    let gate = &summary(&dir)["gates"][0];
+    assert_eq!(gate["holds"], false, "{gate}");
+    assert_eq!(gate["threshold"], "check{id=latency_drift}!=fail");
+    assert_ne!(check(&dir, "fd_leak")["status"], "fail");
+}
+
+/// A check's gate that names no check, or compares with a number, is a usage error that
+/// says what would do.
+#[test]
+fn a_bad_check_gate_is_refused_with_what_would_do() {
+    for (gate, says) in [
+        ("check{id=memory_leak}<fail", "only with == and !="),
+        ("check{id=memory_leak}!=broken", "pass, warn, fail, skipped"),
+        ("check!=fail", "check{id=NAME}"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpload"))
+            .args(["run", "--builtin", "--threshold", gate])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{gate}: {stderr}");
+        assert!(stderr.contains(says), "{gate}: {stderr}");
+    }
+}
