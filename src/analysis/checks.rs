@@ -327,7 +327,7 @@ fn judge_leak(kind: &LeakKind<'_>, input: &LeakInput<'_>, limit_per_min: f64) ->
     let span = times().max_by(f64::total_cmp).unwrap_or(0.0) - start;
     if span < input.min_window_s {
         return skipped(format!(
-            "the steady window was {} s, shorter than the {} s a {} slope needs",
+            "the steady window was {} s, shorter than the {} s a slope of {} needs",
             num(span),
             num(input.min_window_s),
             kind.what
@@ -499,7 +499,7 @@ fn fit_drift(points: &[(f64, f64)], min_window_s: f64, what: &str) -> Result<Dri
     let window = last - first + MINUTE_S;
     if window < min_window_s {
         return Err(format!(
-            "the steady window was {} s, shorter than the {} s a {what} slope needs",
+            "the steady window was {} s, shorter than the {} s a slope of {what} needs",
             num(window),
             num(min_window_s)
         ));
