@@ -21,8 +21,12 @@ pub const DEFAULT_ERROR_MAX_RISE_PP: f64 = 1.0;
 /// cpu_ceiling: the server counts as CPU-bound at this fraction of `cores × 100%` or above.
 pub const CPU_BOUND_FRACTION: f64 = 0.9;
 /// memory_leak's lower envelope: the minimum RSS sample of each window this long, in seconds,
-/// so a garbage-collected heap's sawtooth (a period up to this long) fits as its floor.
+/// so a garbage-collected heap's sawtooth (a period up to this long) fits as its floor; a
+/// steady window shorter than [`ENVELOPE_POINTS`] of them takes shorter windows (at least a
+/// second), so that it still has that many points to fit.
 pub const ENVELOPE_WINDOW_S: f64 = 10.0;
+/// The fewest envelope points a steady window of any length is cut into.
+pub const ENVELOPE_POINTS: f64 = 12.0;
 /// A leak came back in the cool-down when the level at the cool-down's end (the minimum of its
 /// last [`ENVELOPE_WINDOW_S`]) is within this fraction of the steady window's fitted growth of
 /// the fitted start level (or within the floor of the check, whichever is larger).
@@ -49,6 +53,26 @@ pub enum CheckStatus {
     Warn,
     Fail,
     Skipped,
+}
+
+impl CheckStatus {
+    /// Every status, in the order a gate's word is looked up in.
+    pub const ALL: [CheckStatus; 4] = [
+        CheckStatus::Pass,
+        CheckStatus::Warn,
+        CheckStatus::Fail,
+        CheckStatus::Skipped,
+    ];
+
+    /// The word summary.json and gates use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckStatus::Pass => "pass",
+            CheckStatus::Warn => "warn",
+            CheckStatus::Fail => "fail",
+            CheckStatus::Skipped => "skipped",
+        }
+    }
 }
 
 /// One check as summary.json writes it: `{id, status, value, unit, reason, ...}`.
@@ -232,8 +256,9 @@ pub struct LeakInput<'a> {
     pub min_window_s: f64,
 }
 
-/// The lower envelope: the minimum sample (its time and value) of each [`ENVELOPE_WINDOW_S`]
-/// window from the first sample on; a trailing window under half as long is dropped (its
+/// The lower envelope: the minimum sample (its time and value) of each window (of
+/// [`ENVELOPE_WINDOW_S`], shorter for a short series: [`ENVELOPE_POINTS`]) from the first
+/// sample on; a trailing window under half as long is dropped (its
 /// minimum may miss the sawtooth's floor) unless it is the only one.
 fn lower_envelope(samples: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let mut sorted: Vec<(f64, f64)> = samples
@@ -242,10 +267,11 @@ fn lower_envelope(samples: &[(f64, f64)]) -> Vec<(f64, f64)> {
         .filter(|(t, y)| t.is_finite() && y.is_finite())
         .collect();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let Some(&(t0, _)) = sorted.first() else {
+    let (Some(&(t0, _)), Some(&(t_end, _))) = (sorted.first(), sorted.last()) else {
         return Vec::new();
     };
-    let window_of = |t: f64| ((t - t0) / ENVELOPE_WINDOW_S).floor();
+    let width = ((t_end - t0) / ENVELOPE_POINTS).clamp(1.0, ENVELOPE_WINDOW_S);
+    let window_of = |t: f64| ((t - t0) / width).floor();
     let mut envelope: Vec<(f64, f64)> = Vec::new();
     let mut last_window = f64::NAN;
     for &(t, y) in &sorted {
@@ -260,9 +286,9 @@ fn lower_envelope(samples: &[(f64, f64)]) -> Vec<(f64, f64)> {
         }
         last_window = window;
     }
-    let trailing_start = t0 + last_window * ENVELOPE_WINDOW_S;
-    let trailing_span = sorted[sorted.len() - 1].0 - trailing_start;
-    if envelope.len() > 1 && trailing_span < ENVELOPE_WINDOW_S / 2.0 {
+    let trailing_start = t0 + last_window * width;
+    let trailing_span = t_end - trailing_start;
+    if envelope.len() > 1 && trailing_span < width / 2.0 {
         envelope.pop();
     }
     envelope

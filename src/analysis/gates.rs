@@ -503,6 +503,8 @@ impl Threshold {
     /// run has no such row at all, why.
     fn selected(&self, run: &RunFigures<'_>) -> Result<Vec<(u32, Option<f64>)>, String> {
         match &self.selector {
+            // Judged apart, in `evaluate`: a check has no rows.
+            Selector::Check(id) => Err(format!("check '{id}' has no rows per step")),
             Selector::Steps => Ok(run
                 .steps
                 .iter()

@@ -6,7 +6,7 @@
 //!
 //! [`StepSummary`]: crate::metrics::StepSummary
 
-mod checks;
+pub mod checks;
 mod compare;
 mod gates;
 mod knee;
@@ -14,13 +14,6 @@ mod sweep;
 mod usl;
 mod verdict;
 
-pub use checks::{
-    COUNT_RECOVERY_FLOOR, CPU_BOUND_FRACTION, Check, CheckStatus, DEFAULT_COUNT_LIMIT_PER_MIN,
-    DEFAULT_ERROR_MAX_RISE_PP, DEFAULT_LATENCY_MAX_RISE, DEFAULT_MEMORY_LIMIT_MIB_PER_MIN,
-    DEFAULT_MIN_WINDOW_S, DEFAULT_SESSION_LIMIT_PER_MIN, ENVELOPE_WINDOW_S, LeakInput,
-    MAX_SLOPE_POINTS, MEMORY_RECOVERY_FLOOR_MIB, RECOVERY_FRACTION, Slope, count_leak, cpu_ceiling,
-    error_drift, generator, latency_drift, memory_leak, session_leak, theil_sen,
-};
 pub use compare::{Better, CompareOptions, Comparison, FigureDelta, StepDelta, compare};
 pub use gates::{GateError, GateResult, Op, RunFigures, Selector, Threshold, Thresholds, distinct};
 pub use knee::{FailurePoint, Knee};
