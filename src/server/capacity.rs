@@ -182,7 +182,8 @@ mod tests {
 
     #[test]
     fn drift_grows_with_the_minutes_elapsed() {
-        let ms = |per_minute: f64, elapsed: Duration| drift(per_minute, elapsed).as_secs_f64() * 1e3;
+        let ms =
+            |per_minute: f64, elapsed: Duration| drift(per_minute, elapsed).as_secs_f64() * 1e3;
         let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
         assert_eq!(drift(0.0, Duration::from_secs(3600)), Duration::ZERO);
         assert_eq!(drift(5.0, Duration::ZERO), Duration::ZERO);
@@ -192,7 +193,10 @@ mod tests {
         assert!(close(ms(60_000.0, Duration::from_millis(250)), 250.0));
         // A week at the largest drift allowed.
         let week = Duration::from_secs(7 * 24 * 3600);
-        assert!(close(ms(3_600_000.0, week), 3_600_000.0 * 7.0 * 24.0 * 60.0));
+        assert!(close(
+            ms(3_600_000.0, week),
+            3_600_000.0 * 7.0 * 24.0 * 60.0
+        ));
     }
 
     #[tokio::test(start_paused = true)]

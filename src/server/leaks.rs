@@ -8,9 +8,8 @@ use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, PoisonError};
 
-/// Leaked bytes are appended to chunks of this size, one allocation each, filled call by
-/// call: RSS then grows by the bytes written, not by each call's own allocation as the
-/// allocator rounds it (glibc pads small blocks and maps large ones whole pages at a time).
+/// Leaked bytes are appended to chunks of this size, filled call by call: RSS then grows by
+/// the bytes written, not by each call's own allocation as an allocator rounds it.
 const CHUNK_BYTES: usize = 1 << 20;
 
 /// What every leaked byte is set to: written, so that each page is resident, and non-zero,
@@ -26,7 +25,7 @@ pub(crate) struct Leaks {
     /// Calls of a tool counted for `fd_every` (only while it is on).
     calls: AtomicU64,
     /// The leaked bytes: every chunk full but the last.
-    chunks: Mutex<Vec<Vec<u8>>>,
+    chunks: Mutex<Vec<Chunk>>,
     /// The leaked descriptors, never closed.
     files: Mutex<Vec<File>>,
 }
@@ -46,8 +45,7 @@ impl Leaks {
     /// both counted in `stats` as they are retained. With both knobs off it takes no lock.
     pub(super) fn on_tool_call(&self, stats: &Stats) {
         if self.bytes_per_call > 0 {
-            self.retain_bytes();
-            Stats::add(&stats.leaked_bytes, self.bytes_per_call as u64);
+            Stats::add(&stats.leaked_bytes, self.retain_bytes() as u64);
         }
         if self.fd_every > 0 {
             let call = self.calls.fetch_add(1, Relaxed) + 1;
@@ -65,21 +63,68 @@ impl Leaks {
         }
     }
 
-    /// Appends `bytes_per_call` written bytes to the chunks. Each turn either starts a chunk
-    /// or fills at least one byte of the last one, so it ends within
+    /// Appends `bytes_per_call` written bytes to the chunks; returns how many it wrote
+    /// (fewer only when no memory could be mapped). Each turn either starts a chunk or fills
+    /// at least one byte of the last one, so it ends within
     /// `2 * (bytes_per_call / CHUNK_BYTES + 2)` turns.
-    fn retain_bytes(&self) {
+    fn retain_bytes(&self) -> usize {
         let mut chunks = self.chunks.lock().unwrap_or_else(PoisonError::into_inner);
         let mut left = self.bytes_per_call;
         while left > 0 {
-            if chunks.last().is_none_or(|c| c.len() == c.capacity()) {
-                chunks.push(Vec::with_capacity(CHUNK_BYTES));
+            if chunks.last().is_none_or(|c| c.filled == c.bytes.len()) {
+                match Chunk::map() {
+                    Some(chunk) => chunks.push(chunk),
+                    None => break,
+                }
             }
-            let chunk = chunks.last_mut().expect("a chunk with room was just ensured");
-            let take = left.min(chunk.capacity() - chunk.len());
-            chunk.resize(chunk.len() + take, FILL);
+            let chunk = chunks
+                .last_mut()
+                .expect("a chunk with room was just ensured");
+            let take = left.min(chunk.bytes.len() - chunk.filled);
+            chunk.bytes[chunk.filled..chunk.filled + take].fill(FILL);
+            chunk.filled += take;
             left -= take;
         }
+        self.bytes_per_call - left
+    }
+}
+
+/// [`CHUNK_BYTES`] of memory never given back, and how many of them are written.
+struct Chunk {
+    bytes: &'static mut [u8],
+    filled: usize,
+}
+
+impl Chunk {
+    /// An anonymous mapping of its own, outside the allocator (mimalloc backs its arenas
+    /// with transparent huge pages: RSS would grow 2 MiB at a time), with huge pages refused,
+    /// so that each page written adds one page to RSS. `None` when nothing can be mapped.
+    #[cfg(target_os = "linux")]
+    fn map() -> Option<Chunk> {
+        use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap_anonymous};
+        let flags = ProtFlags::READ | ProtFlags::WRITE;
+        // SAFETY: a new private anonymous mapping aliases no memory of the process, and it is
+        // never unmapped, so the slice over it is valid for as long as the process runs.
+        unsafe {
+            let at =
+                mmap_anonymous(std::ptr::null_mut(), CHUNK_BYTES, flags, MapFlags::PRIVATE).ok()?;
+            // A kernel without transparent huge pages refuses the advice, and maps small
+            // pages anyway.
+            let _ = madvise(at, CHUNK_BYTES, Advice::LinuxNoHugepage);
+            Some(Chunk {
+                bytes: std::slice::from_raw_parts_mut(at.cast::<u8>(), CHUNK_BYTES),
+                filled: 0,
+            })
+        }
+    }
+
+    /// Zeroed memory from the allocator, leaked: its pages are resident once written.
+    #[cfg(not(target_os = "linux"))]
+    fn map() -> Option<Chunk> {
+        Some(Chunk {
+            bytes: vec![0; CHUNK_BYTES].leak(),
+            filled: 0,
+        })
     }
 }
 
@@ -104,11 +149,18 @@ mod tests {
             l.on_tool_call(&stats);
         }
         let chunks = l.chunks.lock().unwrap();
-        let held: usize = chunks.iter().map(Vec::len).sum();
+        let held: usize = chunks.iter().map(|c| c.filled).sum();
         assert_eq!(held, 5 * per_call);
         assert_eq!(chunks.len(), (5 * per_call).div_ceil(CHUNK_BYTES));
-        assert!(chunks[..chunks.len() - 1].iter().all(|c| c.len() == CHUNK_BYTES));
-        assert!(chunks.iter().flatten().all(|b| *b == FILL));
+        assert!(
+            chunks[..chunks.len() - 1]
+                .iter()
+                .all(|c| c.filled == CHUNK_BYTES)
+        );
+        for c in chunks.iter() {
+            assert!(c.bytes[..c.filled].iter().all(|b| *b == FILL));
+            assert!(c.bytes[c.filled..].iter().all(|b| *b == 0));
+        }
         assert_eq!(stats.snapshot().leaked_bytes, 5 * per_call as u64);
         assert!(l.files.lock().unwrap().is_empty());
     }

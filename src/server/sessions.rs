@@ -47,7 +47,8 @@ impl Sessions {
     /// (the held count stays); an empty slot adds one to it.
     pub(super) fn open(&self, version: Revision) -> String {
         let generation = self.next.fetch_add(1, Relaxed) + 1;
-        let before = self.slots[generation as usize % SLOTS].swap(pack(generation, version), Relaxed);
+        let before =
+            self.slots[generation as usize % SLOTS].swap(pack(generation, version), Relaxed);
         if before == 0 {
             self.held.fetch_add(1, Relaxed);
         }
@@ -78,8 +79,7 @@ impl Sessions {
             return false;
         };
         let v = slot.load(Relaxed);
-        let closed =
-            v >> 8 == generation && slot.compare_exchange(v, 0, Relaxed, Relaxed).is_ok();
+        let closed = v >> 8 == generation && slot.compare_exchange(v, 0, Relaxed, Relaxed).is_ok();
         if closed {
             self.held.fetch_sub(1, Relaxed);
         }

@@ -64,6 +64,21 @@ pub(crate) struct Server {
     pub url: String,
 }
 
+impl Server {
+    /// The server's process id, to read its ground truth from `/proc`.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The address it listens on (`127.0.0.1:PORT` of its URL).
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        let authority = self.url.trim_start_matches("http://").split('/').next();
+        authority
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {}", self.url))
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
