@@ -145,7 +145,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub leak_fd_every: Option<u64>,
     /// A drift on purpose: every request's service time grows by X ms per minute since the
-    /// server started [default: 0: off].
+    /// server started, 0 to 3600000 [default: 0: off].
     #[arg(long, value_name = "X")]
     pub drift_ms_per_minute: Option<f64>,
     /// Exact faults, every Nth request: drop=N,null-id=N,unknown-id=N,duplicate=N,both=N,
