@@ -136,6 +136,18 @@ pub(crate) struct ServeArgs {
     /// Freeze all work from AT for FOR after start, e.g. 5s:2s (repeatable).
     #[arg(long, value_name = "AT:FOR")]
     pub stall: Vec<Stall>,
+    /// A leak on purpose: every tools/call retains N bytes, written (RSS grows N a call),
+    /// until the server stops; at most 67108864 [default: 0: off].
+    #[arg(long, value_name = "N")]
+    pub leak_bytes_per_call: Option<usize>,
+    /// A leak on purpose: every Nth tools/call opens /dev/null and never closes it
+    /// [default: 0: off].
+    #[arg(long, value_name = "N")]
+    pub leak_fd_every: Option<u64>,
+    /// A drift on purpose: every request's service time grows by X ms per minute since the
+    /// server started, 0 to 3600000 [default: 0: off].
+    #[arg(long, value_name = "X")]
+    pub drift_ms_per_minute: Option<f64>,
     /// Exact faults, every Nth request: drop=N,null-id=N,unknown-id=N,duplicate=N,both=N,
     /// bad-version=N,garbage=N,truncate=N.
     #[arg(long, value_name = "KIND=N,..")]
@@ -344,6 +356,9 @@ impl ServeArgs {
             retry_after_s: self.retry_after.unwrap_or(d.retry_after_s),
             service_ms: self.service_ms.unwrap_or(d.service_ms),
             stall: self.stall.clone(),
+            leak_bytes_per_call: self.leak_bytes_per_call.unwrap_or(d.leak_bytes_per_call),
+            leak_fd_every: self.leak_fd_every.unwrap_or(d.leak_fd_every),
+            drift_ms_per_minute: self.drift_ms_per_minute.unwrap_or(d.drift_ms_per_minute),
             fault: self.fault.unwrap_or(d.fault),
             fault_random: self.fault_random.unwrap_or(d.fault_random),
             seed: self.seed.unwrap_or(d.seed),

@@ -1,6 +1,7 @@
 //! The capacity model: admission of POSTs (`capacity + queue` at most, the rest refused),
-//! service slots (a semaphore of `capacity`), drawn service times, and stall windows in
-//! which no work proceeds. With capacity C and mean service time S the ceiling is C/S.
+//! service slots (a semaphore of `capacity`), drawn service times and their drift
+//! (`drift_ms_per_minute`), and stall windows in which no work proceeds. With capacity C and
+//! mean service time S the ceiling is C/S.
 
 use super::config::{ServeConfig, ServiceTime, Stall};
 use super::faults::draw_rng;
@@ -21,8 +22,17 @@ pub(crate) struct Capacity {
     admit_max: u32,
     admitted: AtomicU32,
     service: ServiceTime,
+    /// Milliseconds added to every service time per minute since `started`.
+    drift_ms_per_minute: f64,
+    started: Instant,
     seed: u64,
     stalls: Vec<(Instant, Instant)>,
+}
+
+/// What `drift_ms_per_minute` adds to a service time `elapsed` after the target started.
+fn drift(drift_ms_per_minute: f64, elapsed: Duration) -> Duration {
+    // Validated to at most an hour a minute: a `Duration` holds any drift of centuries.
+    Duration::from_secs_f64(drift_ms_per_minute * elapsed.as_secs_f64() / 60.0 / 1000.0)
 }
 
 /// A POST admitted past the queue limit check; dropping it frees its place.
@@ -44,6 +54,8 @@ impl Capacity {
             admit_max: cfg.capacity.saturating_add(cfg.queue),
             admitted: AtomicU32::new(0),
             service: cfg.service_ms,
+            drift_ms_per_minute: cfg.drift_ms_per_minute,
+            started,
             seed: cfg.seed,
             stalls: cfg
                 .stall
@@ -98,10 +110,14 @@ impl Capacity {
     }
 
     /// Runs `work` for request `ordinal` inside the model: takes a service slot, waits out
-    /// any stall, spends the service time, works, and waits out a stall again before the
+    /// any stall, spends the service time (drawn, plus the drift by then), works, and waits out a stall again before the
     /// answer may leave.
     pub(super) async fn serve<F: Future>(&self, stats: &Stats, ordinal: u64, work: F) -> F::Output {
-        if self.slots.is_none() && self.service.is_zero() && self.stalls.is_empty() {
+        if self.slots.is_none()
+            && self.service.is_zero()
+            && self.drift_ms_per_minute == 0.0
+            && self.stalls.is_empty()
+        {
             let _serving = stats.serving();
             return work.await;
         }
@@ -112,7 +128,8 @@ impl Capacity {
         };
         let _serving = stats.serving();
         self.stall_wait().await;
-        let service = self.service_time(ordinal);
+        let service = self.service_time(ordinal)
+            + drift(self.drift_ms_per_minute, Instant::now() - self.started);
         if !service.is_zero() {
             tokio::time::sleep(service).await;
         }
@@ -161,6 +178,53 @@ mod tests {
             .sum::<f64>()
             / 20_000.0;
         assert!((0.018..0.022).contains(&mean), "{mean}");
+    }
+
+    #[test]
+    fn drift_grows_with_the_minutes_elapsed() {
+        let ms =
+            |per_minute: f64, elapsed: Duration| drift(per_minute, elapsed).as_secs_f64() * 1e3;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert_eq!(drift(0.0, Duration::from_secs(3600)), Duration::ZERO);
+        assert_eq!(drift(5.0, Duration::ZERO), Duration::ZERO);
+        assert!(close(ms(5.0, Duration::from_secs(60)), 5.0));
+        assert!(close(ms(5.0, Duration::from_secs(90)), 7.5));
+        assert!(close(ms(2.5, Duration::from_secs(3600)), 150.0));
+        assert!(close(ms(60_000.0, Duration::from_millis(250)), 250.0));
+        // A week at the largest drift allowed.
+        let week = Duration::from_secs(7 * 24 * 3600);
+        assert!(close(
+            ms(3_600_000.0, week),
+            3_600_000.0 * 7.0 * 24.0 * 60.0
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn drift_adds_to_the_drawn_service_time() {
+        // Paused time is exact, but a drift of 0.06 s has no exact binary form and the timer
+        // rounds its deadline to a whole millisecond: hence the one-millisecond windows.
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let stats = Stats::default();
+        let mut c = cfg(0, 0, "fixed:10");
+        c.drift_ms_per_minute = 120.0;
+        let start = Instant::now();
+        let cap = Capacity::new(&c, start);
+        // At 30 s after the start: 10 ms drawn + 60 ms of drift.
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        cap.serve(&stats, 1, async {}).await;
+        let took = ms(Instant::now() - start) - 30_000.0;
+        assert!((69.0..=71.0).contains(&took), "{took}");
+        // Drift alone (no service time, no capacity model) is spent too.
+        let alone = ServeConfig {
+            drift_ms_per_minute: 60.0,
+            ..ServeConfig::default()
+        };
+        let cap = Capacity::new(&alone, Instant::now());
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let before = Instant::now();
+        cap.serve(&stats, 2, async {}).await;
+        let took = ms(Instant::now() - before);
+        assert!((59.0..=61.0).contains(&took), "{took}");
     }
 
     #[tokio::test(start_paused = true)]

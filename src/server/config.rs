@@ -434,6 +434,12 @@ const MAX_JOBS_MAX: usize = 1_000_000;
 const MAX_TASKS_MAX: usize = 1_000_000;
 /// Largest `replicas`.
 const REPLICAS_MAX: usize = 64;
+/// Largest `leak_bytes_per_call`: 64 MiB, so that a typo does not take the machine's memory
+/// in a few calls.
+const LEAK_BYTES_PER_CALL_MAX: usize = 64 << 20;
+/// Largest `drift_ms_per_minute`: an hour more per minute, so that a week's drift still
+/// fits a `Duration`.
+const DRIFT_MS_PER_MINUTE_MAX: f64 = 3_600_000.0;
 
 /// Every knob of the built-in target. `Default` is a plain fast echo server on
 /// `127.0.0.1:0`: both eras, JSON answers, no capacity limit, no faults. A profile's
@@ -480,6 +486,15 @@ pub struct ServeConfig {
     pub service_ms: ServiceTime,
     /// Windows in which all work freezes.
     pub stall: Vec<Stall>,
+    /// A leak on purpose: every call of a tool retains this many bytes, written, for as
+    /// long as the target runs (its RSS grows by that much per call); 0: off.
+    pub leak_bytes_per_call: usize,
+    /// A leak on purpose: every Nth call of a tool opens a file descriptor (`/dev/null`) and
+    /// keeps it open for as long as the target runs; 0: off.
+    pub leak_fd_every: u64,
+    /// A drift on purpose: every request's service time grows by this many milliseconds
+    /// per minute elapsed since the target started; 0: off.
+    pub drift_ms_per_minute: f64,
     /// Exact faults: `drop=10,garbage=7` (every Nth request).
     pub fault: FaultEvery,
     /// Seeded random faults: `drop=0.01,truncate=0.001` (probability per request).
@@ -609,6 +624,9 @@ impl Default for ServeConfig {
             retry_after_s: 1,
             service_ms: ServiceTime::default(),
             stall: Vec::new(),
+            leak_bytes_per_call: 0,
+            leak_fd_every: 0,
+            drift_ms_per_minute: 0.0,
             fault: FaultEvery::default(),
             fault_random: FaultOdds::default(),
             seed: 0,
@@ -728,7 +746,24 @@ impl ServeConfig {
             )));
         }
         self.validate_races()?;
+        self.validate_misbehaviour()?;
         self.validate_jobs()
+    }
+
+    /// The leak and drift knobs: bounded, so that a typo cannot exhaust the machine.
+    fn validate_misbehaviour(&self) -> Result<(), ConfigError> {
+        if self.leak_bytes_per_call > LEAK_BYTES_PER_CALL_MAX {
+            return Err(ConfigError::Invalid(format!(
+                "leak_bytes_per_call must be at most {LEAK_BYTES_PER_CALL_MAX} (64 MiB)"
+            )));
+        }
+        if !(0.0..=DRIFT_MS_PER_MINUTE_MAX).contains(&self.drift_ms_per_minute) {
+            return Err(ConfigError::Invalid(format!(
+                "drift_ms_per_minute must be from 0 to {DRIFT_MS_PER_MINUTE_MAX} (an hour a \
+                 minute)"
+            )));
+        }
+        Ok(())
     }
 
     /// The race knobs: a deadlock needs a lazy initialisation, and two calls to wait.
@@ -1016,6 +1051,53 @@ mod tests {
                 "0 (off) or 2 or more",
             ),
             (r#"{"read_lag_ms":3600001}"#, "read_lag_ms must be at most"),
+        ] {
+            let cfg: ServeConfig = serde_json::from_str(bad).unwrap();
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn leak_and_drift_knobs_read_and_check() {
+        let cfg: ServeConfig = toml::from_str(
+            r#"
+            leak_bytes_per_call = 65536
+            leak_fd_every = 10
+            drift_ms_per_minute = 2.5
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.leak_bytes_per_call, 65536);
+        assert_eq!(cfg.leak_fd_every, 10);
+        assert_eq!(cfg.drift_ms_per_minute, 2.5);
+        assert!(cfg.validate().is_ok());
+        // A whole number of milliseconds reads as the float knob too.
+        let whole: ServeConfig = toml::from_str("drift_ms_per_minute = 3").unwrap();
+        assert_eq!(whole.drift_ms_per_minute, 3.0);
+        let off = ServeConfig::default();
+        assert_eq!(
+            (
+                off.leak_bytes_per_call,
+                off.leak_fd_every,
+                off.drift_ms_per_minute
+            ),
+            (0, 0, 0.0)
+        );
+        assert!(toml::from_str::<ServeConfig>("leak_fd_every = -1").is_err());
+        for (bad, says) in [
+            (
+                r#"{"leak_bytes_per_call":67108865}"#,
+                "leak_bytes_per_call must be at most 67108864",
+            ),
+            (
+                r#"{"drift_ms_per_minute":-1}"#,
+                "drift_ms_per_minute must be from 0",
+            ),
+            (
+                r#"{"drift_ms_per_minute":3600001}"#,
+                "drift_ms_per_minute must be from 0",
+            ),
         ] {
             let cfg: ServeConfig = serde_json::from_str(bad).unwrap();
             let err = cfg.validate().unwrap_err().to_string();

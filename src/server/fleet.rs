@@ -90,6 +90,9 @@ impl Fleet {
     /// The counters now: the fleet's totals, and with several replicas each one's own.
     pub(crate) fn snapshot(&self) -> StatsSnapshot {
         let mut s = self.replicas[0].snapshot();
+        if !self.cfg().shared_sessions {
+            s.sessions_held = self.replicas.iter().map(|r| r.sessions.held()).sum();
+        }
         if self.replicas.len() > 1 {
             s.replicas = (self.replicas.iter().enumerate())
                 .map(|(i, r)| r.replica.snapshot(i))

@@ -84,7 +84,7 @@ pub(crate) enum Call {
 }
 
 impl Call {
-    /// A call of a tool (what a lazy initialisation holds up).
+    /// A call of a tool (what a lazy initialisation holds up, and what leaks).
     fn is_tool(&self) -> bool {
         matches!(
             self,
@@ -182,6 +182,7 @@ pub(crate) async fn execute(
     let jobs = &shared.jobs;
     let tasks = &shared.tasks;
     if prep.call.is_tool() {
+        shared.leaks.on_tool_call(&shared.stats);
         shared.races.before_tool_call().await;
     }
     match prep.call {

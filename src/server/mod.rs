@@ -25,6 +25,7 @@ mod http;
 mod input;
 mod job;
 mod job_api;
+mod leaks;
 mod legacy_sse;
 mod mcp;
 mod methods;
@@ -56,6 +57,7 @@ use capacity::Capacity;
 use faults::FaultPlan;
 use fleet::Fleet;
 use job_api::JobStore;
+use leaks::Leaks;
 use mcp::Protocol;
 use races::Races;
 use resume::Resumptions;
@@ -99,6 +101,8 @@ pub(crate) struct Shared {
     /// The race targets: shared, as if kept in one store, by whoever shares this target's
     /// jobs.
     races: Arc<Races>,
+    /// The leaks on purpose: the process's, so the fleet's.
+    leaks: Arc<Leaks>,
     /// Keys the `requestState` of input-required rounds.
     salt: u64,
     resumptions: Arc<Resumptions>,
@@ -125,6 +129,7 @@ impl Shared {
             sessions: Arc::new(Sessions::new(prefix)),
             jobs: Arc::new(JobStore::new(&cfg)),
             races: Arc::new(Races::new(&cfg)),
+            leaks: Arc::new(Leaks::new(&cfg)),
             tasks: Arc::new(TaskStore::new(
                 &cfg,
                 u64::from(prefix).rotate_left(32) ^ cfg.seed,
@@ -160,6 +165,7 @@ impl Shared {
             sessions,
             jobs: Arc::clone(&self.jobs),
             races: Arc::clone(&self.races),
+            leaks: Arc::clone(&self.leaks),
             tasks: Arc::clone(&self.tasks),
             salt: self.salt,
             resumptions: Arc::clone(&self.resumptions),
@@ -171,9 +177,10 @@ impl Shared {
         })
     }
 
-    /// The counters now, the job API's included.
+    /// The counters now, the job API's and this replica's sessions included.
     fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
+            sessions_held: self.sessions.held(),
             jobs: self.jobs.counts(),
             tasks: self.tasks.counts(),
             races: self.races.counts(),

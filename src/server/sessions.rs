@@ -1,6 +1,7 @@
 //! Legacy-era sessions without a lock: a fixed table of atomic slots, each holding the
 //! generation number of the session it carries and its negotiated version. A session id
 //! names its generation; a slot reused by a newer session makes the old id unknown (404).
+//! The table counts the sessions it holds.
 
 use crate::protocol::Revision;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -10,6 +11,8 @@ const SLOTS: usize = 1 << 16;
 pub(crate) struct Sessions {
     slots: Box<[AtomicU64]>,
     next: AtomicU64,
+    /// Live sessions: opened, less closed, less those a newer session's slot took over.
+    held: AtomicU64,
     /// Differs between servers, so an id from an earlier server is unknown to this one.
     prefix: u32,
 }
@@ -19,6 +22,7 @@ impl Sessions {
         Sessions {
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
             next: AtomicU64::new(0),
+            held: AtomicU64::new(0),
             prefix,
         }
     }
@@ -34,10 +38,20 @@ impl Sessions {
         u32::from_str_radix(prefix, 16).ok()
     }
 
-    /// Opens a session at `version` and returns its id.
+    /// The sessions live now.
+    pub(super) fn held(&self) -> u64 {
+        self.held.load(Relaxed)
+    }
+
+    /// Opens a session at `version` and returns its id. A live session in its slot ends
+    /// (the held count stays); an empty slot adds one to it.
     pub(super) fn open(&self, version: Revision) -> String {
         let generation = self.next.fetch_add(1, Relaxed) + 1;
-        self.slots[generation as usize % SLOTS].store(pack(generation, version), Relaxed);
+        let before =
+            self.slots[generation as usize % SLOTS].swap(pack(generation, version), Relaxed);
+        if before == 0 {
+            self.held.fetch_add(1, Relaxed);
+        }
         format!("{:08x}-{generation:016x}", self.prefix)
     }
 
@@ -65,7 +79,11 @@ impl Sessions {
             return false;
         };
         let v = slot.load(Relaxed);
-        v >> 8 == generation && slot.compare_exchange(v, 0, Relaxed, Relaxed).is_ok()
+        let closed = v >> 8 == generation && slot.compare_exchange(v, 0, Relaxed, Relaxed).is_ok();
+        if closed {
+            self.held.fetch_sub(1, Relaxed);
+        }
+        closed
     }
 }
 
@@ -94,5 +112,25 @@ mod tests {
         for r in Revision::ALL {
             assert_eq!(s.lookup(&s.open(r)), Some(r));
         }
+    }
+
+    #[test]
+    fn held_counts_open_less_closed_less_taken_over() {
+        let s = Sessions::new(1);
+        let first = s.open(Revision::V2025_06_18);
+        let second = s.open(Revision::V2025_06_18);
+        assert_eq!(s.held(), 2);
+        assert!(s.close(&second));
+        assert!(!s.close(&second));
+        assert_eq!(s.held(), 1);
+        // A full turn of the table: the last session opened takes over `first`'s slot, and
+        // every slot but `second`'s (closed) holds one.
+        for _ in 0..SLOTS - 1 {
+            s.open(Revision::V2025_03_26);
+        }
+        assert_eq!(s.lookup(&first), None);
+        assert_eq!(s.held(), SLOTS as u64 - 1);
+        assert!(!s.close(&first));
+        assert_eq!(s.held(), SLOTS as u64 - 1);
     }
 }

@@ -176,6 +176,8 @@ pub(crate) struct Stats {
     pub param_header_mismatches: AtomicU64,
     pub unknown_session: AtomicU64,
     pub discover_refused: AtomicU64,
+    pub leaked_bytes: AtomicU64,
+    pub leaked_fds: AtomicU64,
     in_flight: AtomicU64,
     in_flight_max: AtomicU64,
     serving: AtomicU64,
@@ -320,6 +322,10 @@ impl Stats {
             connections_refused: g(&self.connections_refused),
             sessions_opened: g(&self.sessions_opened),
             sessions_closed: g(&self.sessions_closed),
+            // The session tables count it, not these counters: the server fills it in.
+            sessions_held: 0,
+            leaked_bytes: g(&self.leaked_bytes),
+            leaked_fds: g(&self.leaked_fds),
             sse_closed_early: g(&self.sse_closed_early),
             sse_resumptions_served: g(&self.sse_resumptions_served),
             sse_resumptions_refused: g(&self.sse_resumptions_refused),
@@ -542,6 +548,16 @@ pub struct StatsSnapshot {
     pub sessions_opened: u64,
     /// Legacy sessions ended by the client's DELETE.
     pub sessions_closed: u64,
+    /// Legacy sessions held now: those opened, less those the client's DELETE ended, less
+    /// those a newer session's slot took over (the table holds 65,536).
+    #[serde(default)]
+    pub sessions_held: u64,
+    /// `leak_bytes_per_call`: bytes retained, written, by calls of a tool so far.
+    #[serde(default)]
+    pub leaked_bytes: u64,
+    /// `leak_fd_every`: file descriptors opened and kept open so far.
+    #[serde(default)]
+    pub leaked_fds: u64,
     /// `sse_close_early`: answer streams closed after a priming event with an id and
     /// `retry:`, their answer parked for a resumption.
     #[serde(default)]

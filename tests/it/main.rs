@@ -50,6 +50,7 @@ mod serve_capacity;
 mod serve_faults;
 mod serve_interop;
 mod serve_jobs;
+mod serve_leaks;
 mod serve_protocol;
 mod serve_replicas;
 mod serve_tasks;

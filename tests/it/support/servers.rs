@@ -65,9 +65,18 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// The server process's id (to watch it with `--server-pid`, or read its /proc).
+    /// The server's process id, to read its ground truth from `/proc` or watch it with
+    /// `--server-pid`.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The address it listens on (`127.0.0.1:PORT` of its URL).
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        let authority = self.url.trim_start_matches("http://").split('/').next();
+        authority
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {}", self.url))
     }
 }
 
