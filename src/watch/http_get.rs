@@ -18,6 +18,11 @@ pub(super) fn get(url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
     }
     let authority = uri.authority().ok_or("no host in the URL")?;
     let port = authority.port_u16().unwrap_or(80);
+    // The Host header as the URL gave it, less any user:password@.
+    let host_header = match authority.port() {
+        Some(port) => format!("{}:{port}", authority.host()),
+        None => authority.host().to_owned(),
+    };
     let host = authority
         .host()
         .trim_start_matches('[')
@@ -40,7 +45,7 @@ pub(super) fn get(url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
     }
     let mut stream = stream.ok_or(last_error)?;
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: mcpload\r\n\
+        "GET {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: mcpload\r\n\
          Accept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n"
     );
     stream

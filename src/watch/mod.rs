@@ -58,6 +58,7 @@ impl ResourceSample {
 }
 
 /// Where the figures come from.
+#[derive(Clone, Debug)]
 pub enum WatchSource {
     /// A local process and all its descendants (process tree totals: RSS summed, threads
     /// summed, fds summed, CPU of the tree).

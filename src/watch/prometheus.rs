@@ -21,8 +21,8 @@ type Labels = Vec<(String, String)>;
 
 /// One sample line of a page: the series' name, its labels as written (escapes undone),
 /// and its value (timestamps and exemplars are read past).
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Series {
+#[derive(Debug, PartialEq)]
+struct Series {
     name: String,
     labels: Labels,
     value: f64,
@@ -30,7 +30,7 @@ pub(super) struct Series {
 
 /// The series of a page, in its order; comments, blank lines and lines that are not a
 /// sample are skipped.
-pub(super) fn parse_page(text: &str) -> Vec<Series> {
+fn parse_page(text: &str) -> Vec<Series> {
     text.lines()
         .filter_map(|line| {
             let line = line.trim();
@@ -365,7 +365,8 @@ mod tests {
         fn start() -> MetricsServer {
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             listener.set_nonblocking(true).unwrap();
-            let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+            let addr = listener.local_addr().unwrap();
+            let url = format!("http://{addr}/metrics");
             let done = Arc::new(AtomicBool::new(false));
             let stop = Arc::clone(&done);
             let thread = std::thread::spawn(move || {
@@ -374,7 +375,7 @@ mod tests {
                 while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
                     match listener.accept() {
                         Ok((stream, _)) => {
-                            answer(stream, scrapes);
+                            answer(stream, &addr.to_string(), scrapes);
                             scrapes += 1;
                         }
                         Err(_) => std::thread::sleep(Duration::from_millis(2)),
@@ -398,8 +399,9 @@ mod tests {
         }
     }
 
-    /// Reads the request's head and answers scrape `n` with the page.
-    fn answer(mut stream: std::net::TcpStream, n: u64) {
+    /// Reads the request's head and answers scrape `n` with the page, or a 400 unless it is a
+    /// GET of /metrics naming `host`.
+    fn answer(mut stream: std::net::TcpStream, host: &str, n: u64) {
         stream.set_nonblocking(false).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))
@@ -411,6 +413,13 @@ mod tests {
                 Ok(0) | Err(_) => return,
                 Ok(k) => request.extend_from_slice(&buf[..k]),
             }
+        }
+        let head = String::from_utf8_lossy(&request);
+        if !head.starts_with("GET /metrics HTTP/1.1\r\n")
+            || !head.contains(&format!("\r\nHost: {host}\r\n"))
+        {
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            return;
         }
         let page = format!(
             "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n\
