@@ -20,6 +20,8 @@
 //! - [`analysis`]: verdicts, the knee, the USL fit, gates, comparing runs.
 //! - [`engine`]: workers (the hot loop) and the step coordinator; hands finished steps to a
 //!   `StepSink`.
+//! - [`watch`]: the server under test watched as a process: RSS, CPU, threads, fds, heap,
+//!   sampled on a thread of its own from /proc, a cgroup or a Prometheus page.
 //! - [`report`]: sinks and readers: the run folder, terminal, report.html, progress.
 //! - [`run`]: `mcpload run`: flags and profile become a plan; the plan runs.
 //! - [`merge`]: `mcpload merge`: the run folders of a run's segments, checked, added up and
@@ -43,3 +45,4 @@ pub mod report;
 pub mod run;
 pub mod server;
 pub mod transport;
+pub mod watch;
