@@ -310,7 +310,13 @@ impl fmt::Display for Threshold {
             let word = CheckStatus::ALL
                 .get(self.value as usize)
                 .map_or("?", |s| s.as_str());
-            return write!(f, "{}{}{}{word}", self.metric, self.selector, self.op.as_str());
+            return write!(
+                f,
+                "{}{}{}{word}",
+                self.metric,
+                self.selector,
+                self.op.as_str()
+            );
         }
         write!(
             f,
@@ -435,7 +441,9 @@ fn check_threshold(
         )));
     }
     let Selector::Check(_) = selector else {
-        return Err(bad("`check` needs the check it means: check{id=NAME}".to_owned()));
+        return Err(bad(
+            "`check` needs the check it means: check{id=NAME}".to_owned()
+        ));
     };
     if !matches!(op, Op::Eq | Op::Ne) {
         return Err(bad(format!(

@@ -3,9 +3,9 @@
 //! log iterator. latency.hlog holds one interval per second tagged `step=N`; histograms.hlog
 //! (written by `raw`) every histogram of every step, tagged `step=N/<name>`.
 
-use crate::watch::ResourceSample;
 use super::{ReportError, Reporter};
 use crate::engine::Second;
+use crate::watch::ResourceSample;
 use base64::Engine;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::interval_log::{

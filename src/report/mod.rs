@@ -69,18 +69,16 @@ pub use terminal::use_color;
 use crate::analysis::{
     CompareOptions, Comparison, GateResult, JudgedStep, Knee, StopCriteria, Thresholds, compare,
 };
-use crate::engine::{
-    MeasuredStep, Second, SinkError, StepSink, StepStart, StepWindow, SweepEnd,
-};
+use crate::engine::{MeasuredStep, Second, SinkError, StepSink, StepStart, StepWindow, SweepEnd};
 use crate::metrics::{AuthSummary, Counters, SessionSummary};
+use crate::watch::ResourceSample;
 use compare_text::render_comparison;
+pub use resources::{CheckSettings, RESOURCES_CSV, ResourceLog, ResourcePoint, read_resources};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 use terminal::render_terminal;
-use crate::watch::ResourceSample;
-pub use resources::{CheckSettings, RESOURCES_CSV, ResourceLog, ResourcePoint, read_resources};
 
 /// One row per step: [`StepSummary`](crate::metrics::StepSummary).
 pub const STEPS_CSV: &str = "steps.csv";

@@ -601,15 +601,20 @@ fn server_resources(area: &Area<'_>, rows: &[ResourcePoint]) -> Drawn {
         "The server's resources",
         0.0..t_max,
         (top, top_cpu),
-        ("seconds since the start", "RSS (MiB)", "CPU (% of one core)"),
+        (
+            "seconds since the start",
+            "RSS (MiB)",
+            "CPU (% of one core)",
+        ),
         |_| {},
     )?;
     // Each sample's second, shaded where no load was measured: warm-ups, gaps, cool-down.
-    chart.draw_series(
-        rows.iter()
-            .filter(|r| r.phase != "measure")
-            .map(|r| Rectangle::new([(r.t_s - 0.5, 0.0), (r.t_s + 0.5, top)], GREY_.mix(0.12).filled())),
-    )?;
+    chart.draw_series(rows.iter().filter(|r| r.phase != "measure").map(|r| {
+        Rectangle::new(
+            [(r.t_s - 0.5, 0.0), (r.t_s + 0.5, top)],
+            GREY_.mix(0.12).filled(),
+        )
+    }))?;
     chart
         .draw_series(LineSeries::new(
             rows.iter().filter_map(|r| mib(r).map(|m| (r.t_s, m))),

@@ -389,35 +389,26 @@ impl ResourceLog {
             .filter(|s| s.figures.duration_s > 0.0)
             .max_by(|a, b| a.figures.duration_s.total_cmp(&b.figures.duration_s));
         let min_window_s = self.settings.min_window.as_secs_f64();
-        let series = |f: fn(&Kept) -> Option<f64>, phase: &dyn Fn(Phase) -> bool| -> Vec<(f64, f64)> {
-            self.kept
-                .iter()
-                .filter(|k| phase(k.phase))
-                .filter_map(|k| f(k).map(|v| (k.t_s, v)))
-                .collect()
-        };
+        let series =
+            |f: fn(&Kept) -> Option<f64>, phase: &dyn Fn(Phase) -> bool| -> Vec<(f64, f64)> {
+                self.kept
+                    .iter()
+                    .filter(|k| phase(k.phase))
+                    .filter_map(|k| f(k).map(|v| (k.t_s, v)))
+                    .collect()
+            };
         let steady_step = steady.map(|s| s.figures.step);
         let in_steady = |p: Phase| Some(p) == steady_step.map(Phase::Measure);
         let in_cooldown = |p: Phase| p == Phase::Cooldown;
         let requests = steady.map(|s| s.figures.requests);
-        let leak = |f: fn(&Kept) -> Option<f64>| {
-            (series(f, &in_steady), series(f, &in_cooldown))
-        };
-        let input = |(steady, cooldown): &(Vec<(f64, f64)>, Vec<(f64, f64)>)| LeakInput {
-            steady,
-            cooldown,
-            requests,
-            min_window_s,
+        let leak = |f: fn(&Kept) -> Option<f64>| Windows {
+            steady: series(f, &in_steady),
+            cooldown: series(f, &in_cooldown),
         };
         let rss = leak(|k| k.rss_bytes.map(|v| v as f64));
         let fds = leak(|k| k.fds.map(|v| v as f64));
         let threads = leak(|k| k.threads.map(|v| v as f64));
-        let client = self.client_connections_max as f64;
-        let sessions = leak(|k| k.sessions);
-        let sessions = (
-            sessions.0.iter().map(|(t, v)| (*t, v - client)).collect(),
-            sessions.1.iter().map(|(t, v)| (*t, v - client)).collect(),
-        );
+        let sessions = leak(|k| k.sessions).less(self.client_connections_max as f64);
         let minutes: Vec<&Minute> = self
             .minutes
             .iter()
@@ -446,22 +437,28 @@ impl ResourceLog {
             })
             .collect();
         let mut list = vec![
-            checks::memory_leak(&input(&rss), checks::DEFAULT_MEMORY_LIMIT_MIB_PER_MIN),
+            checks::memory_leak(
+                &rss.input(requests, min_window_s),
+                checks::DEFAULT_MEMORY_LIMIT_MIB_PER_MIN,
+            ),
             checks::count_leak(
                 "fd_leak",
                 "fds/min",
                 "open descriptors",
-                &input(&fds),
+                &fds.input(requests, min_window_s),
                 checks::DEFAULT_COUNT_LIMIT_PER_MIN,
             ),
             checks::count_leak(
                 "thread_leak",
                 "threads/min",
                 "threads",
-                &input(&threads),
+                &threads.input(requests, min_window_s),
                 checks::DEFAULT_COUNT_LIMIT_PER_MIN,
             ),
-            checks::session_leak(&input(&sessions), checks::DEFAULT_SESSION_LIMIT_PER_MIN),
+            checks::session_leak(
+                &sessions.input(requests, min_window_s),
+                checks::DEFAULT_SESSION_LIMIT_PER_MIN,
+            ),
             checks::latency_drift(&p99, min_window_s, checks::DEFAULT_LATENCY_MAX_RISE),
             checks::error_drift(&errors, min_window_s, checks::DEFAULT_ERROR_MAX_RISE_PP),
             cpu_ceiling,
@@ -491,6 +488,31 @@ impl ResourceLog {
             knee_phrase,
             failures: self.failures,
         })
+    }
+}
+
+/// One figure's samples in the steady window and in the cool-down.
+struct Windows {
+    steady: Vec<(f64, f64)>,
+    cooldown: Vec<(f64, f64)>,
+}
+
+impl Windows {
+    fn input(&self, requests: Option<u64>, min_window_s: f64) -> LeakInput<'_> {
+        LeakInput {
+            steady: &self.steady,
+            cooldown: &self.cooldown,
+            requests,
+            min_window_s,
+        }
+    }
+
+    /// The same samples less `held` (what the client itself holds, e.g. its sessions).
+    fn less(mut self, held: f64) -> Windows {
+        for (_, v) in self.steady.iter_mut().chain(self.cooldown.iter_mut()) {
+            *v -= held;
+        }
+        self
     }
 }
 

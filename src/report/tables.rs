@@ -4,8 +4,8 @@
 
 use super::{ReportError, Reporter, StepRecord};
 use crate::engine::Second;
-use crate::watch::ResourceSample;
 use crate::metrics::{OpSummary, Percentiles, ScenarioSummary, StepSummary};
+use crate::watch::ResourceSample;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};

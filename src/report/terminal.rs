@@ -690,7 +690,11 @@ fn checks_block(run: &RunSummary, out: &mut String, color: bool) {
         return;
     }
     let _ = writeln!(out, "\n{}", paint("Checks:", BOLD, color));
-    for c in run.checks.iter().filter(|c| c.status != CheckStatus::Skipped) {
+    for c in run
+        .checks
+        .iter()
+        .filter(|c| c.status != CheckStatus::Skipped)
+    {
         let (word, style) = match c.status {
             CheckStatus::Pass => ("pass", GREEN),
             CheckStatus::Warn => ("warn", YELLOW),

@@ -262,7 +262,11 @@ fn watch_spec(plan: &Plan, transports: &[AnyTransport], origin: Instant) -> Opti
     let mut sources = Vec::new();
     sources.extend(w.pid.map(WatchSource::Pid));
     sources.extend(w.metrics.clone().map(|url| WatchSource::Metrics { url }));
-    sources.extend(w.cgroup.as_ref().map(|c| WatchSource::Cgroup(plan.base.join(c))));
+    sources.extend(
+        w.cgroup
+            .as_ref()
+            .map(|c| WatchSource::Cgroup(plan.base.join(c))),
+    );
     if plan.target.builtin.is_some() {
         sources.push(WatchSource::InProcessTarget);
     }
@@ -271,7 +275,11 @@ fn watch_spec(plan: &Plan, transports: &[AnyTransport], origin: Instant) -> Opti
     }
     (!sources.is_empty()).then(|| WatchSpec {
         sources,
-        named: w.metric.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        named: w
+            .metric
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         interval: Duration::from_secs(1),
         origin,
     })

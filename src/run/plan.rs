@@ -572,7 +572,8 @@ impl Plan {
         };
         let mut target = target;
         let w = &t.watch;
-        target["watch"] = json!({"pid": w.pid, "metrics": w.metrics, "cgroup": w.cgroup, "metric": w.metric});
+        target["watch"] =
+            json!({"pid": w.pid, "metrics": w.metrics, "cgroup": w.cgroup, "metric": w.metric});
         let l = &self.load;
         let c = &self.sweep.criteria;
         let mut spec = RunSpec::new(self.dir.clone(), &self.name);

@@ -46,7 +46,11 @@ fn soak(name: &str, args: &[&str]) -> (std::path::PathBuf, Option<i32>, String) 
     let stdout = String::from_utf8_lossy(&watched.output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&watched.output.stderr);
     assert!(!watched.overran, "the soak overran {BUDGET:?}\n{stderr}");
-    (out_dir, watched.output.status.code(), format!("{stdout}\n{stderr}"))
+    (
+        out_dir,
+        watched.output.status.code(),
+        format!("{stdout}\n{stderr}"),
+    )
 }
 
 /// The check `id` of the run in `dir`.
@@ -79,7 +83,12 @@ fn assert_watched(dir: &Path) {
     }
     assert!(rows.iter().all(|r| !r["rss_bytes"].is_empty()));
     let ts = table(dir, "timeseries.csv");
-    assert!(ts.iter().filter(|r| !r["server_rss_bytes"].is_empty()).count() >= 20);
+    assert!(
+        ts.iter()
+            .filter(|r| !r["server_rss_bytes"].is_empty())
+            .count()
+            >= 20
+    );
     let step = &steps(dir)[0];
     assert!(num(step, "server_rss_max_bytes") > 1e6, "{step:?}");
 }
@@ -98,10 +107,7 @@ fn a_server_that_leaks_memory_and_descriptors_fails_both_checks_at_their_rates()
         "10",
     ]));
     let pid = target.pid().to_string();
-    let (dir, code, out) = soak(
-        "soak-leaks",
-        &["--url", &target.url, "--server-pid", &pid],
-    );
+    let (dir, code, out) = soak("soak-leaks", &["--url", &target.url, "--server-pid", &pid]);
     assert_eq!(code, Some(1), "{out}");
     assert_watched(&dir);
     let per_min = calls_per_minute(&dir);
