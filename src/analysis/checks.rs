@@ -699,7 +699,9 @@ pub fn generator(bound_steps: &[(u32, String)]) -> Check {
         listed.join(", "),
         if count == 1 { "it" } else { "they" },
     );
-    Check::new(ID, CheckStatus::Fail, reason).with_value(count as f64, "steps")
+    // A warning, not a failure: the server did nothing wrong, the measurement of those
+    // steps is mcpload's (a loaded CI runner must not fail a server for it).
+    Check::new(ID, CheckStatus::Warn, reason).with_value(count as f64, "steps")
 }
 
 /// A figure to three significant digits (whole numbers from 100 up).
@@ -1233,7 +1235,7 @@ mod tests {
     }
 
     #[test]
-    fn generator_fails_the_bound_steps_and_passes_none() {
+    fn generator_warns_of_the_bound_steps_and_passes_none() {
         let pass = generator(&[]);
         assert_eq!(pass.status, CheckStatus::Pass);
         assert_eq!(pass.value, Some(0.0));
@@ -1241,14 +1243,14 @@ mod tests {
             (3, "its CPU was 99% busy".to_string()),
             (4, "late sends".to_string()),
         ];
-        let fail = generator(&bound);
-        assert_eq!(fail.status, CheckStatus::Fail);
-        assert_eq!(fail.value, Some(2.0));
-        assert!(fail.reason.contains("(steps 3, 4)"), "{}", fail.reason);
+        let warn = generator(&bound);
+        assert_eq!(warn.status, CheckStatus::Warn);
+        assert_eq!(warn.value, Some(2.0));
+        assert!(warn.reason.contains("(steps 3, 4)"), "{}", warn.reason);
         assert!(
-            fail.reason.ends_with("step 3: its CPU was 99% busy"),
+            warn.reason.ends_with("step 3: its CPU was 99% busy"),
             "{}",
-            fail.reason
+            warn.reason
         );
     }
 

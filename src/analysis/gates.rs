@@ -830,6 +830,10 @@ mod tests {
 
     #[test]
     fn selectors_parse_and_print_back() {
+        let t: Threshold = " check { id = memory_leak } != fail ".parse().unwrap();
+        assert_eq!(t.selector, Selector::Check("memory_leak".into()));
+        assert_eq!((t.metric.as_str(), t.op), ("check", Op::Ne));
+        assert_eq!(t.to_string(), "check{id=memory_leak}!=fail");
         let t: Threshold = "p99_ms{op=search}<300".parse().unwrap();
         assert_eq!(t.selector, Selector::Op("search".into()));
         assert_eq!(
@@ -874,7 +878,7 @@ mod tests {
             ("p99_ms{}<3", "the selector is empty"),
             (
                 "p99_ms{tool=a}<3",
-                "unknown label 'tool' (labels: op, scenario, part)",
+                "unknown label 'tool' (labels: op, scenario, part, id)",
             ),
             ("p99_ms{op=a,op=b}<3", "label 'op' is given twice"),
             ("p99_ms{op=a,scenario=b}<3", "'op' goes with neither"),
@@ -886,6 +890,8 @@ mod tests {
                 "'x' stands between the selector and the operator",
             ),
             (r#"p99_ms{op="a}<3"#, "'{' is not closed"),
+            ("check{id=a,op=b}!=fail", "'id' names a check"),
+            ("p99_ms{id=memory_leak}<3", "whose metric is `check`"),
         ] {
             let msg = e(text);
             assert!(msg.contains(says), "{text}: {msg}");

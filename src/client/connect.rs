@@ -11,8 +11,8 @@ use crate::jsonrpc::Id;
 use crate::protocol::codes;
 use crate::transport::{
     AnswerBudget, AnyTransport, CancelStyle, Challenge, Event, HttpClient, HttpOptions,
-    HttpTransport, LegacyInit, LegacySseTransport, McpHeaders, Outgoing, Reply, StdioTransport,
-    Transport,
+    HttpTransport, LegacyInit, LegacySseTransport, McpHeaders, OpenConnections, Outgoing, Reply,
+    StdioTransport, Transport,
 };
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Uri};
@@ -109,6 +109,7 @@ impl Connector {
                     session_lost_on_400: opts.session_lost_on_400,
                     auth: opts.auth.clone(),
                     tls: opts.tls.clone(),
+                    open_connections: OpenConnections::default(),
                 };
                 Some(HttpSetup {
                     client: HttpClient::new(&url, &http_opts)?,
@@ -133,6 +134,11 @@ impl Connector {
 
     pub fn options(&self) -> &ConnectOptions {
         &self.opts
+    }
+
+    /// The connections every HTTP transport made here has open; none for stdio.
+    pub fn open_connections(&self) -> Option<OpenConnections> {
+        self.http.as_ref().map(|h| h.opts.open_connections.clone())
     }
 
     /// The transports made from now on split the pool `n` ways (a run that makes more of

@@ -73,7 +73,9 @@ use crate::engine::{MeasuredStep, Second, SinkError, StepSink, StepStart, StepWi
 use crate::metrics::{AuthSummary, Counters, SessionSummary};
 use crate::watch::ResourceSample;
 use compare_text::render_comparison;
-pub use resources::{CheckSettings, RESOURCES_CSV, ResourceLog, ResourcePoint, read_resources};
+pub use resources::{
+    CheckSettings, ClientSide, RESOURCES_CSV, ResourceLog, ResourcePoint, read_resources,
+};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@ use super::{ReportError, StepRecord};
 use crate::analysis::checks::{self, Check, LeakInput};
 use crate::engine::Second;
 use crate::metrics::LatencyHistogram;
+use crate::transport::OpenConnections;
 use crate::watch::{ResourceSample, Watcher};
 use serde::Serialize;
 use std::path::Path;
@@ -63,9 +64,9 @@ struct ResourceRow {
     heap_bytes: Option<u64>,
     /// The `sessions` series of `--server-metric sessions=…`, where asked for.
     sessions: Option<f64>,
-    /// The most connections (or stdio children) mcpload may hold open to the server: the
-    /// descriptors the server holds for them are not a leak.
-    client_connections_max: u64,
+    /// mcpload's own connections to the server open when the sample was written: the
+    /// descriptors the server holds for them are not a leak (empty over stdio).
+    client_connections: Option<u64>,
 }
 
 /// A row of resources.csv as read back for the plot.
@@ -94,7 +95,8 @@ struct Kept {
     rss_bytes: Option<u64>,
     cpu_pct: Option<f64>,
     threads: Option<u64>,
-    fds: Option<u64>,
+    /// The watched `fds` less the descriptors of mcpload's own connections it holds.
+    server_fds: Option<u64>,
     sessions: Option<f64>,
 }
 
@@ -134,6 +136,19 @@ impl CheckSettings {
     }
 }
 
+/// What of the watched figures is mcpload's own: its connections' descriptors, its
+/// sessions.
+#[derive(Clone, Debug, Default)]
+pub struct ClientSide {
+    /// mcpload's connections open, over HTTP.
+    pub connections: Option<OpenConnections>,
+    /// Descriptors each such connection adds to the watched `fds`: 1 for a server in another
+    /// process (its accepted socket), 2 for the built-in target in this process (both ends).
+    pub fds_per_connection: u64,
+    /// Sessions mcpload holds open through the run (one a transport in the legacy era).
+    pub sessions: u64,
+}
+
 /// The server's samples as the run goes, and what they add to the run folder.
 pub struct ResourceLog {
     /// The watcher and resources.csv, when the server is watched (the drift checks need
@@ -141,7 +156,7 @@ pub struct ResourceLog {
     watcher: Option<Watcher>,
     csv: Option<CsvFile>,
     origin: Instant,
-    client_connections_max: u64,
+    client: ClientSide,
     /// Phase changes, in time order: (from t_s, phase).
     marks: Vec<(f64, Phase)>,
     /// Samples taken but not yet past the last mark's certainty (their phase may still
@@ -166,7 +181,7 @@ impl ResourceLog {
         dir: &Path,
         watcher: Option<Watcher>,
         origin: Instant,
-        client_connections_max: u64,
+        client: ClientSide,
         settings: CheckSettings,
     ) -> Result<Self, ReportError> {
         let csv = match watcher {
@@ -177,7 +192,7 @@ impl ResourceLog {
             watcher,
             csv,
             origin,
-            client_connections_max,
+            client,
             marks: vec![(0.0, Phase::Start)],
             pending: Vec::new(),
             kept: Vec::new(),
@@ -238,6 +253,8 @@ impl ResourceLog {
         let Some(csv) = &mut self.csv else {
             return Ok(());
         };
+        let connections = self.client.connections.as_ref().map(|c| c.get() as u64);
+        let own = connections.unwrap_or(0) * self.client.fds_per_connection;
         csv.append(&ResourceRow {
             t_s: s.t_s,
             phase: phase.name(),
@@ -249,7 +266,7 @@ impl ResourceLog {
             processes: s.processes,
             heap_bytes: s.heap_bytes,
             sessions,
-            client_connections_max: self.client_connections_max,
+            client_connections: connections,
         })?;
         self.kept.push(Kept {
             t_s: s.t_s,
@@ -257,7 +274,7 @@ impl ResourceLog {
             rss_bytes: s.rss_bytes,
             cpu_pct: s.cpu_pct,
             threads: s.threads,
-            fds: s.fds,
+            server_fds: s.fds.map(|f| f.saturating_sub(own)),
             sessions,
         });
         Ok(())
@@ -406,9 +423,9 @@ impl ResourceLog {
             cooldown: series(f, &in_cooldown),
         };
         let rss = leak(|k| k.rss_bytes.map(|v| v as f64));
-        let fds = leak(|k| k.fds.map(|v| v as f64));
+        let fds = leak(|k| k.server_fds.map(|v| v as f64));
         let threads = leak(|k| k.threads.map(|v| v as f64));
-        let sessions = leak(|k| k.sessions).less(self.client_connections_max as f64);
+        let sessions = leak(|k| k.sessions).less(self.client.sessions as f64);
         let minutes: Vec<&Minute> = self
             .minutes
             .iter()
@@ -535,6 +552,6 @@ fn blank_row() -> ResourceRow {
         processes: None,
         heap_bytes: None,
         sessions: None,
-        client_connections_max: 0,
+        client_connections: None,
     }
 }

@@ -164,7 +164,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         folder.dir(),
         watch_spec(&plan, &transports, origin).map(Watcher::start),
         origin,
-        client_connections_max(&plan, &transports),
+        client_side(&plan, &connector, &transports, server.revision),
         report::CheckSettings {
             min_window: plan.load.leak_min_window,
         },
@@ -285,12 +285,23 @@ fn watch_spec(plan: &Plan, transports: &[AnyTransport], origin: Instant) -> Opti
     })
 }
 
-/// The most connections mcpload holds to the server at once: its pool's (one child over
-/// stdio).
-fn client_connections_max(plan: &Plan, transports: &[AnyTransport]) -> u64 {
-    match transports.first() {
-        Some(AnyTransport::Stdio(_)) => transports.len() as u64,
-        _ => pool_size(plan) as u64,
+/// What of the watched server's figures is mcpload's own: its connections' descriptors (the
+/// built-in target in this process holds both ends of each), its sessions (one a transport
+/// in the legacy era).
+fn client_side(
+    plan: &Plan,
+    connector: &Connector,
+    transports: &[AnyTransport],
+    revision: Revision,
+) -> report::ClientSide {
+    report::ClientSide {
+        connections: connector.open_connections(),
+        fds_per_connection: if plan.target.builtin.is_some() { 2 } else { 1 },
+        sessions: if revision < Revision::V2026_07_28 {
+            transports.len() as u64
+        } else {
+            0
+        },
     }
 }
 

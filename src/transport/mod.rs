@@ -38,7 +38,7 @@ pub use budget::{AnswerBudget, DEFAULT_MAX_ANSWER_MEMORY};
 pub use http::read_scripted_answer;
 pub use http::{
     DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, HttpTransport, LegacyInit,
-    LegacySseTransport, Reply, TlsOptions,
+    LegacySseTransport, OpenConnections, Reply, TlsOptions,
 };
 pub use stdio::{StdioOptions, StdioTransport};
 

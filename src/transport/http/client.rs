@@ -57,6 +57,8 @@ pub struct HttpOptions {
     pub auth: Option<Credentials>,
     /// How `https://` servers are trusted, and the client's own certificate.
     pub tls: TlsOptions,
+    /// Counts the connections open of every transport given these options (or a clone).
+    pub open_connections: super::OpenConnections,
 }
 
 /// TLS beyond the platform's roots: a CA file, a client certificate (mutual TLS), or no
@@ -84,6 +86,7 @@ impl Default for HttpOptions {
             session_lost_on_400: false,
             auth: None,
             tls: TlsOptions::default(),
+            open_connections: super::OpenConnections::default(),
         }
     }
 }

@@ -28,6 +28,7 @@ mod stream;
 
 pub use client::{DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, TlsOptions};
 pub use legacy_sse::LegacySseTransport;
+pub use pool::OpenConnections;
 #[cfg(fuzzing)]
 pub use scripted::read_answer as read_scripted_answer;
 pub use session::LegacyInit;
@@ -143,7 +144,7 @@ impl HttpTransport {
             streams: FxHashMap::default(),
             lingering: VecDeque::new(),
             exchanges: SelectAll::new(),
-            pool: Pool::new(opts.pool_size),
+            pool: Pool::new(opts.pool_size, opts.open_connections.clone()),
             side: Vec::new(),
             open: 0,
             next_exchange: 0,

@@ -10,12 +10,28 @@
 use super::connection::Connection;
 use super::exchange::Request;
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The connections open or opening of every pool given the same gauge (a run's transports):
+/// the server's watcher reads it, so that descriptors the server holds for mcpload's own
+/// connections are never read as a leak. Changed as connections open and close, never per
+/// request.
+#[derive(Clone, Debug, Default)]
+pub struct OpenConnections(Arc<AtomicUsize>);
+
+impl OpenConnections {
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
 
 pub(super) struct Pool {
     /// The most connections open at once.
     cap: usize,
-    /// Connections open or opening, idle or not.
+    /// Connections open or opening, idle or not (mirrored into `gauge`).
     live: usize,
+    gauge: OpenConnections,
     idle: Vec<Connection>,
     waiting: VecDeque<Request>,
     /// Connections being opened (counted in `live`).
@@ -28,10 +44,11 @@ pub(super) struct Pool {
 const MAX_DIALING: usize = 32;
 
 impl Pool {
-    pub(super) fn new(cap: usize) -> Self {
+    pub(super) fn new(cap: usize, gauge: OpenConnections) -> Self {
         Pool {
             cap: cap.max(1),
             live: 0,
+            gauge,
             idle: Vec::new(),
             waiting: VecDeque::new(),
             dialing: 0,
@@ -48,7 +65,7 @@ impl Pool {
     /// than connections are being opened for them, and the pool has room.
     pub(super) fn dial_one(&mut self) -> bool {
         let wanted = self.dialing < self.waiting.len().min(MAX_DIALING) && self.live < self.cap;
-        self.live += usize::from(wanted);
+        self.set_live(self.live + usize::from(wanted));
         self.dialing += usize::from(wanted);
         wanted
     }
@@ -64,7 +81,7 @@ impl Pool {
     pub(super) fn put_back(&mut self, back: Option<Connection>) {
         match back {
             Some(conn) => self.idle.push(conn),
-            None => self.live -= 1,
+            None => self.set_live(self.live - 1),
         }
     }
 
@@ -100,9 +117,18 @@ impl Pool {
     /// Forgets every connection in use or being opened and every waiting request (their
     /// exchanges and dials were dropped); the idle ones stay for what is still to send.
     pub(super) fn keep_only_idle(&mut self) {
-        self.live = self.idle.len();
+        self.set_live(self.idle.len());
         self.waiting.clear();
         self.dialing = 0;
+    }
+
+    fn set_live(&mut self, live: usize) {
+        if live > self.live {
+            self.gauge.0.fetch_add(live - self.live, Ordering::Relaxed);
+        } else {
+            self.gauge.0.fetch_sub(self.live - live, Ordering::Relaxed);
+        }
+        self.live = live;
     }
 
     #[cfg(test)]
@@ -114,5 +140,12 @@ impl Pool {
     #[cfg(test)]
     pub(super) fn idle_reusable(&mut self) -> bool {
         self.idle.iter_mut().all(|c| c.reusable())
+    }
+}
+
+impl Drop for Pool {
+    /// The transport is gone, and its connections with it.
+    fn drop(&mut self) {
+        self.set_live(0);
     }
 }
