@@ -197,8 +197,14 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
             return Err(RunError::Sink(e));
         }
     };
-    // The connections close first (a legacy session's DELETE must reach the target), then
-    // the built-in target stops and its final counters are kept.
+    // The cool-down watches the server with no load, its connections (a stdio child) still
+    // open and idle. Then the connections close (a legacy session's DELETE must reach the
+    // target), then the built-in target stops and its final counters are kept.
+    if end != SweepEnd::Interrupted {
+        folder.cool_down(plan.load.cooldown, &cancel).await?;
+    }
+    // The watching ends with the cool-down (closing a stdio child is not the server's doing).
+    folder.judge_checks()?;
     engine::close_all(&mut transports).await;
     let mut whole = Counters::default();
     for t in &transports {
@@ -218,12 +224,6 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         };
         folder.record_auth(&whole, &totals)?;
     }
-    // The cool-down watches the server with no load: its connections are closed, a built-in
-    // target still runs.
-    if end != SweepEnd::Interrupted {
-        folder.cool_down(plan.load.cooldown, &cancel).await?;
-    }
-    folder.judge_checks()?;
     if let Some(b) = builtin {
         folder.record_target_stats(&b.shutdown().await)?;
     }
