@@ -12,6 +12,7 @@ use crate::transport::OpenConnections;
 use crate::watch::{ResourceSample, Watcher};
 use serde::Serialize;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// resources.csv.
@@ -138,7 +139,7 @@ impl CheckSettings {
 
 /// What of the watched figures is mcpload's own: its connections' descriptors, its
 /// sessions.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ClientSide {
     /// mcpload's connections open, over HTTP.
     pub connections: Option<OpenConnections>,
@@ -147,6 +148,9 @@ pub struct ClientSide {
     pub fds_per_connection: u64,
     /// Sessions mcpload holds open through the run (one a transport in the legacy era).
     pub sessions: u64,
+    /// The sessions the server says it holds, where it says so outside the samples (the
+    /// built-in target's `sessions_held`); read as each sample is written.
+    pub server_sessions: Option<Arc<dyn Fn() -> u64 + Send + Sync>>,
 }
 
 /// The server's samples as the run goes, and what they add to the run folder.
@@ -249,7 +253,8 @@ impl ResourceLog {
             .named
             .iter()
             .find(|(n, _)| n == "sessions")
-            .map(|(_, v)| *v);
+            .map(|(_, v)| *v)
+            .or_else(|| self.client.server_sessions.as_ref().map(|f| f() as f64));
         let Some(csv) = &mut self.csv else {
             return Ok(());
         };

@@ -164,7 +164,13 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         folder.dir(),
         watch_spec(&plan, &transports, origin).map(Watcher::start),
         origin,
-        client_side(&plan, &connector, &transports, server.revision),
+        client_side(
+            &plan,
+            &connector,
+            &transports,
+            server.revision,
+            builtin.as_ref(),
+        ),
         report::CheckSettings {
             min_window: plan.load.leak_min_window,
         },
@@ -293,8 +299,13 @@ fn client_side(
     connector: &Connector,
     transports: &[AnyTransport],
     revision: Revision,
+    builtin: Option<&RunningTarget>,
 ) -> report::ClientSide {
     report::ClientSide {
+        server_sessions: builtin.map(|b| {
+            let held = b.sessions_held();
+            Arc::new(held) as Arc<dyn Fn() -> u64 + Send + Sync>
+        }),
         connections: connector.open_connections(),
         fds_per_connection: if plan.target.builtin.is_some() { 2 } else { 1 },
         sessions: if revision < Revision::V2026_07_28 {

@@ -217,6 +217,13 @@ impl RunningTarget {
         self.fleet.snapshot()
     }
 
+    /// Reads the legacy sessions the target holds now (`sessions_held`), from any thread,
+    /// for as long as the reader lives.
+    pub fn sessions_held(&self) -> impl Fn() -> u64 + Send + 'static {
+        let fleet = Arc::clone(&self.fleet);
+        move || fleet.snapshot().sessions_held
+    }
+
     /// Stops accepting, lets answers in progress finish (a few seconds at most), and returns
     /// the final counters.
     pub async fn shutdown(mut self) -> StatsSnapshot {
