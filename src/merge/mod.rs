@@ -6,12 +6,14 @@
 //! count and histogram of every second and step.
 
 use crate::analysis::{SweepJudge, Thresholds};
+use crate::engine::Second;
 use crate::engine::{MeasuredStep, SweepEnd};
-use crate::metrics::Counters;
+use crate::metrics::{Counters, StepSummary};
 use crate::report::{
     self, AuthTotals, Finished, MergedFrom, Misaligned, Outline, ProfileCopy, Record,
     RecordedSecond, ReportError, RunFolder, RunSpec, RunStatus, RunSummary, SegmentRecord,
 };
+use crate::watch::ResourceSample;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -259,13 +261,16 @@ pub fn merge(options: &MergeOptions) -> Result<Merged, MergeError> {
     // Segments run the whole schedule (a share cannot tell when the whole failed): the
     // merge stops where one process would have, as the engine does.
     let stop_on_failure = !options.keep_going && profile_stops_on_failure(first);
+    let server_seconds = ServerSeconds::read(&inputs)?;
     for (k, sum) in std::mem::take(&mut sums.steps).into_iter().enumerate() {
         let (seconds, step) = sum.finish();
         for s in &seconds {
-            folder.record_second(&s.as_second())?;
+            let second = s.as_second();
+            folder.record_second_with(&second, server_seconds.of(&second).as_ref())?;
         }
         folder.record_measured(&step)?;
-        let judged = judge.judge(step.facts, &step.stats);
+        let mut judged = judge.judge(step.facts, &step.stats);
+        server_maxima(&mut judged.figures, &inputs);
         folder.record_step(&judged)?;
         let f = &judged.figures;
         if k + 1 < steps
@@ -512,6 +517,60 @@ fn misaligned(inputs: &[Input]) -> Vec<Misaligned> {
         }
     }
     out
+}
+
+/// The watched server's figures of every second of the segments (timeseries.csv's
+/// `server_*` columns), by step and start: a merged second shows the largest any segment saw
+/// (each watched the server, or its own share of a fleet, in the same second).
+struct ServerSeconds(BTreeMap<(u32, u64), ResourceSample>);
+
+impl ServerSeconds {
+    fn read(inputs: &[Input]) -> Result<ServerSeconds, MergeError> {
+        let mut all: BTreeMap<(u32, u64), ResourceSample> = BTreeMap::new();
+        for i in inputs {
+            for row in report::read_timeseries(&i.dir)? {
+                let got = ResourceSample {
+                    rss_bytes: row.server_rss_bytes,
+                    cpu_pct: row.server_cpu_pct,
+                    threads: row.server_threads,
+                    fds: row.server_fds,
+                    ..ResourceSample::default()
+                };
+                let at = all
+                    .entry((row.step, (row.t_s * 1000.0).round() as u64))
+                    .or_default();
+                at.rss_bytes = at.rss_bytes.max(got.rss_bytes);
+                at.cpu_pct = match (at.cpu_pct, got.cpu_pct) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                at.threads = at.threads.max(got.threads);
+                at.fds = at.fds.max(got.fds);
+            }
+        }
+        Ok(ServerSeconds(all))
+    }
+
+    fn of(&self, s: &Second<'_>) -> Option<ResourceSample> {
+        let ms = (s.start.as_secs_f64() * 1000.0).round() as u64;
+        self.0.get(&(s.step, ms)).cloned()
+    }
+}
+
+/// The watched server's largest RSS and CPU in a merged step: the largest any segment saw
+/// (each watched the server, or its own share of a fleet, in the same window).
+fn server_maxima(figures: &mut StepSummary, inputs: &[Input]) {
+    let same = || {
+        inputs
+            .iter()
+            .flat_map(|i| &i.summary.steps)
+            .map(|r| &r.figures)
+            .filter(|f| f.step == figures.step)
+    };
+    figures.server_rss_max_bytes = same().filter_map(|f| f.server_rss_max_bytes).max();
+    figures.server_cpu_max_pct = same()
+        .filter_map(|f| f.server_cpu_max_pct)
+        .max_by(f64::total_cmp);
 }
 
 /// The folders added up so far, one at a time.

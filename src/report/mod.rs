@@ -441,8 +441,18 @@ impl RunFolder {
             Some(r) => r.second(s)?.cloned(),
             None => None,
         };
+        self.record_second_with(s, server.as_ref())
+    }
+
+    /// Records one second with the server's figures given (a merged run's, from its
+    /// segments' timeseries.csv).
+    pub fn record_second_with(
+        &mut self,
+        s: &Second<'_>,
+        server: Option<&ResourceSample>,
+    ) -> Result<(), ReportError> {
         for r in &mut self.reporters {
-            r.second(s, server.as_ref())?;
+            r.second(s, server)?;
         }
         self.raw.second(s)
     }

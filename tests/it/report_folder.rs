@@ -41,11 +41,11 @@ accepted_conflicts,stale_reads,http_401,http_403,token_requests,token_refreshes,
 token_fetch_p50_ms,token_fetch_p99_ms,token_fetch_max_ms,input_refused,version_rejected,\
 tool_errors,output_schema_violations,tool_error,output_schema_violation,schedule_lag_p50_ms,\
 schedule_lag_max_ms,late_sends,dropped_no_worker,loop_delay_p99_ms,generator_cpu_pct,\
-generator_wait_pct,generator_bound,generator_bound_reason";
+generator_wait_pct,generator_bound,generator_bound_reason,server_rss_max_bytes,server_cpu_max_pct";
 
 /// timeseries.csv's columns, copied from docs/metrics.md.
-const TIMESERIES_HEADER: &str =
-    "t_s,step,requests,ok,errors,anomalies,missing,timeouts,rejected,in_flight,p50_ms,p99_ms";
+const TIMESERIES_HEADER: &str = "t_s,step,requests,ok,errors,anomalies,missing,timeouts,rejected,in_flight,p50_ms,p99_ms,\
+server_rss_bytes,server_cpu_pct,server_threads,server_fds";
 
 #[test]
 fn csv_headers_are_metrics_md_exactly() {

@@ -183,10 +183,10 @@ fn every_shipped_profile_parses() {
         }
     }
     assert_eq!(
-        n, 15,
+        n, 16,
         "quickstart, closed-sweep, open-rate, batch-mix, stdio-child, everything-server, \
          python-sdk-server, jobs, fan-out, everything-scenario, everything-tasks, replicas, \
-         tasks, races, protected"
+         tasks, races, protected, soak"
     );
 }
 

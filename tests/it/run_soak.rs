@@ -8,7 +8,7 @@
 use crate::support::machine;
 use crate::support::run::*;
 use crate::support::scratch::scratch;
-use crate::support::servers::{line, serve_cmd, start_http};
+use crate::support::servers::{everything_cmd, line, python_cmd, serve_cmd, start_http};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -205,4 +205,38 @@ fn a_bad_check_gate_is_refused_with_what_would_do() {
         assert_eq!(out.status.code(), Some(2), "{gate}: {stderr}");
         assert!(stderr.contains(says), "{gate}: {stderr}");
     }
+}
+
+/// Every check of a third-party server that leaks nothing, by what a soak of it found: none
+/// fails, each says why it passed or was skipped.
+fn assert_nothing_fails(dir: &Path) {
+    for c in summary(dir)["checks"].as_array().unwrap() {
+        assert_ne!(c["status"], "fail", "{c}");
+        assert!(!c["reason"].as_str().unwrap().is_empty(), "{c}");
+    }
+}
+
+/// The Python SDK's server over HTTP, watched by `--server-pid`: its interpreter's memory,
+/// descriptors and threads are watched, and no check fails.
+#[test]
+fn the_python_sdk_server_watched_by_pid_fails_no_check() {
+    let _share = machine::loading();
+    let target = start_http(&python_cmd(&["http"]));
+    let pid = target.pid().to_string();
+    let (dir, code, out) = soak("soak-python", &["--url", &target.url, "--server-pid", &pid]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_watched(&dir);
+    assert_nothing_fails(&dir);
+}
+
+/// The TypeScript everything server as a stdio child, watched with no flag: no check
+/// fails.
+#[test]
+fn the_everything_server_as_a_stdio_child_fails_no_check() {
+    let _share = machine::loading();
+    let child = line(&everything_cmd("stdio"));
+    let (dir, code, out) = soak("soak-everything", &["--stdio", &child]);
+    assert_eq!(code, Some(0), "{out}");
+    assert_watched(&dir);
+    assert_nothing_fails(&dir);
 }
