@@ -343,19 +343,20 @@ fn judge_leak(kind: &LeakKind<'_>, input: &LeakInput<'_>, limit_per_min: f64) ->
             .map(|p| p.0)
     };
     let samples = times().count();
-    if samples < 3 {
-        return skipped(format!(
-            "{} samples in the steady window: {samples}, of the 3 a slope needs",
-            kind.what
-        ));
-    }
     let start = times().min_by(f64::total_cmp).unwrap_or(0.0);
     let span = times().max_by(f64::total_cmp).unwrap_or(0.0) - start;
+    // The window first: it is what a user changes (a longer step, `--leak-min-window`).
     if span < input.min_window_s {
         return skipped(format!(
             "the steady window was {} s, shorter than the {} s a slope of {} needs",
             num(span),
             num(input.min_window_s),
+            kind.what
+        ));
+    }
+    if samples < 3 {
+        return skipped(format!(
+            "{} samples in the steady window: {samples}, of the 3 a slope needs",
             kind.what
         ));
     }
@@ -514,20 +515,27 @@ fn fit_drift(points: &[(f64, f64)], min_window_s: f64, what: &str) -> Result<Dri
         .copied()
         .filter(|(t, y)| t.is_finite() && y.is_finite())
         .collect();
-    if finite.len() < 3 {
-        return Err(format!(
-            "minutes of {what} in the steady window: {}, of the 3 a slope needs",
-            finite.len()
-        ));
-    }
     let first = finite.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let last = finite.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
-    let window = last - first + MINUTE_S;
+    // Each point stands for a window as long as the points' spacing (a minute, or shorter
+    // for a short steady window), so the points cover one spacing more than their span.
+    let n = finite.len() as f64;
+    let window = match finite.len() {
+        0 => 0.0,
+        1 => MINUTE_S.min(min_window_s),
+        _ => (last - first) * n / (n - 1.0),
+    };
     if window < min_window_s {
         return Err(format!(
             "the steady window was {} s, shorter than the {} s a slope of {what} needs",
             num(window),
             num(min_window_s)
+        ));
+    }
+    if finite.len() < 3 {
+        return Err(format!(
+            "windows of {what} in the steady window: {}, of the 3 a slope needs",
+            finite.len()
         ));
     }
     let slope = theil_sen(&finite).ok_or_else(|| format!("the {what} minutes give no slope"))?;
@@ -984,7 +992,8 @@ mod tests {
         let none = memory_leak(&leak_input(&[], &[]), DEFAULT_MEMORY_LIMIT_MIB_PER_MIN);
         assert_eq!(none.status, CheckStatus::Skipped);
         assert!(
-            none.reason.contains("RSS samples in the steady window: 0,"),
+            none.reason
+                .contains("the steady window was 0 s, shorter than the 120 s"),
             "{}",
             none.reason
         );
@@ -1139,7 +1148,7 @@ mod tests {
         assert!(
             skipped
                 .reason
-                .contains("minutes of p99 in the steady window: 2,"),
+                .contains("windows of p99 in the steady window: 2,"),
             "{}",
             skipped.reason
         );
