@@ -91,6 +91,18 @@ fn assert_watched(dir: &Path) {
     );
     let step = &steps(dir)[0];
     assert!(num(step, "server_rss_max_bytes") > 1e6, "{step:?}");
+    // report.html: a card per check, and the resources plot (also saved beside it).
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("The server&#39;s resources") || html.contains("The server's resources"));
+    assert!(
+        html.contains("class=\"check st-"),
+        "no check cards in report.html"
+    );
+    let svg = std::fs::read_to_string(dir.join("resources.svg")).unwrap();
+    assert!(
+        svg.contains("RSS MiB") && svg.contains("<polyline"),
+        "resources.svg draws no RSS"
+    );
 }
 
 /// Memory and descriptors leaked at a known rate, the server a separate process watched by
@@ -239,4 +251,51 @@ fn the_everything_server_as_a_stdio_child_fails_no_check() {
     assert_eq!(code, Some(0), "{out}");
     assert_watched(&dir);
     assert_nothing_fails(&dir);
+}
+
+/// A container's cgroup, as a directory of cgroup v2 files this test writes (these machines
+/// mount v1): its memory grows by 1 MiB each half second while the load runs, so
+/// memory_leak fails at 120 MiB/min within 20%, the cgroup's figures winning over the
+/// in-process target's own.
+#[test]
+fn a_cgroup_whose_memory_grows_fails_memory_leak_at_its_rate() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _share = machine::loading();
+    let cgroup = scratch("soak-cgroup-files");
+    /// Written whole and renamed: a reader never sees half a number.
+    fn write(dir: &Path, mib: u64) {
+        let tmp = dir.join("memory.current.tmp");
+        std::fs::write(&tmp, format!("{}\n", mib << 20)).unwrap();
+        std::fs::rename(&tmp, dir.join("memory.current")).unwrap();
+    }
+    write(&cgroup, 100);
+    std::fs::write(cgroup.join("memory.stat"), "anon 0\ninactive_file 0\n").unwrap();
+    std::fs::write(cgroup.join("cpu.stat"), "usage_usec 1000\n").unwrap();
+    std::fs::write(cgroup.join("pids.current"), "3\n").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let grower = {
+        let stop = Arc::clone(&stop);
+        let dir = cgroup.clone();
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            // At most the run's budget; 1 MiB each half second, from the start.
+            while !stop.load(Ordering::Relaxed) && start.elapsed() < BUDGET {
+                std::thread::sleep(Duration::from_millis(500));
+                write(&dir, 100 + (start.elapsed().as_millis() / 500) as u64);
+            }
+        })
+    };
+    let path = cgroup.display().to_string();
+    let (dir, code, out) = soak("soak-cgroup", &["--builtin", "--server-cgroup", &path]);
+    stop.store(true, Ordering::Relaxed);
+    grower.join().unwrap();
+    assert_eq!(code, Some(1), "{out}");
+    let memory = check(&dir, "memory_leak");
+    assert_eq!(memory["status"], "fail", "{memory}");
+    let slope = memory["value"].as_f64().unwrap();
+    assert!(
+        (96.0..=144.0).contains(&slope),
+        "memory_leak {slope} MiB/min, truth 120"
+    );
 }
