@@ -458,6 +458,17 @@ impl ResourceLog {
                 (s.figures.step, why)
             })
             .collect();
+        let mut latency_drift =
+            checks::latency_drift(&p99, min_window_s, checks::DEFAULT_LATENCY_MAX_RISE);
+        // The latency of a step the generator limited is partly mcpload's own lateness.
+        if steady.is_some_and(|s| s.figures.generator_bound)
+            && latency_drift.status == checks::CheckStatus::Fail
+        {
+            latency_drift.status = checks::CheckStatus::Warn;
+            latency_drift.reason.push_str(
+                "; the generator, not the server, limited the step, so part of it is mcpload's",
+            );
+        }
         let mut list = vec![
             checks::memory_leak(
                 &rss.input(requests, min_window_s),
@@ -481,7 +492,7 @@ impl ResourceLog {
                 &sessions.input(requests, min_window_s),
                 checks::DEFAULT_SESSION_LIMIT_PER_MIN,
             ),
-            checks::latency_drift(&p99, min_window_s, checks::DEFAULT_LATENCY_MAX_RISE),
+            latency_drift,
             checks::error_drift(&errors, min_window_s, checks::DEFAULT_ERROR_MAX_RISE_PP),
             cpu_ceiling,
             checks::generator(&bound),
