@@ -299,3 +299,90 @@ fn a_cgroup_whose_memory_grows_fails_memory_leak_at_its_rate() {
         "memory_leak {slope} MiB/min, truth 120"
     );
 }
+
+/// A server's own Prometheus page (`--server-metrics`), served as a file by Python's
+/// http.server and rewritten each half second: its resident memory grows 1 MiB and its
+/// sessions gauge (`--server-metric sessions=…`) one session a second, so memory_leak fails
+/// at 120 MiB/min and session_leak at 120 sessions/min, each within 20%.
+#[test]
+fn a_prometheus_page_whose_memory_and_sessions_grow_fails_both_checks() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _share = machine::loading();
+    let site = scratch("soak-metrics-site");
+    /// The page at `k` half seconds, written whole and renamed.
+    fn page(dir: &Path, k: u64) {
+        let text = format!(
+            "# HELP process_resident_memory_bytes Resident memory size in bytes.\n\
+             # TYPE process_resident_memory_bytes gauge\n\
+             process_resident_memory_bytes {}\n\
+             # TYPE process_open_fds gauge\nprocess_open_fds 12\n\
+             # TYPE mcp_sessions_active gauge\nmcp_sessions_active{{transport=\"http\"}} {}\n",
+            (100 + k) << 20,
+            k
+        );
+        std::fs::write(dir.join("metrics.tmp"), text).unwrap();
+        std::fs::rename(dir.join("metrics.tmp"), dir.join("metrics")).unwrap();
+    }
+    page(&site, 0);
+    let mut server = std::process::Command::new("python3")
+        .args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
+        .current_dir(&site)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 -m http.server");
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+    let port = first
+        .split(" port ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no port in {first:?}"))
+        .to_owned();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, dir) = (Arc::clone(&stop), site.clone());
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while !stop.load(Ordering::Relaxed) && start.elapsed() < BUDGET {
+                std::thread::sleep(Duration::from_millis(500));
+                page(&dir, (start.elapsed().as_millis() / 500) as u64);
+            }
+        })
+    };
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let (dir, code, out) = soak(
+        "soak-metrics",
+        &[
+            "--builtin",
+            "--server-metrics",
+            &url,
+            "--server-metric",
+            "sessions=mcp_sessions_active",
+        ],
+    );
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(code, Some(1), "{out}");
+    for (id, truth) in [("memory_leak", 120.0), ("session_leak", 120.0)] {
+        let c = check(&dir, id);
+        assert_eq!(c["status"], "fail", "{c}");
+        let slope = c["value"].as_f64().unwrap();
+        assert!(
+            (slope - truth).abs() <= 0.2 * truth,
+            "{id} {slope}, truth {truth}"
+        );
+    }
+    let rows = table(&dir, "resources.csv");
+    assert!(
+        rows.iter().any(|r| !r["sessions"].is_empty()),
+        "no sessions column filled"
+    );
+}
