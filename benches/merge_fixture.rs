@@ -89,6 +89,7 @@ fn write_segment(dir: &Path, index: u32, count: u32) {
                 counters: &s.counters,
                 in_flight: level,
                 latency: &s.latency,
+                ops: &s.ops,
             })
             .unwrap();
             stats += &s;

@@ -59,6 +59,17 @@ pub enum CheckStatus {
     Skipped,
 }
 
+impl Check {
+    /// Its name as gates and reports show it: `latency_drift`, or `latency_drift{op=search}`
+    /// for one operation's.
+    pub fn label(&self) -> String {
+        match &self.op {
+            Some(op) => format!("{}{{op={op}}}", self.id),
+            None => self.id.clone(),
+        }
+    }
+}
+
 impl CheckStatus {
     /// Every status, in the order a gate's word is looked up in.
     pub const ALL: [CheckStatus; 4] = [
@@ -99,6 +110,9 @@ pub struct Check {
     /// memory_leak only: KiB per 1,000 requests over the steady window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kib_per_1k_requests: Option<f64>,
+    /// latency_drift of one operation (the check without it is the whole step's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
 }
 
 impl Check {
@@ -111,6 +125,7 @@ impl Check {
             reason,
             ci: None,
             kib_per_1k_requests: None,
+            op: None,
         }
     }
 

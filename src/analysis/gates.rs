@@ -607,7 +607,7 @@ impl Threshold {
             };
         }
         if let Selector::Check(id) = &self.selector {
-            let Some(check) = run.checks.iter().find(|c| &c.id == id) else {
+            let Some(check) = run.checks.iter().find(|c| &c.id == id && c.op.is_none()) else {
                 let ids: Vec<&str> = run.checks.iter().map(|c| c.id.as_str()).collect();
                 return fails(format!(
                     "{name} fails: the run judged no check '{id}' (checks: {})",

@@ -505,6 +505,7 @@ async fn collect_step(
                 counters: &slot.stats.counters,
                 in_flight: slot.in_flight,
                 latency: &slot.stats.latency,
+                ops: &slot.stats.ops,
             })?;
         }
     }

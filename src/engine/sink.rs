@@ -5,7 +5,7 @@
 
 use super::SweepEnd;
 use crate::analysis::JudgedStep;
-use crate::metrics::{Counters, LatencyHistogram, Model, Stats, StepFacts};
+use crate::metrics::{Counters, LatencyHistogram, Model, OpStats, Stats, StepFacts};
 use std::time::Duration;
 
 /// Why a sink could not take an event (a file that could not be written): the sweep stops.
@@ -40,6 +40,9 @@ pub struct Second<'a> {
     /// Pairing latencies recorded during this second alone. The intervals of a step must add
     /// up to the step's latency histogram: latency.hlog is where report.html reads it back.
     pub latency: &'a LatencyHistogram,
+    /// This second's figures per operation, by operation number (empty where not kept: a
+    /// merged run's seconds).
+    pub ops: &'a [OpStats],
 }
 
 /// A finished step's measured window on the wall clock: from its measured time's start to the

@@ -171,7 +171,7 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
                     div class="checks" {
                         @for c in &run.checks {
                             div class=(format!("check st-{}", c.status.as_str())) {
-                                b { (c.id) ": " (c.status.as_str()) }
+                                b { (c.label()) ": " (c.status.as_str()) }
                                 (c.reason)
                             }
                         }

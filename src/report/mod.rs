@@ -27,6 +27,7 @@
 //!     counters: &second.counters,
 //!     in_flight: 4,
 //!     latency: &second.latency,
+//!     ops: &second.ops,
 //! })?;
 //! // at the end of the step:
 //! let step = judge.judge(facts, &stats);

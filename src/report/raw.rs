@@ -191,6 +191,7 @@ impl RecordedSecond {
             counters: &self.counters,
             in_flight: self.in_flight,
             latency: &self.latency,
+            ops: &[],
         }
     }
 }

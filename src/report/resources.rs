@@ -102,12 +102,14 @@ struct Kept {
 }
 
 /// One drift window of a step's measured time (a minute, or shorter: see
-/// [`CheckSettings::drift_bucket_s`]): its latency and its error rate.
-#[derive(Clone, Copy, Debug)]
+/// [`CheckSettings::drift_bucket_s`]): its latency (the step's, and each operation's by
+/// number) and its error rate.
+#[derive(Clone, Debug)]
 struct Minute {
     step: u32,
     mid_s: f64,
     p99_ms: Option<f64>,
+    op_p99_ms: Vec<Option<f64>>,
     error_rate: f64,
 }
 
@@ -118,6 +120,7 @@ struct OpenMinute {
     start_s: f64,
     length_s: f64,
     latency: LatencyHistogram,
+    ops: Vec<LatencyHistogram>,
     requests: u64,
     ok: u64,
 }
@@ -172,6 +175,13 @@ pub struct ResourceLog {
     minutes: Vec<Minute>,
     failures: Vec<String>,
     settings: CheckSettings,
+    /// The operations' names, by number (latency_drift per operation).
+    op_names: Vec<String>,
+}
+
+/// A histogram's p99 in milliseconds; none when empty.
+fn p99_ms(h: &LatencyHistogram) -> Option<f64> {
+    (!h.is_empty()).then(|| h.histogram().value_at_quantile(0.99) as f64 / 1000.0)
 }
 
 fn t_of(d: Duration) -> f64 {
@@ -187,6 +197,7 @@ impl ResourceLog {
         origin: Instant,
         client: ClientSide,
         settings: CheckSettings,
+        op_names: Vec<String>,
     ) -> Result<Self, ReportError> {
         let csv = match watcher {
             Some(_) => Some(CsvFile::create(dir.join(RESOURCES_CSV), &blank_row())?),
@@ -205,6 +216,7 @@ impl ResourceLog {
             minutes: Vec::new(),
             failures: Vec::new(),
             settings,
+            op_names,
         })
     }
 
@@ -322,6 +334,12 @@ impl ResourceLog {
             }
         };
         m.latency += s.latency;
+        if m.ops.len() < s.ops.len() {
+            m.ops.resize_with(s.ops.len(), LatencyHistogram::default);
+        }
+        for (sum, op) in m.ops.iter_mut().zip(s.ops) {
+            *sum += &op.latency;
+        }
         m.requests += s.counters.requests;
         m.ok += s.counters.ok.min(s.counters.requests);
         m.length_s += s.length.as_secs_f64();
@@ -330,8 +348,8 @@ impl ResourceLog {
             self.minutes.push(Minute {
                 step: done.step,
                 mid_s: done.start_s + done.length_s / 2.0,
-                p99_ms: (!done.latency.is_empty())
-                    .then(|| done.latency.histogram().value_at_quantile(0.99) as f64 / 1000.0),
+                p99_ms: p99_ms(&done.latency),
+                op_p99_ms: done.ops.iter().map(p99_ms).collect(),
                 error_rate: if done.requests == 0 {
                     0.0
                 } else {
@@ -458,17 +476,20 @@ impl ResourceLog {
                 (s.figures.step, why)
             })
             .collect();
-        let mut latency_drift =
-            checks::latency_drift(&p99, min_window_s, checks::DEFAULT_LATENCY_MAX_RISE);
         // The latency of a step the generator limited is partly mcpload's own lateness.
-        if steady.is_some_and(|s| s.figures.generator_bound)
-            && latency_drift.status == checks::CheckStatus::Fail
-        {
-            latency_drift.status = checks::CheckStatus::Warn;
-            latency_drift.reason.push_str(
-                "; the generator, not the server, limited the step, so part of it is mcpload's",
-            );
-        }
+        let generator_bound = steady.is_some_and(|s| s.figures.generator_bound);
+        let drift_of = |points: &[(f64, f64)]| {
+            let mut c =
+                checks::latency_drift(points, min_window_s, checks::DEFAULT_LATENCY_MAX_RISE);
+            if generator_bound && c.status == checks::CheckStatus::Fail {
+                c.status = checks::CheckStatus::Warn;
+                c.reason.push_str(
+                    "; the generator, not the server, limited the step, so part of it is \
+                     mcpload's",
+                );
+            }
+            c
+        };
         let mut list = vec![
             checks::memory_leak(
                 &rss.input(requests, min_window_s),
@@ -492,11 +513,25 @@ impl ResourceLog {
                 &sessions.input(requests, min_window_s),
                 checks::DEFAULT_SESSION_LIMIT_PER_MIN,
             ),
-            latency_drift,
+            drift_of(&p99),
+        ];
+        // Per operation, when there are several: one drifting call hides in the step's p99.
+        if self.op_names.len() > 1 {
+            for (i, name) in self.op_names.iter().enumerate() {
+                let points: Vec<(f64, f64)> = minutes
+                    .iter()
+                    .filter_map(|m| m.op_p99_ms.get(i).copied().flatten().map(|p| (m.mid_s, p)))
+                    .collect();
+                let mut c = drift_of(&points);
+                c.op = Some(name.clone());
+                list.push(c);
+            }
+        }
+        list.extend([
             checks::error_drift(&errors, min_window_s, checks::DEFAULT_ERROR_MAX_RISE_PP),
             cpu_ceiling,
             checks::generator(&bound),
-        ];
+        ]);
         if self.kept.is_empty() {
             let why = if self.csv.is_none() {
                 "the server was not watched (use --server-pid, --server-metrics or \

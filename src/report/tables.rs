@@ -182,6 +182,7 @@ impl TimeseriesCsv {
                 counters: &Default::default(),
                 in_flight: 0,
                 latency: &Default::default(),
+                ops: &[],
             },
             None,
         );

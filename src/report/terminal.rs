@@ -703,16 +703,16 @@ fn checks_block(run: &RunSummary, out: &mut String, color: bool) {
         let _ = writeln!(
             out,
             "  {:<14} {} {}",
-            c.id,
+            c.label(),
             paint(&format!("{word:<4}"), style, color),
             c.reason
         );
     }
-    let skipped: Vec<&str> = run
+    let skipped: Vec<String> = run
         .checks
         .iter()
         .filter(|c| c.status == CheckStatus::Skipped)
-        .map(|c| c.id.as_str())
+        .map(|c| c.label())
         .collect();
     if let Some(first) = run.checks.iter().find(|c| c.status == CheckStatus::Skipped) {
         let _ = writeln!(

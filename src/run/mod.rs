@@ -174,6 +174,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         report::CheckSettings {
             min_window: plan.load.leak_min_window,
         },
+        work.op_names.clone(),
     )?;
     folder.watch(log);
     if plan.segment.is_split() || clock.is_some() {

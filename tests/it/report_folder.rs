@@ -356,6 +356,7 @@ fn a_folder_left_by_a_crash_still_renders() {
             counters: &second.counters,
             in_flight: 1,
             latency: &second.latency,
+            ops: &second.ops,
         })
         .unwrap();
     };

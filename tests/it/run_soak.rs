@@ -18,9 +18,7 @@ const BUDGET: Duration = Duration::from_secs(120);
 
 /// The load of every soak here: 40 calls a second for 32 s after 2 s of warm-up, then a
 /// cool-down.
-const LOAD: [&str; 14] = [
-    "--tool",
-    "echo",
+const LOAD: [&str; 12] = [
     "--rate",
     "40",
     "--duration",
@@ -35,10 +33,14 @@ const LOAD: [&str; 14] = [
     "5s",
 ];
 
-/// Runs a soak with `args` added to [`LOAD`]; returns the folder, exit code and stdout.
+/// Runs a soak with `args` added to [`LOAD`] (and a mix of `echo` unless `args` start with a
+/// profile); returns the folder, exit code and stdout.
 fn soak(name: &str, args: &[&str]) -> (std::path::PathBuf, Option<i32>, String) {
     let out_dir = scratch(name).join("run");
     let mut all: Vec<&str> = args.to_vec();
+    if !args.first().is_some_and(|a| a.ends_with(".toml")) {
+        all.extend_from_slice(&["--tool", "echo"]);
+    }
     all.extend_from_slice(&LOAD);
     let out = out_dir.display().to_string();
     all.extend_from_slice(&["--out", &out]);
@@ -173,15 +175,16 @@ fn a_stdio_child_that_leaks_nothing_passes_the_leak_checks() {
 #[test]
 fn a_target_that_slows_by_the_minute_fails_latency_drift_and_its_gate() {
     let _share = machine::loading();
+    let mix = profile(
+        &scratch("soak-drift-profile"),
+        "two-ops",
+        "[target.builtin]\ndrift_ms_per_minute = 600\n\n[[mix]]\nmethod = \"tools/call\"\ntool = \"echo\"\nargs = { message = \"hi\" }\n\n\
+         [[mix]]\nmethod = \"tools/list\"\n",
+    );
+    let mix = mix.display().to_string();
     let (dir, code, out) = soak(
         "soak-drift",
-        &[
-            "--builtin",
-            "--builtin-knob",
-            "drift_ms_per_minute=600",
-            "--threshold",
-            "check{id=latency_drift}!=fail",
-        ],
+        &[&mix, "--threshold", "check{id=latency_drift}!=fail"],
     );
     assert_eq!(code, Some(1), "{out}");
     let drift = check(&dir, "latency_drift");
@@ -198,6 +201,16 @@ fn a_target_that_slows_by_the_minute_fails_latency_drift_and_its_gate() {
     // mcpload holds, so no excess grows.
     let sessions = check(&dir, "session_leak");
     assert_eq!(sessions["status"], "pass", "{sessions}");
+    // Each operation's own drift: both slow down alike.
+    let checks = summary(&dir)["checks"].as_array().unwrap().clone();
+    for op in ["echo", "tools/list"] {
+        let c = checks
+            .iter()
+            .find(|c| c["id"] == "latency_drift" && c["op"] == op)
+            .unwrap_or_else(|| panic!("no latency_drift of {op}"));
+        assert_eq!(c["status"], "fail", "{c}");
+    }
+    assert!(out.contains("latency_drift{op=echo}"), "{out}");
 }
 
 /// A check's gate that names no check, or compares with a number, is a usage error that

@@ -112,6 +112,7 @@ fn sweep(
                 counters: &s.counters,
                 in_flight: n,
                 latency: &s.latency,
+                ops: &s.ops,
             })
             .unwrap();
             stats += &s;
