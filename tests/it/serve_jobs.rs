@@ -21,19 +21,7 @@ const TERMINAL: [&str; 3] = ["succeeded", "partial", "failed"];
 
 /// One 2026-07-28 `tools/call` and its JSON-RPC answer.
 async fn call(conn: &mut Conn, tool: &str, args: Value) -> Value {
-    let (headers, body) = modern(
-        json!(1),
-        "tools/call",
-        json!({"name": tool, "arguments": args}),
-    );
-    let reply = conn.post(&headers, &body).await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    reply.json()
+    tool_call(conn, 1, tool, args).await
 }
 
 /// A tool's `structuredContent`, checked against the text it mirrors.

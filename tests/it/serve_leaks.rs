@@ -37,19 +37,8 @@ fn file_fds(pid: u32) -> usize {
 
 /// One call of `echo` (2026-07-28, no session) on `conn`, answered with a result.
 async fn echo_call(conn: &mut Conn, id: u64) {
-    let (headers, body) = modern(
-        json!(id),
-        "tools/call",
-        json!({"name": "echo", "arguments": {"message": "leak"}}),
-    );
-    let reply = conn.post(&headers, &body).await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    assert!(reply.json().get("result").is_some(), "{:?}", reply.json());
+    let answer = tool_call(conn, id, "echo", json!({"message": "leak"})).await;
+    assert!(answer.get("result").is_some(), "{answer:?}");
 }
 
 /// `n` calls of `echo`, one by one on `conn`.

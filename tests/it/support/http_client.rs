@@ -371,3 +371,21 @@ pub(crate) fn assert_identity(stats: &Value) {
         "requests_seen = answers_sent + lost + cancelled: {stats}"
     );
 }
+
+/// One 2026-07-28 `tools/call` of `tool` with id `id` on `conn`, answered 200; its JSON-RPC
+/// answer.
+pub(crate) async fn tool_call(conn: &mut Conn, id: u64, tool: &str, args: Value) -> Value {
+    let (headers, body) = modern(
+        json!(id),
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+    );
+    let reply = conn.post(&headers, &body).await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    reply.json()
+}
