@@ -27,12 +27,14 @@
 
 pub mod auth;
 pub mod budget;
+mod fleet;
 mod http;
 pub mod sse;
 mod stdio;
 
 pub use auth::{Challenge, Credentials};
 pub use budget::{AnswerBudget, DEFAULT_MAX_ANSWER_MEMORY};
+pub use fleet::ChildPids;
 /// The HTTP/1.1 fuzz target's entry point (built with `--cfg fuzzing` only).
 #[cfg(fuzzing)]
 pub use http::read_scripted_answer;
