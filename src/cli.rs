@@ -862,6 +862,27 @@ pub(crate) struct RunArgs {
     /// (repeatable).
     #[arg(long, value_name = "KEY=VALUE", value_parser = knob)]
     pub builtin_knob: Vec<(String, String)>,
+    /// stdio: a child per virtual user's session, as desktop clients run local servers
+    /// (target.process = "per_user"); default: one child shared by every user.
+    #[arg(long)]
+    pub process_per_user: bool,
+    /// With --process-per-user: a session ends after N calls; the next starts a new child.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub session_calls: Option<u64>,
+    /// With --process-per-user: a session ends this long after its child started.
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub session_duration: Option<Duration>,
+    /// With --process-per-user: the most memory the children may hold; a step past it ends
+    /// the sweep [default: half the memory available at the start].
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    pub fleet_memory_budget: Option<usize>,
+    /// stdio: an environment variable for the child, KEY=VALUE (repeatable; over
+    /// target.env); values are never written out.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = child_env)]
+    pub child_env: Vec<(String, String)>,
+    /// stdio: the child's working directory (over target.cwd).
+    #[arg(long, value_name = "DIR")]
+    pub child_cwd: Option<PathBuf>,
     #[command(flatten)]
     pub auth: AuthArgs,
     /// Replace the mix with tools/call of this tool.
@@ -1119,6 +1140,16 @@ fn knob(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `--child-env KEY=VALUE`: the value kept as written (it may hold `=` or spaces).
+fn child_env(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() && !k.contains(char::is_whitespace) => {
+            Ok((k.to_owned(), v.to_owned()))
+        }
+        _ => Err("expected KEY=VALUE, e.g. LOG_LEVEL=debug".into()),
+    }
+}
+
 /// `--duration`, `--timeout`, `--connect-timeout`: a duration of more than 0s.
 fn positive_duration(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
@@ -1176,6 +1207,12 @@ impl RunArgs {
             session_lost_on_400: self.session_lost_on_400,
             auth: self.auth.spec(),
             token_per_user: self.auth.token_per_user,
+            process_per_user: self.process_per_user,
+            session_calls: self.session_calls,
+            session_duration: self.session_duration,
+            fleet_memory_budget: self.fleet_memory_budget,
+            child_env: self.child_env,
+            child_cwd: self.child_cwd,
             tls: self.auth.tls(),
             builtin_knobs: self.builtin_knob,
             server_pid: self.server_pid,

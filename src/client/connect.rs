@@ -196,6 +196,10 @@ impl Connector {
             agreed => agreed?,
         };
         server.transport = TransportKind::of(&transport);
+        if let AnyTransport::Stdio(s) = &mut transport {
+            // Under 2026-07-28 the start-up ends with the first answer (discovery's).
+            s.mark_connected();
+        }
         if self.opts.list_tools {
             server.tools = list_tools(&mut transport, server.revision, &self.opts).await?;
         }
@@ -587,7 +591,9 @@ async fn discover(t: &mut AnyTransport, opts: &ConnectOptions) -> Result<Discove
     let id = Id::Str(DISCOVER_ID.into());
     let wait = match t {
         AnyTransport::Http(_) | AnyTransport::LegacySse(_) => opts.handshake_timeout,
-        AnyTransport::Stdio(_) => opts.handshake_timeout.min(STDIO_DISCOVER_WAIT),
+        AnyTransport::Stdio(_) | AnyTransport::Fleet(_) => {
+            opts.handshake_timeout.min(STDIO_DISCOVER_WAIT)
+        }
     };
     let answer = call(t, &op, &id, wait).await?;
     if let Some(info) = answer.response.as_ref().and_then(modern_info) {
@@ -712,7 +718,14 @@ async fn initialize(
             has_session
         }
         AnyTransport::Stdio(s) => {
-            s.send(Outgoing::single(initialized, None, McpHeaders::default()));
+            s.send(Outgoing::single(
+                initialized.clone(),
+                None,
+                McpHeaders::default(),
+            ));
+            // A process per session starts every later child with this same handshake.
+            s.set_handshake(reinit(&op, &id, initialized));
+            s.mark_connected();
             false
         }
         AnyTransport::LegacySse(s) => {
@@ -723,6 +736,11 @@ async fn initialize(
             ));
             s.set_legacy_init(reinit(&op, &id, initialized));
             true
+        }
+        // A fleet's later children are started with the handshake of its first.
+        AnyTransport::Fleet(f) => {
+            f.send(Outgoing::single(initialized, None, McpHeaders::default()));
+            false
         }
     };
     Ok(Initialized::Legacy {
@@ -934,6 +952,7 @@ pub(crate) async fn call(
         }
         AnyTransport::Stdio(s) => answer_on_stream(&mut **s, body, id, wait).await,
         AnyTransport::LegacySse(s) => answer_on_stream(&mut **s, body, id, wait).await,
+        AnyTransport::Fleet(s) => answer_on_stream(&mut **s, body, id, wait).await,
     }
 }
 

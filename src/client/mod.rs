@@ -142,7 +142,7 @@ impl TransportKind {
         match t {
             AnyTransport::Http(_) => TransportKind::StreamableHttp,
             AnyTransport::LegacySse(_) => TransportKind::Sse,
-            AnyTransport::Stdio(_) => TransportKind::Stdio,
+            AnyTransport::Stdio(_) | AnyTransport::Fleet(_) => TransportKind::Stdio,
         }
     }
 }

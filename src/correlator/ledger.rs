@@ -116,6 +116,11 @@ impl Ledger {
                     c.written(id, at);
                 }
             }
+            Event::Abandoned { ids } => {
+                for id in &ids {
+                    c.end(id, End::Missing);
+                }
+            }
             Event::Down { .. } => {
                 self.batch_answers.clear();
                 c.end_all(End::Missing);

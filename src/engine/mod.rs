@@ -61,8 +61,9 @@ pub struct Workload {
     pub seed: u64,
     /// Which share of every step this instance runs.
     pub segment: Segment,
-    /// Closed loop: each virtual user's requests carry its own token (`token_per_user`).
-    pub token_per_user: bool,
+    /// Closed loop: each virtual user's requests say which user sent them, for a token of
+    /// its own (`token_per_user`) or a child process of its own (`process = "per_user"`).
+    pub named_users: bool,
     /// How results are read: tool errors, output schemas.
     pub answer_rules: Arc<AnswerRules>,
 }

@@ -1,6 +1,6 @@
-//! Closed-loop virtual users of plain requests and batches when each user carries a token of
-//! its own (`token_per_user`): a user holds a slot from its request's (or batch's) send to
-//! its end, so the users sending at once each have a slot, and a slot names a token
+//! Closed-loop virtual users of plain requests and batches when each user carries a token or
+//! a child process of its own: a user holds a slot from its request's (or batch's) send to
+//! its end, so the users sending at once each have a slot, and a slot names the user
 //! ([`super::worker::Sending::user`]). Scenario iterations and calls hold slots of their own
 //! (`Slots` in the runner and in `Flows`), one per user already.
 

@@ -106,7 +106,7 @@ impl Worker {
                 Units::Calls(Flows::new(Arc::clone(rules), Arc::clone(&self.task_ids)))
             }
             (None, None) => Units::Requests(
-                (self.work.token_per_user && self.work.model == Model::Closed).then(Users::default),
+                (self.work.named_users && self.work.model == Model::Closed).then(Users::default),
             ),
         };
         if self.work.mix.answers_server_requests() {
@@ -124,7 +124,7 @@ impl Worker {
                 workers: self.workers,
                 segment: self.work.segment,
                 timeout: self.work.timeout,
-                per_user: self.work.token_per_user && self.work.model == Model::Closed,
+                per_user: self.work.named_users && self.work.model == Model::Closed,
             };
             self.step(order, &mut ctx, &mut ledger, &mut units, &mut orders)
                 .await;
@@ -368,6 +368,9 @@ impl Worker {
         let mut stats = s.corr.take_stats();
         self.transport.take_counters(&mut stats.counters);
         self.transport.take_token_fetches(&mut stats.token_fetch);
+        // A warm-up's start-ups count in its step: starting is what a warm-up would hide.
+        self.transport
+            .take_startups(&mut stats.spawn, &mut stats.connect);
         stats.scenarios = units.take_stats();
         units.open_interval(s);
         let _ = self.reports.send(Report::Second {
@@ -393,6 +396,10 @@ impl Worker {
             self.transport.take_counters(&mut Counters::default());
             self.transport
                 .take_token_fetches(&mut LatencyHistogram::default());
+            self.transport.take_startups(
+                &mut LatencyHistogram::default(),
+                &mut LatencyHistogram::default(),
+            );
             units.take_stats();
         }
         let _ = self.reports.send(Report::StepDone {
@@ -589,7 +596,7 @@ impl Worker {
 
 /// What one unit of load is in this run.
 pub(super) enum Units {
-    /// A request or a batch; with `token_per_user` (closed loop), the users sending them.
+    /// A request or a batch; with named users (closed loop), the users sending them.
     Requests(Option<Users>),
     /// A scenario iteration.
     Iterations(Runner),
@@ -701,7 +708,7 @@ pub(super) struct Sending<'a> {
     pub segment: Segment,
     /// How long a request may wait for its answer.
     pub timeout: Duration,
-    /// Each virtual user carries its own token (closed loop, `token_per_user`).
+    /// Each virtual user's requests name it (closed loop: a token or a child of its own).
     pub per_user: bool,
 }
 

@@ -194,6 +194,17 @@ pub struct Counters {
     /// pairing identity, not `ok` (schema_version 3).
     #[serde(default)]
     pub output_schema_violations: u64,
+    /// stdio: lines on a child's stdout that are not JSON (a `console.log`, a banner): a
+    /// breakdown of `parse_errors`, each such line counted once.
+    #[serde(default)]
+    pub stdout_pollution: u64,
+    /// stdio: children that exited while their session was in use (their pending calls end
+    /// `missing`).
+    #[serde(default)]
+    pub process_exits: u64,
+    /// stdio: the most children alive at once (merged by maximum).
+    #[serde(default)]
+    pub processes_max: u64,
 }
 
 derived_counts!(Counters);
@@ -271,7 +282,9 @@ macro_rules! additive_counters {
             input_refused,
             version_rejected,
             tool_errors,
-            output_schema_violations
+            output_schema_violations,
+            stdout_pollution,
+            process_exits
         )
     };
 }
@@ -305,6 +318,7 @@ impl AddAssign<&Counters> for Counters {
         self.retry_after_max_s = self.retry_after_max_s.max(o.retry_after_max_s);
         self.in_flight_max = self.in_flight_max.max(o.in_flight_max);
         self.reinit_max_us = self.reinit_max_us.max(o.reinit_max_us);
+        self.processes_max = self.processes_max.max(o.processes_max);
         for (code, n) in &o.errors_by_code {
             *self.errors_by_code.entry(*code).or_default() += n;
         }
@@ -428,6 +442,12 @@ pub struct Stats {
     /// The time of each token fetch (a POST to the token endpoint) of the step.
     #[serde(skip)]
     pub token_fetch: LatencyHistogram,
+    /// stdio: each child's start-up, its spawn (until the process runs) and its connect
+    /// (from the spawn until `initialize` is answered, or the first answer under 2026-07-28).
+    #[serde(skip)]
+    pub spawn: LatencyHistogram,
+    #[serde(skip)]
+    pub connect: LatencyHistogram,
 }
 
 /// An empty histogram of counts (batch members, polls, notifications): 3 significant
@@ -489,6 +509,8 @@ impl Default for Stats {
             scenarios: Vec::new(),
             flows: None,
             token_fetch: LatencyHistogram::default(),
+            spawn: LatencyHistogram::default(),
+            connect: LatencyHistogram::default(),
         }
     }
 }
@@ -511,5 +533,7 @@ impl AddAssign<&Stats> for Stats {
             *self.flows_mut() += f;
         }
         self.token_fetch += &o.token_fetch;
+        self.spawn += &o.spawn;
+        self.connect += &o.connect;
     }
 }

@@ -331,6 +331,26 @@ pub struct StepSummary {
     pub server_rss_max_bytes: Option<u64>,
     #[serde(default)]
     pub server_cpu_max_pct: Option<f64>,
+    /// stdio: the children's start-up (docs/metrics.md, "A process per session"): spawn
+    /// until the process runs, connect until its handshake is answered; empty with no
+    /// child started in the step.
+    #[serde(default)]
+    pub spawn_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub spawn_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub connect_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub connect_p99_ms: Option<f64>,
+    /// stdio: the most children alive at once; empty over HTTP.
+    #[serde(default)]
+    pub processes_max: Option<u64>,
+    /// stdio: stdout lines that were not JSON (of `parse_errors`).
+    #[serde(default)]
+    pub stdout_pollution: u64,
+    /// stdio: children that exited while their session was in use.
+    #[serde(default)]
+    pub process_exits: u64,
 }
 
 /// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum.
@@ -586,6 +606,8 @@ impl StepSummary {
         let per_call = CountPercentiles::of(&s.progress_per_call);
         let reinit = Reinit::of(c);
         let token_fetch = Percentiles::of(&s.token_fetch);
+        let spawn = Percentiles::of(&s.spawn);
+        let connect = Percentiles::of(&s.connect);
         StepSummary {
             step: f.step,
             model: f.model,
@@ -721,6 +743,13 @@ impl StepSummary {
             generator_bound_reason: f.generator.bound_reason,
             server_rss_max_bytes: None,
             server_cpu_max_pct: None,
+            spawn_p50_ms: spawn.p50,
+            spawn_p99_ms: spawn.p99,
+            connect_p50_ms: connect.p50,
+            connect_p99_ms: connect.p99,
+            processes_max: (c.processes_max > 0).then_some(c.processes_max),
+            stdout_pollution: c.stdout_pollution,
+            process_exits: c.process_exits,
         }
         .with_iterations(s)
         .with_flows(s)

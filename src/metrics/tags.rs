@@ -47,6 +47,8 @@ impl Stats {
             ("first_progress".into(), self.first_progress.histogram()),
             ("progress_per_call".into(), &self.progress_per_call),
             ("token_fetch".into(), self.token_fetch.histogram()),
+            ("spawn".into(), self.spawn.histogram()),
+            ("connect".into(), self.connect.histogram()),
         ];
         for (i, op) in self.ops.iter().enumerate() {
             out.push((format!("op={i}/latency"), op.latency.histogram()));
@@ -95,6 +97,8 @@ impl Stats {
             ["first_progress"] => Some(Slot::Latency(&mut self.first_progress)),
             ["progress_per_call"] => Some(Slot::Counts(&mut self.progress_per_call)),
             ["token_fetch"] => Some(Slot::Latency(&mut self.token_fetch)),
+            ["spawn"] => Some(Slot::Latency(&mut self.spawn)),
+            ["connect"] => Some(Slot::Latency(&mut self.connect)),
             [op, leaf] if op.starts_with("op=") => {
                 let i = u16::try_from(index(Some(op), "op")?).ok()?;
                 let o = self.op_mut(i);

@@ -360,7 +360,7 @@ pub async fn run(connector: &Connector, opts: &ProbeOptions) -> Result<ProbeRepo
     p.transport.close().await;
     let transport = match p.transport {
         AnyTransport::Http(_) => "http",
-        AnyTransport::Stdio(_) => "stdio",
+        AnyTransport::Stdio(_) | AnyTransport::Fleet(_) => "stdio",
         AnyTransport::LegacySse(_) => "sse",
     };
     Ok(ProbeReport {
@@ -482,9 +482,9 @@ impl Prober {
                 s.write_raw(b"\n");
                 collect_messages(&mut **s, expect, wait).await
             }
-            AnyTransport::LegacySse(s) => {
-                s.send(Outgoing::single(body, None, headers.clone()));
-                collect_messages(&mut **s, expect, wait).await
+            t @ (AnyTransport::LegacySse(_) | AnyTransport::Fleet(_)) => {
+                t.send(Outgoing::single(body, None, headers.clone()));
+                collect_messages(t, expect, wait).await
             }
         }
     }
@@ -583,11 +583,11 @@ impl Prober {
                 }
                 collect_messages(&mut **s, &[same.clone(), same.clone()], wait).await
             }
-            AnyTransport::LegacySse(s) => {
+            t @ (AnyTransport::LegacySse(_) | AnyTransport::Fleet(_)) => {
                 for _ in 0..2 {
-                    s.send(Outgoing::single(body.clone(), None, McpHeaders::default()));
+                    t.send(Outgoing::single(body.clone(), None, McpHeaders::default()));
                 }
-                collect_messages(&mut **s, &[same.clone(), same.clone()], wait).await
+                collect_messages(t, &[same.clone(), same.clone()], wait).await
             }
         };
         let v = verdict_id_collision(&o, &same);
@@ -726,13 +726,13 @@ impl Prober {
                 o = o.merge(collect_messages(&mut **s, expect, listen).await);
                 (o, Some("notifications/cancelled sent".to_string()))
             }
-            AnyTransport::LegacySse(s) => {
+            t @ (AnyTransport::LegacySse(_) | AnyTransport::Fleet(_)) => {
                 let none = McpHeaders::default();
-                s.send(Outgoing::single(body, None, none.clone()));
-                let mut o = collect_messages(&mut **s, &[], CANCEL_AFTER).await;
-                s.send(Outgoing::single(cancel_notification(&the_id), None, none));
+                t.send(Outgoing::single(body, None, none.clone()));
+                let mut o = collect_messages(t, &[], CANCEL_AFTER).await;
+                t.send(Outgoing::single(cancel_notification(&the_id), None, none));
                 let expect = std::slice::from_ref(&the_id);
-                o = o.merge(collect_messages(&mut **s, expect, listen).await);
+                o = o.merge(collect_messages(t, expect, listen).await);
                 (o, Some("notifications/cancelled sent".to_string()))
             }
         };

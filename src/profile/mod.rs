@@ -96,6 +96,20 @@ pub struct TargetSpec {
     pub env: BTreeMap<String, String>,
     /// Working directory of the stdio child.
     pub cwd: Option<PathBuf>,
+    /// stdio: `shared` (one child for every virtual user) or `per_user` (a child per virtual
+    /// user's session, as desktop clients run local servers).
+    #[serde(default)]
+    pub process: ProcessMode,
+    /// `per_user`: a session ends after this many calls; the user's next call starts a
+    /// fresh child.
+    pub session_calls: Option<u64>,
+    /// `per_user`: a session ends this long after its child was started.
+    #[serde(default, deserialize_with = "values::optional_duration")]
+    pub session_duration: Option<Duration>,
+    /// `per_user`: the most memory the fleet's children may hold; a step past it ends the
+    /// sweep (default: half the memory available at the start).
+    #[serde(default, deserialize_with = "values::fleet_memory_budget")]
+    pub fleet_memory_budget: Option<usize>,
     /// `auto` (default: detect the era) or a revision such as `2025-06-18`.
     #[serde(default, deserialize_with = "values::protocol")]
     pub protocol: ProtocolChoice,
@@ -116,6 +130,17 @@ pub struct TargetSpec {
     /// target are watched with no setting.
     #[serde(default)]
     pub watch: WatchTable,
+}
+
+/// How many stdio children serve the virtual users (`target.process`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessMode {
+    /// One child; every virtual user's requests are in flight on it at once.
+    #[default]
+    Shared,
+    /// A child per virtual user's session.
+    PerUser,
 }
 
 /// `[target.watch]`: the server's resources, sampled once a second through the run.

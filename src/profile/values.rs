@@ -75,6 +75,13 @@ pub(super) fn answer_memory<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D:
     size(d, "load.max_answer_memory")
 }
 
+/// serde helper: `target.fleet_memory_budget`, a size.
+pub(super) fn fleet_memory_budget<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<usize>, D::Error> {
+    size(d, "target.fleet_memory_budget").map(Some)
+}
+
 /// A size written as text (`"256MiB"`) or as a number of bytes; an error names `field`.
 fn size<'de, D: Deserializer<'de>>(d: D, field: &str) -> Result<usize, D::Error> {
     #[derive(Deserialize)]

@@ -100,6 +100,8 @@ pub const SUMMARY_JSON: &str = "summary.json";
 pub const REPORT_HTML: &str = "report.html";
 /// The stdio target's standard error, when the engine captured it.
 pub const TARGET_STDERR: &str = "target-stderr.log";
+/// A process per session: each user's children's stderr, `user-N.log` (bounded).
+pub const CHILDREN_DIR: &str = "children";
 /// The built-in target's own counters when it stopped (what `mcpload serve --stats` writes).
 pub const TARGET_STATS: &str = "target-stats.json";
 
@@ -304,9 +306,15 @@ impl RunFolder {
         let dir = spec.dir;
         fs::create_dir_all(&dir).map_err(|e| ReportError::io(&dir, e))?;
         // A stdio target's stderr log is opened before the folder is created (the child
-        // starts while connecting); anything else means the folder belongs to another run.
+        // starts while connecting), and a fleet's empty `children/`; anything else means the
+        // folder belongs to another run.
         let mut entries = fs::read_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;
-        if entries.any(|e| e.map_or(true, |e| e.file_name() != TARGET_STDERR)) {
+        let ours = |e: &fs::DirEntry| {
+            e.file_name() == TARGET_STDERR
+                || (e.file_name() == CHILDREN_DIR
+                    && fs::read_dir(e.path()).is_ok_and(|mut d| d.next().is_none()))
+        };
+        if entries.any(|e| e.map_or(true, |e| !ours(&e))) {
             return Err(ReportError::NotEmpty { path: dir });
         }
         let profile_file = match spec.profile {
@@ -349,6 +357,7 @@ impl RunFolder {
             checks: Vec::new(),
             knee_cpu: None,
             watch_failures: Vec::new(),
+            processes: None,
         };
         let reporters: Vec<Box<dyn Reporter + Send>> = vec![
             Box::new(tables::StepsCsv::create(&dir)?),
@@ -523,6 +532,15 @@ impl RunFolder {
     pub fn record_sessions(&mut self, whole: &Counters) -> Result<(), ReportError> {
         self.raw.sessions(whole)?;
         self.summary.sessions = Some(SessionSummary::of(whole));
+        self.each(|r, s| r.changed(s))
+    }
+
+    /// Records what a stdio run's children did, once its connections are closed.
+    pub fn record_processes(
+        &mut self,
+        report: crate::transport::ProcessReport,
+    ) -> Result<(), ReportError> {
+        self.summary.processes = Some(report);
         self.each(|r, s| r.changed(s))
     }
 

@@ -191,6 +191,11 @@ pub struct RunSummary {
     /// What failed while the server was watched (a source that stopped answering).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub watch_failures: Vec<String>,
+    /// stdio: the children started, those that failed to start or exited while in use (each
+    /// exit's code and last stderr lines), the first stdout line that was not JSON; `null`
+    /// over HTTP, and until the connections are closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<crate::transport::ProcessReport>,
 }
 
 /// One folder of a merged run.

@@ -23,7 +23,9 @@ use crate::load::scenario::{self, Scenarios};
 use crate::metrics::{Counters, Model};
 use crate::report::{self, Finished, Progress, RunFolder, Secrets, SegmentRecord};
 use crate::server::{self, RunningTarget};
-use crate::transport::{AnyTransport, StdioOptions, Transport};
+use crate::transport::{
+    AnyTransport, ChildPids, FleetOptions, StdioFleet, StdioOptions, StdioTransport, Transport,
+};
 use crate::watch::{WatchSource, WatchSpec, Watcher};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -218,6 +220,9 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         t.add_totals(&mut whole);
     }
     folder.record_sessions(&whole)?;
+    if let Some(report) = transports.first().and_then(AnyTransport::process_report) {
+        folder.record_processes(report)?;
+    }
     if let Some(auth) = &connector.options().auth {
         // No refresh after the last request: the counts are the run's, and a built-in
         // target's tokens issued agree with them.
@@ -494,6 +499,14 @@ async fn open_connections(
         }
         _ => worker_count(plan),
     };
+    let first = match first {
+        AnyTransport::Stdio(child) if plan.process_per_user() => {
+            return Ok(vec![AnyTransport::Fleet(Box::new(fleet(
+                plan, connector, *child,
+            )?))]);
+        }
+        other => other,
+    };
     let mut transports = vec![first];
     for _ in 1..count {
         let t = connector
@@ -503,6 +516,36 @@ async fn open_connections(
         transports.push(t);
     }
     Ok(transports)
+}
+
+/// A process per session: the connect's child is user 0's; each other user starts its own
+/// with the same command, environment and handshake, its stderr under `children/`.
+fn fleet(
+    plan: &Plan,
+    connector: &Connector,
+    first: StdioTransport,
+) -> Result<StdioFleet, RunError> {
+    let Endpoint::Stdio(child) = connector.target() else {
+        unreachable!("a process per user is planned for stdio targets only")
+    };
+    let children = plan.dir.join(report::CHILDREN_DIR);
+    std::fs::create_dir_all(&children)
+        .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", children.display())))?;
+    let t = &plan.target;
+    Ok(StdioFleet::new(
+        first,
+        FleetOptions {
+            child: StdioOptions {
+                max_line_bytes: connector.options().max_message_bytes,
+                ..child.clone()
+            },
+            children_dir: Some(children),
+            session_calls: t.session_calls,
+            session_duration: t.session_duration,
+            start_timeout: connector.options().handshake_timeout,
+            pids: ChildPids::default(),
+        },
+    ))
 }
 
 /// How the workers read results: tool errors as the plan says, and each called tool's
@@ -577,7 +620,7 @@ fn workload(
         max_in_flight: (plan.segment.share(l.max_in_flight as u64) as usize).max(batch_size),
         seed: plan.segment.seed(plan.seed),
         segment: plan.segment,
-        token_per_user: plan.token_per_user(),
+        named_users: plan.token_per_user() || plan.process_per_user(),
         answer_rules,
     }
 }

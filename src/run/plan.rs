@@ -11,7 +11,7 @@ use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
     AuthMethod, AuthSpec, Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method, Op,
-    Profile, ProfileError, Source, Spacing, TargetSpec, TaskMode, TlsSpec,
+    ProcessMode, Profile, ProfileError, Source, Spacing, TargetSpec, TaskMode, TlsSpec,
 };
 use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
@@ -56,6 +56,16 @@ pub struct Overrides {
     pub auth: Option<AuthSpec>,
     /// One token per virtual user, with the flags' or the profile's OAuth credentials.
     pub token_per_user: bool,
+    /// stdio: a child per virtual user's session (`target.process = "per_user"`).
+    pub process_per_user: bool,
+    pub session_calls: Option<u64>,
+    pub session_duration: Option<Duration>,
+    /// Bytes, at least 1.
+    pub fleet_memory_budget: Option<usize>,
+    /// `KEY=VALUE` added to (or replacing in) `target.env`.
+    pub child_env: Vec<(String, String)>,
+    /// In place of `target.cwd`.
+    pub child_cwd: Option<PathBuf>,
     /// TLS settings over the profile's `[target.tls]` (each given one replaces its key;
     /// `insecure` adds).
     pub tls: TlsSpec,
@@ -202,6 +212,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
                 .into(),
         ));
     }
+    check_process(p.target.get_ref(), model)?;
     let batch = batch(p.batch.map(|b| b.into_inner()), &o);
     let criteria = criteria(&p.criteria, &o);
     let answers = AnswerSettings {
@@ -293,6 +304,16 @@ fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
         target.transport = tr;
     }
     target.session_lost_on_400 |= o.session_lost_on_400;
+    if o.process_per_user {
+        target.process = ProcessMode::PerUser;
+    }
+    target.session_calls = o.session_calls.or(target.session_calls);
+    target.session_duration = o.session_duration.or(target.session_duration);
+    target.fleet_memory_budget = o.fleet_memory_budget.or(target.fleet_memory_budget);
+    target.env.extend(o.child_env.iter().cloned());
+    if let Some(dir) = &o.child_cwd {
+        target.cwd = Some(dir.clone());
+    }
     let w = &mut target.watch;
     w.pid = o.server_pid.or(w.pid);
     w.metrics = o.server_metrics.clone().or(w.metrics.take());
@@ -319,6 +340,42 @@ fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
     }
     tls.insecure |= o.tls.insecure;
     o.target.is_some()
+}
+
+/// A process per session: for a stdio target, in a closed loop (a child per virtual user);
+/// the session bounds only with it.
+fn check_process(t: &TargetSpec, model: Model) -> Result<(), PlanError> {
+    let usage = |m: &str| Err(PlanError::Usage(m.into()));
+    if t.process == ProcessMode::Shared {
+        if t.session_calls.is_some() || t.session_duration.is_some() {
+            return usage(
+                "target.session_calls / session_duration end a child's session: they need                  `target.process = \"per_user\"` (or --process-per-user)",
+            );
+        }
+        if t.fleet_memory_budget.is_some() {
+            return usage(
+                "target.fleet_memory_budget bounds a fleet of children: it needs                  `target.process = \"per_user\"` (or --process-per-user)",
+            );
+        }
+        return Ok(());
+    }
+    if t.stdio.is_none() {
+        return usage(
+            "target.process = \"per_user\" (--process-per-user) starts a child per virtual              user: it needs a stdio target (`target.stdio` or --stdio)",
+        );
+    }
+    if model == Model::Open {
+        return usage(
+            "target.process = \"per_user\" (--process-per-user) needs a closed loop              (`load.concurrency` or --concurrency): an open loop has arrivals, not users",
+        );
+    }
+    if t.session_calls == Some(0) {
+        return usage("target.session_calls: at least 1 call a session");
+    }
+    if t.session_duration.is_some_and(|d| d.is_zero()) {
+        return usage("target.session_duration: longer than 0 s");
+    }
+    Ok(())
 }
 
 /// The authorization and TLS settings as the flags left them: sound, and for an HTTP target.
@@ -566,7 +623,15 @@ impl Plan {
         } else if t.auth.is_some() {
             json!({"builtin": self.builtin_raw, "auth": auth_settings(t)})
         } else if let Some(cmd) = &t.stdio {
-            json!({"stdio": cmd, "env": t.env.keys().collect::<Vec<_>>(), "cwd": t.cwd})
+            json!({
+                "stdio": cmd,
+                "env": t.env.keys().collect::<Vec<_>>(),
+                "cwd": t.cwd,
+                "process": t.process,
+                "session_calls": t.session_calls,
+                "session_duration_s": t.session_duration.map(|d| d.as_secs_f64()),
+                "fleet_memory_budget_bytes": t.fleet_memory_budget,
+            })
         } else {
             json!({"builtin": self.builtin_raw})
         };
@@ -715,6 +780,11 @@ impl Plan {
     }
 
     /// Each virtual user carries a token of its own.
+    /// stdio: a child per virtual user's session.
+    pub(super) fn process_per_user(&self) -> bool {
+        self.target.process == ProcessMode::PerUser
+    }
+
     pub(super) fn token_per_user(&self) -> bool {
         self.target.auth.as_ref().is_some_and(|a| a.token_per_user)
     }

@@ -34,7 +34,7 @@ mod stdio;
 
 pub use auth::{Challenge, Credentials};
 pub use budget::{AnswerBudget, DEFAULT_MAX_ANSWER_MEMORY};
-pub use fleet::ChildPids;
+pub use fleet::{ChildPids, FleetOptions, StdioFleet};
 /// The HTTP/1.1 fuzz target's entry point (built with `--cfg fuzzing` only).
 #[cfg(fuzzing)]
 pub use http::read_scripted_answer;
@@ -42,7 +42,7 @@ pub use http::{
     DEFAULT_CONNECT_TIMEOUT, HttpClient, HttpOptions, HttpTransport, LegacyInit,
     LegacySseTransport, OpenConnections, Reply, TlsOptions,
 };
-pub use stdio::{StdioOptions, StdioTransport};
+pub use stdio::{EXITS_KEPT, ProcessExit, ProcessReport, StderrTail, StdioOptions, StdioTransport};
 
 use crate::jsonrpc::Id;
 use crate::metrics::{Counters, LatencyHistogram};
@@ -228,6 +228,9 @@ pub enum Event {
     /// HTTP: requests held for a token (none usable until a fetch ended) were written only
     /// now: their service latency runs from `at` (docs/metrics.md, "Authorization").
     Released { ids: Vec<Id>, at: Instant },
+    /// stdio, a process per session: the child these requests were written to exited before
+    /// answering them; they are `missing` (the user's next request starts a new child).
+    Abandoned { ids: Vec<Id> },
     /// The transport is gone for good (a stdio child exited or closed its output): every
     /// pending request is `missing`; later sends fail as `transport_errors`.
     Down { error: TransportError },
@@ -285,6 +288,12 @@ pub struct TransportCounters {
     pub retries_session: u64,
     /// Time spent with bytes waiting because the child's stdin was full.
     pub stdio_write_block: Duration,
+    /// stdout lines that were not JSON.
+    pub stdout_pollution: u64,
+    /// Children that exited while their session was in use.
+    pub process_exits: u64,
+    /// The most children alive at once since the counts were last taken.
+    pub processes_max: u64,
     /// HTTP requests sent on another connection because the idle one picked for them was
     /// found closed before any byte of them was written.
     pub reconnects_before_send: u64,
@@ -309,6 +318,9 @@ impl TransportCounters {
         c.reinit_max_us = c.reinit_max_us.max(self.reinit_max.as_micros() as u64);
         c.retries_session += self.retries_session;
         c.stdio_write_block_ms += self.stdio_write_block.as_millis() as u64;
+        c.stdout_pollution += self.stdout_pollution;
+        c.process_exits += self.process_exits;
+        c.processes_max = c.processes_max.max(self.processes_max);
         c.reconnects_before_send += self.reconnects_before_send;
         c.sse_resumptions += self.sse_resumptions;
         c.sse_resumptions_failed += self.sse_resumptions_failed;
@@ -361,6 +373,10 @@ pub trait Transport: Send {
     /// run) into `into`.
     fn take_token_fetches(&mut self, _into: &mut LatencyHistogram) {}
 
+    /// stdio: records the start-up of each child whose handshake was answered since they
+    /// were last taken: its spawn time and its connect time (from the spawn's start).
+    fn take_startups(&mut self, _spawn: &mut LatencyHistogram, _connect: &mut LatencyHistogram) {}
+
     /// Adds into `into` every count of its own the transport made since it was made: those
     /// [`Transport::take_counters`] handed over (a warm-up's too) and those it holds now
     /// (after [`Transport::close`]: its DELETE's).
@@ -376,7 +392,20 @@ pub trait Transport: Send {
 pub enum AnyTransport {
     Http(Box<HttpTransport>),
     Stdio(Box<StdioTransport>),
+    /// stdio, a process per session.
+    Fleet(Box<StdioFleet>),
     LegacySse(Box<LegacySseTransport>),
+}
+
+impl AnyTransport {
+    /// stdio: what its children did (summary.json `processes`).
+    pub fn process_report(&self) -> Option<ProcessReport> {
+        match self {
+            AnyTransport::Stdio(t) => Some(t.process_report()),
+            AnyTransport::Fleet(t) => Some(t.process_report()),
+            AnyTransport::Http(_) | AnyTransport::LegacySse(_) => None,
+        }
+    }
 }
 
 impl Transport for AnyTransport {
@@ -384,6 +413,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.send(out),
             AnyTransport::Stdio(t) => t.send(out),
+            AnyTransport::Fleet(t) => t.send(out),
             AnyTransport::LegacySse(t) => t.send(out),
         }
     }
@@ -392,6 +422,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.cancel(id),
             AnyTransport::Stdio(t) => t.cancel(id),
+            AnyTransport::Fleet(t) => t.cancel(id),
             AnyTransport::LegacySse(t) => t.cancel(id),
         }
     }
@@ -400,6 +431,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.poll_event(cx),
             AnyTransport::Stdio(t) => t.poll_event(cx),
+            AnyTransport::Fleet(t) => t.poll_event(cx),
             AnyTransport::LegacySse(t) => t.poll_event(cx),
         }
     }
@@ -408,6 +440,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.open_exchanges(),
             AnyTransport::Stdio(t) => t.open_exchanges(),
+            AnyTransport::Fleet(t) => t.open_exchanges(),
             AnyTransport::LegacySse(t) => t.open_exchanges(),
         }
     }
@@ -416,6 +449,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.take_counters(into),
             AnyTransport::Stdio(t) => t.take_counters(into),
+            AnyTransport::Fleet(t) => t.take_counters(into),
             AnyTransport::LegacySse(t) => t.take_counters(into),
         }
     }
@@ -424,6 +458,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.add_totals(into),
             AnyTransport::Stdio(t) => t.add_totals(into),
+            AnyTransport::Fleet(t) => t.add_totals(into),
             AnyTransport::LegacySse(t) => t.add_totals(into),
         }
     }
@@ -432,7 +467,15 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.take_token_fetches(into),
             AnyTransport::LegacySse(t) => t.take_token_fetches(into),
-            AnyTransport::Stdio(_) => {}
+            AnyTransport::Stdio(_) | AnyTransport::Fleet(_) => {}
+        }
+    }
+
+    fn take_startups(&mut self, spawn: &mut LatencyHistogram, connect: &mut LatencyHistogram) {
+        match self {
+            AnyTransport::Stdio(t) => t.take_startups(spawn, connect),
+            AnyTransport::Fleet(t) => t.take_startups(spawn, connect),
+            AnyTransport::Http(_) | AnyTransport::LegacySse(_) => {}
         }
     }
 
@@ -440,6 +483,7 @@ impl Transport for AnyTransport {
         match self {
             AnyTransport::Http(t) => t.close().await,
             AnyTransport::Stdio(t) => t.close().await,
+            AnyTransport::Fleet(t) => t.close().await,
             AnyTransport::LegacySse(t) => t.close().await,
         }
     }

@@ -1,23 +1,36 @@
 //! stdio: a child process spoken to with one JSON text per line. One buffered writer to its
 //! stdin, one line reader on its stdout, both driven by the owning worker's polls (answers
-//! come in any order; the correlator pairs them by id). Lines are bounded; the child's stderr
-//! goes to a file; a child that exits ends everything pending as `missing`.
+//! come in any order; the correlator pairs them by id). Lines are bounded; a line that is not
+//! JSON is counted as stdout pollution; the child's stderr is drained always, into a bounded
+//! file, its last lines kept; a child that exits ends everything pending as `missing`. The
+//! child runs in a process group of its own, ended whole, so a launcher (`npx`, `uvx`)
+//! leaves nothing behind.
 
+use super::http::LegacyInit;
 use super::{
     Cancelled, Event, ExchangeId, Outgoing, Transport, TransportCounters, TransportError,
     Unreadable, cancel_notification,
 };
 use crate::jsonrpc::Id;
-use crate::metrics::Counters;
+use crate::metrics::{Counters, LatencyHistogram};
 use bytes::{Buf, BytesMut};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWrite;
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+/// Lines of a child's stderr kept in memory, and the longest kept of each.
+const TAIL_LINES: usize = 20;
+const TAIL_LINE_BYTES: usize = 400;
+/// The longest stdout line kept as the example of pollution.
+const POLLUTION_KEPT_BYTES: usize = 200;
+/// How long a child is given to exit once its stdin is closed, before its group is killed.
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// The command to run, and the bounds of its output.
 #[derive(Clone)]
@@ -27,8 +40,11 @@ pub struct StdioOptions {
     /// Extra environment variables for the child (the parent's environment is inherited).
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
-    /// Where the child's stderr goes (`None`: discarded).
+    /// Where the child's stderr is drained to, appended (`None`: discarded).
     pub stderr: Option<PathBuf>,
+    /// The largest that stderr file grows to; past it stderr is read and dropped (its last
+    /// lines are still kept in memory).
+    pub stderr_max_bytes: u64,
     /// Longest line accepted from the child; a longer one is dropped and counted.
     pub max_line_bytes: usize,
 }
@@ -43,6 +59,7 @@ impl std::fmt::Debug for StdioOptions {
             .field("env", &env)
             .field("cwd", &self.cwd)
             .field("stderr", &self.stderr)
+            .field("stderr_max_bytes", &self.stderr_max_bytes)
             .field("max_line_bytes", &self.max_line_bytes)
             .finish()
     }
@@ -63,8 +80,103 @@ impl StdioOptions {
             env: Vec::new(),
             cwd: None,
             stderr: None,
+            stderr_max_bytes: 16 << 20,
             max_line_bytes: 16 << 20,
         })
+    }
+}
+
+/// The last lines a child wrote on its stderr, filled while it is drained.
+#[derive(Clone, Debug, Default)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    /// The lines kept, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    fn push(&self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line).trim_end().to_owned();
+        let mut lines = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.len() == TAIL_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+}
+
+/// Reads a child's stderr to its end, so a child that writes much never blocks on a full
+/// pipe: appended to `path` until the file holds `max_bytes`, the last lines kept in `tail`.
+async fn drain_stderr(mut from: ChildStderr, path: PathBuf, max_bytes: u64, tail: StderrTail) {
+    let mut file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .await
+        .ok();
+    let mut room = match &file {
+        Some(f) => max_bytes.saturating_sub(f.metadata().await.map_or(0, |m| m.len())),
+        None => 0,
+    };
+    let mut line = Vec::new();
+    let mut buf = vec![0u8; 8 << 10];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        if let Some(f) = file.as_mut() {
+            let keep = chunk.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+            let cut = keep < chunk.len();
+            let written = f.write_all(&chunk[..keep]).await.is_ok()
+                && (!cut
+                    || f.write_all(b"\n[mcpload: the file is full; later stderr is dropped]\n")
+                        .await
+                        .is_ok());
+            room -= keep as u64;
+            if cut || !written {
+                let _ = f.flush().await;
+                file = None;
+            }
+        }
+        let mut rest = chunk;
+        while let Some(i) = memchr::memchr(b'\n', rest) {
+            take_up_to(&mut line, &rest[..i]);
+            tail.push(&line);
+            line.clear();
+            rest = &rest[i + 1..];
+        }
+        take_up_to(&mut line, rest);
+    }
+    if !line.is_empty() {
+        tail.push(&line);
+    }
+    if let Some(f) = file.as_mut() {
+        let _ = f.flush().await;
+    }
+}
+
+/// Appends to a kept line no more than its bound.
+fn take_up_to(line: &mut Vec<u8>, bytes: &[u8]) {
+    let room = TAIL_LINE_BYTES.saturating_sub(line.len());
+    line.extend_from_slice(&bytes[..bytes.len().min(room)]);
+}
+
+/// Kills every process of the group a child leads (the child itself, and what it started
+/// and did not move elsewhere); a group already gone is not an error.
+pub(crate) fn kill_group(pid: u32) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }
 
@@ -92,38 +204,116 @@ pub struct StdioTransport {
     counters: TransportCounters,
     /// What `counters` handed over so far.
     handed: Counters,
+    /// The child's process id (its process group's too), kept after it exits.
+    pid: Option<u32>,
+    /// When the spawn began, how long it took, and how long until the handshake was answered.
+    began: Instant,
+    spawn_time: Duration,
+    connect_time: Option<Duration>,
+    /// The start-up was handed over to a step's histograms.
+    startup_taken: bool,
+    /// What the handshake sent (legacy eras), for children started later like this one.
+    handshake: Option<LegacyInit>,
+    stderr_tail: StderrTail,
+    /// The first stdout line that was not JSON, cut to a bound.
+    first_pollution: Option<String>,
+    /// The child ended its output while in use (not closed by mcpload).
+    ended_early: bool,
+    /// How the child exited, once it has been reaped.
+    status: Option<ExitStatus>,
 }
+
+/// One child that exited while in use (summary.json `processes.exits`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessExit {
+    /// The virtual user whose child it was (0 for a shared child) and its session (0 first).
+    pub user: u32,
+    pub session: u32,
+    pub pid: Option<u32>,
+    /// `start` (before its handshake was answered) or `session`.
+    pub during: String,
+    /// The exit code, or the signal that ended it.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The last lines of its stderr.
+    pub stderr_tail: Vec<String>,
+}
+
+/// The children of a stdio run (summary.json `processes`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessReport {
+    /// `shared` (one child for every user) or `per_user`.
+    pub mode: String,
+    /// Children started, the first one's (the connect's) included.
+    pub started: u64,
+    /// Children that never answered their handshake (exited, refused it, or timed out).
+    pub start_failures: u64,
+    /// Children that exited while in use, at start or in a session; the first
+    /// [`EXITS_KEPT`] in `exits`.
+    pub exits_total: u64,
+    pub exits: Vec<ProcessExit>,
+    /// The first stdout line that was not JSON, and whose child wrote it.
+    pub first_stdout_pollution: Option<String>,
+    pub first_stdout_pollution_user: Option<u32>,
+}
+
+/// Exits kept in detail in a [`ProcessReport`].
+pub const EXITS_KEPT: usize = 100;
 
 impl StdioTransport {
     /// Starts the child.
     pub fn spawn(opts: &StdioOptions) -> Result<Self, TransportError> {
         // Appended to, so the children of several workers can share one file.
-        let stderr = match &opts.stderr {
-            Some(path) => Stdio::from(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|e| {
-                        TransportError::Invalid(format!("stderr file {}: {e}", path.display()))
-                    })?,
-            ),
-            None => Stdio::null(),
-        };
+        if let Some(path) = &opts.stderr {
+            // Checked here, so that a folder that cannot be written is an error at once.
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| {
+                    TransportError::Invalid(format!("stderr file {}: {e}", path.display()))
+                })?;
+        }
         let mut cmd = Command::new(&opts.program);
         cmd.args(&opts.args)
             .envs(opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(stderr)
+            .stderr(if opts.stderr.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .process_group(0)
             .kill_on_drop(true);
         if let Some(dir) = &opts.cwd {
             cmd.current_dir(dir);
         }
+        let began = Instant::now();
         let mut child = cmd.spawn().map_err(|e| {
             TransportError::NotRunning(format!("cannot start {:?}: {e}", opts.program))
         })?;
+        let spawn_time = began.elapsed();
+        let stderr_tail = StderrTail::default();
+        if let (Some(from), Some(path)) = (child.stderr.take(), &opts.stderr) {
+            tokio::spawn(drain_stderr(
+                from,
+                path.clone(),
+                opts.stderr_max_bytes,
+                stderr_tail.clone(),
+            ));
+        }
         Ok(StdioTransport {
+            pid: child.id(),
+            began,
+            spawn_time,
+            connect_time: None,
+            startup_taken: false,
+            handshake: None,
+            stderr_tail,
+            first_pollution: None,
+            ended_early: false,
+            status: None,
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
             child,
@@ -145,6 +335,97 @@ impl StdioTransport {
     /// The child's process id while it runs.
     pub fn child_id(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// The child's process id, also after it exited.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The handshake is answered: the child's start-up ends here.
+    pub fn mark_connected(&mut self) {
+        self.connect_time
+            .get_or_insert_with(|| self.began.elapsed());
+    }
+
+    /// Keeps what the handshake sent, for children started later the same way.
+    pub fn set_handshake(&mut self, init: LegacyInit) {
+        self.handshake = Some(init);
+    }
+
+    pub(crate) fn handshake(&self) -> Option<&LegacyInit> {
+        self.handshake.as_ref()
+    }
+
+    /// When its spawn began.
+    pub(crate) fn started(&self) -> Instant {
+        self.began
+    }
+
+    pub(crate) fn first_pollution(&self) -> Option<&str> {
+        self.first_pollution.as_deref()
+    }
+
+    /// Whether the child has exited, and how (reaping it).
+    pub(crate) fn try_exit(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status
+    }
+
+    /// How the child ended, as [`ProcessReport`] tells it.
+    pub(crate) fn exit(&self, user: u32, session: u32, during: &'static str) -> ProcessExit {
+        use std::os::unix::process::ExitStatusExt;
+        ProcessExit {
+            user,
+            session,
+            pid: self.pid,
+            during: during.to_owned(),
+            code: self.status.and_then(|s| s.code()),
+            signal: self.status.and_then(|s| s.signal()),
+            stderr_tail: self.stderr_tail.lines(),
+        }
+    }
+
+    /// The one child of a run that shares it among every user.
+    pub fn process_report(&self) -> ProcessReport {
+        ProcessReport {
+            mode: "shared".into(),
+            started: 1,
+            start_failures: 0,
+            exits_total: u64::from(self.ended_early),
+            exits: self
+                .ended_early
+                .then(|| self.exit(0, 0, "session"))
+                .into_iter()
+                .collect(),
+            first_stdout_pollution: self.first_pollution.clone(),
+            first_stdout_pollution_user: self.first_pollution.as_ref().map(|_| 0),
+        }
+    }
+
+    /// Closes the child's stdin, the polite way to ask a stdio server to stop; its output is
+    /// still read.
+    pub(crate) fn close_stdin(&mut self) {
+        self.stdin = None;
+        self.wbuf.clear();
+        self.unblocked();
+    }
+
+    /// Kills the child's whole process group.
+    pub(crate) fn kill(&mut self) {
+        if let Some(pid) = self.pid {
+            kill_group(pid);
+        }
+        let _ = self.child.start_kill();
+    }
+
+    /// Waits for the child to be gone, and reaps it.
+    pub(crate) async fn reap(&mut self) {
+        if let Ok(status) = self.child.wait().await {
+            self.status.get_or_insert(status);
+        }
     }
 
     /// Writes bytes as they are, with no newline added (probes send malformed lines).
@@ -213,8 +494,17 @@ impl StdioTransport {
             if line.len() > self.max_line {
                 return Some(self.unreadable(Unreadable::TooLarge));
             }
-            if line.iter().all(u8::is_ascii_whitespace) {
+            let Some(&first) = line.iter().find(|b| !b.is_ascii_whitespace()) else {
                 continue;
+            };
+            if first != b'{' && first != b'[' {
+                // Not JSON at all: a log line or a banner on stdout. Still handed on, so the
+                // correlator counts it among `parse_errors`.
+                self.counters.stdout_pollution += 1;
+                if self.first_pollution.is_none() {
+                    let kept = &line[..line.len().min(POLLUTION_KEPT_BYTES)];
+                    self.first_pollution = Some(String::from_utf8_lossy(kept).into_owned());
+                }
             }
             return Some(Event::Message {
                 exchange: None,
@@ -245,9 +535,10 @@ impl StdioTransport {
         }
         self.rbuf.clear();
         self.scanned = 0;
-        let status = match self.child.try_wait() {
-            Ok(Some(s)) => format!("child exited ({s})"),
-            _ => "child closed its output".to_string(),
+        self.ended_early = true;
+        let status = match self.try_exit() {
+            Some(s) => format!("child exited ({s})"),
+            None => "child closed its output".to_string(),
         };
         let error = TransportError::NotRunning(match cause {
             Some(e) => format!("{status}: {e}"),
@@ -321,7 +612,17 @@ impl Transport for StdioTransport {
             self.counters.stdio_write_block += now - *t;
             *t = now;
         }
+        self.counters.processes_max = u64::from(self.down.is_none());
         self.counters.hand_over(into, &mut self.handed);
+    }
+
+    fn take_startups(&mut self, spawn: &mut LatencyHistogram, connect: &mut LatencyHistogram) {
+        if let Some(connected) = self.connect_time
+            && !std::mem::replace(&mut self.startup_taken, true)
+        {
+            spawn.record(self.spawn_time);
+            connect.record(connected);
+        }
     }
 
     fn add_totals(&self, into: &mut Counters) {
@@ -330,15 +631,20 @@ impl Transport for StdioTransport {
     }
 
     async fn close(&mut self) {
-        // Closing stdin is the polite way to stop a stdio server; then it gets 2 s to go.
-        self.stdin = None;
+        // Closing stdin is the polite way to stop a stdio server; then it gets a grace
+        // period to go, and its whole group is killed (what a launcher started too).
+        self.close_stdin();
         self.stdout = None;
-        if tokio::time::timeout(Duration::from_secs(2), self.child.wait())
+        if tokio::time::timeout(CLOSE_GRACE, self.child.wait())
             .await
             .is_err()
         {
-            let _ = self.child.kill().await;
+            self.kill();
         }
+        if let Some(pid) = self.pid {
+            kill_group(pid);
+        }
+        self.reap().await;
         self.down
             .get_or_insert(TransportError::NotRunning("closed".into()));
     }

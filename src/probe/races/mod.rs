@@ -541,6 +541,7 @@ impl Pending {
             }
             Event::Refused { ids, status, .. } => end_ids(self, &ids, format!("HTTP {status}")),
             Event::Failed { ids, error, .. } => end_ids(self, &ids, error.to_string()),
+            Event::Abandoned { ids } => end_ids(self, &ids, "its child exited".into()),
             Event::Down { error } => {
                 for i in 0..self.seen.len() {
                     self.end(

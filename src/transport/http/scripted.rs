@@ -102,6 +102,7 @@ pub fn read_answer(reads: Vec<Vec<u8>>, max: usize) -> Vec<String> {
                     }
                     Event::Retried { .. } => panic!("only the transport retries"),
                     Event::Down { .. } => panic!("HTTP is never down"),
+                    Event::Abandoned { .. } => panic!("HTTP has no child to exit"),
                     Event::Released { .. } => panic!("nothing is held for a token here"),
                 }
             }
