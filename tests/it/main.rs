@@ -30,6 +30,7 @@ mod run_auth;
 mod run_auth_interop;
 mod run_compare;
 mod run_faults;
+mod run_fleet;
 mod run_generator;
 mod run_hostile_defects;
 mod run_ops;

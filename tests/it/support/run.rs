@@ -132,7 +132,16 @@ pub(crate) fn run_watched(args: &[&str], budget: Duration) -> Watched {
 /// Runs `command` (no colour), reading its peak memory and open connections every 50 ms;
 /// kills it when it is still running after `budget`, so that a hang fails the test instead of
 /// stalling it.
-pub(crate) fn watch(mut command: Command, budget: Duration) -> Watched {
+pub(crate) fn watch(command: Command, budget: Duration) -> Watched {
+    watch_each(command, budget, |_| {})
+}
+
+/// [`watch`], calling `each` with the process id at every reading too.
+pub(crate) fn watch_each(
+    mut command: Command,
+    budget: Duration,
+    mut each: impl FnMut(u32),
+) -> Watched {
     let start = Instant::now();
     let mut child = command
         .env("NO_COLOR", "1")
@@ -154,6 +163,7 @@ pub(crate) fn watch(mut command: Command, budget: Duration) -> Watched {
             peak_rss_kib = kib;
         }
         peak_tcp_connections = peak_tcp_connections.max(open_tcp_connections(pid));
+        each(pid);
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
