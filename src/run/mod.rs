@@ -544,8 +544,29 @@ fn fleet(
             session_duration: t.session_duration,
             start_timeout: connector.options().handshake_timeout,
             pids: ChildPids::default(),
+            memory_budget: Some(match t.fleet_memory_budget {
+                Some(bytes) => bytes as u64,
+                None => half_the_memory_available()?,
+            }),
         },
     ))
+}
+
+/// The default fleet memory budget: half of /proc/meminfo's `MemAvailable` at the start, so
+/// that the kernel's OOM killer never decides where the sweep ends.
+fn half_the_memory_available() -> Result<u64, RunError> {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024 / 2)
+        .ok_or_else(|| {
+            RunError::Plan(PlanError::Usage(
+                "--process-per-user: /proc/meminfo says no MemAvailable; give the fleet a \
+                 budget with --fleet-memory-budget (or target.fleet_memory_budget)"
+                    .into(),
+            ))
+        })
 }
 
 /// How the workers read results: tool errors as the plan says, and each called tool's

@@ -14,19 +14,25 @@ use crate::metrics::{Counters, LatencyHistogram};
 use rustc_hash::FxHashSet;
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// The root process of each child alive in a fleet, written by the fleet as children start
-/// and end (never on a request's path), read once a second by the resource sampler.
+/// and end (never on a request's path), read once a second by the resource sampler; and the
+/// memory the sampler last saw the fleet hold, which the fleet's budget is checked against.
 #[derive(Clone, Debug, Default)]
-pub struct ChildPids(Arc<Mutex<Vec<u32>>>);
+pub struct ChildPids {
+    pids: Arc<Mutex<Vec<u32>>>,
+    /// Resident bytes of every child's tree at the last reading (0: none yet).
+    rss_bytes: Arc<AtomicU64>,
+}
 
 impl ChildPids {
     /// A child started.
     pub fn add(&self, pid: u32) {
-        self.0
+        self.pids
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(pid);
@@ -34,7 +40,7 @@ impl ChildPids {
 
     /// A child ended (a pid not held is ignored).
     pub fn remove(&self, pid: u32) {
-        self.0
+        self.pids
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .retain(|p| *p != pid);
@@ -42,10 +48,20 @@ impl ChildPids {
 
     /// The children alive now, in the order they started.
     pub fn snapshot(&self) -> Vec<u32> {
-        self.0
+        self.pids
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The sampler read the fleet holding `bytes`.
+    pub fn set_rss(&self, bytes: u64) {
+        self.rss_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// What the sampler last read the fleet holding; `None` before its first reading.
+    pub fn rss(&self) -> Option<u64> {
+        Some(self.rss_bytes.load(Ordering::Relaxed)).filter(|b| *b > 0)
     }
 }
 
@@ -65,6 +81,9 @@ pub struct FleetOptions {
     pub start_timeout: Duration,
     /// Written with each child's root process as it starts and ends.
     pub pids: ChildPids,
+    /// The most memory the children may hold: a child that would take the fleet past it
+    /// (at the size of the children alive) is not started, and the user's requests fail.
+    pub memory_budget: Option<u64>,
 }
 
 /// Children in a row that fail to start before the fleet is down (`target_down`).
@@ -160,6 +179,9 @@ pub struct StdioFleet {
     exits_total: u64,
     exits: Vec<ProcessExit>,
     first_pollution: Option<(u32, String)>,
+    /// Children not started for the memory budget, and why the last one was not.
+    budget_refusals: u64,
+    budget_refused: Option<String>,
 }
 
 impl std::fmt::Debug for StdioFleet {
@@ -207,6 +229,8 @@ impl StdioFleet {
             exits_total: 0,
             exits: Vec::new(),
             first_pollution: None,
+            budget_refusals: 0,
+            budget_refused: None,
         }
     }
 
@@ -229,6 +253,22 @@ impl StdioFleet {
                     .is_some_and(|d| m.t.started().elapsed() >= d))
     }
 
+    /// Why one more child would take the fleet past its memory budget: the children alive,
+    /// each the size of their average, plus one.
+    fn over_budget(&self) -> Option<String> {
+        let budget = self.opts.memory_budget?;
+        let held = self.opts.pids.rss()?;
+        let alive = self.alive().max(1);
+        let next = held + held / alive;
+        (next > budget).then(|| {
+            format!(
+                "the fleet memory budget ({} MiB) is reached: {alive} children hold {} MiB",
+                budget >> 20,
+                held >> 20
+            )
+        })
+    }
+
     /// Starts user `user`'s next child; `false` when it could not be spawned.
     fn start(&mut self, user: usize) -> bool {
         if self.sessions.len() <= user {
@@ -242,6 +282,11 @@ impl StdioFleet {
             .as_ref()
             .map(|d| d.join(format!("user-{user}.log")));
         o.stderr_max_bytes = CHILD_STDERR_MAX;
+        if let Some(why) = self.over_budget() {
+            self.budget_refusals += 1;
+            self.budget_refused = Some(why);
+            return false;
+        }
         let session = self.sessions[user];
         self.sessions[user] += 1;
         let mut t = match StdioTransport::spawn(&o) {
@@ -539,6 +584,8 @@ impl StdioFleet {
             exits: self.exits.clone(),
             first_stdout_pollution_user: first.as_ref().map(|(u, _)| *u),
             first_stdout_pollution: first.map(|(_, l)| l),
+            memory_budget_bytes: self.opts.memory_budget,
+            budget_refusals: self.budget_refusals,
         }
     }
 
@@ -569,12 +616,13 @@ impl Transport for StdioFleet {
             }
         }
         if self.members.get(user).is_none_or(Option::is_none) && !self.start(user) {
-            if let Some(error) = self.down.clone().or_else(|| {
-                Some(TransportError::NotRunning(format!(
-                    "the child of user {user} could not be started"
-                )))
-            }) && !out.ids.is_empty()
-            {
+            let error = self.down.clone().unwrap_or_else(|| {
+                TransportError::NotRunning(match &self.budget_refused {
+                    Some(why) => format!("the child of user {user} was not started: {why}"),
+                    None => format!("the child of user {user} could not be started"),
+                })
+            });
+            if !out.ids.is_empty() {
                 self.ready.push_back(Event::Failed {
                     exchange: Some(ex),
                     ids: out.ids,

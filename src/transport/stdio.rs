@@ -255,6 +255,12 @@ pub struct ProcessReport {
     /// The first stdout line that was not JSON, and whose child wrote it.
     pub first_stdout_pollution: Option<String>,
     pub first_stdout_pollution_user: Option<u32>,
+    /// A process per session: the memory budget the fleet was held to, and the children not
+    /// started for it (their users' requests failed as `transport_errors`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_budget_bytes: Option<u64>,
+    #[serde(default)]
+    pub budget_refusals: u64,
 }
 
 /// Exits kept in detail in a [`ProcessReport`].
@@ -402,6 +408,8 @@ impl StdioTransport {
                 .collect(),
             first_stdout_pollution: self.first_pollution.clone(),
             first_stdout_pollution_user: self.first_pollution.as_ref().map(|_| 0),
+            memory_budget_bytes: None,
+            budget_refusals: 0,
         }
     }
 
