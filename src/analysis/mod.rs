@@ -8,6 +8,7 @@
 
 pub mod checks;
 mod compare;
+pub mod fleet;
 mod gates;
 mod knee;
 mod sweep;
