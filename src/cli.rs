@@ -263,6 +263,26 @@ pub(crate) struct ServeArgs {
     /// With --replicas: every replica knows every session (as if kept in a shared store).
     #[arg(long)]
     pub shared_sessions: bool,
+    /// stdio: sleep MS before reading stdin at all (a runtime's start-up; initialize waits
+    /// for it) [default: 0].
+    #[arg(long, value_name = "MS")]
+    pub startup_ms: Option<u64>,
+    /// stdio: allocate N MiB at the start, every page written, held until exit (RSS is at
+    /// least N MiB); at most 4096 [default: 0].
+    #[arg(long, value_name = "N")]
+    pub rss_ballast_mb: Option<usize>,
+    /// stdio: write TEXT and a newline to stdout before anything else (a banner a client
+    /// must skip).
+    #[arg(long, value_name = "TEXT")]
+    pub stdout_banner: Option<String>,
+    /// stdio: answer N tools/call requests; on reading the next one, print `mcpload serve:
+    /// exiting after N calls` on stderr and exit at once with code 3, it unanswered.
+    #[arg(long, value_name = "N")]
+    pub exit_after_calls: Option<u64>,
+    /// stdio: serve requests (initialize and notifications aside) one at a time in the
+    /// order read, each after the previous one was answered (a single-threaded server).
+    #[arg(long)]
+    pub serial: bool,
     #[command(flatten)]
     pub auth: ServeAuthArgs,
     /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
@@ -408,6 +428,11 @@ impl ServeArgs {
             auth_revoke_at: self.auth.revoke_at.clone(),
             auth_metadata: self.auth.auth_metadata.unwrap_or(d.auth_metadata),
             auth_token_delay_ms: self.auth.token_delay_ms.unwrap_or(d.auth_token_delay_ms),
+            startup_ms: self.startup_ms.unwrap_or(d.startup_ms),
+            rss_ballast_mb: self.rss_ballast_mb.unwrap_or(d.rss_ballast_mb),
+            stdout_banner: self.stdout_banner.clone().or(d.stdout_banner),
+            exit_after_calls: self.exit_after_calls.or(d.exit_after_calls),
+            serial: self.serial || d.serial,
         }
     }
 
