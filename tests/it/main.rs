@@ -53,6 +53,7 @@ mod serve_jobs;
 mod serve_leaks;
 mod serve_protocol;
 mod serve_replicas;
+mod serve_stdio_knobs;
 mod serve_tasks;
 mod transport_everything;
 mod transport_https;
