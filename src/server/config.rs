@@ -1168,6 +1168,47 @@ mod tests {
     }
 
     #[test]
+    fn stdio_start_knobs_read_and_check() {
+        let cfg: ServeConfig = toml::from_str(
+            r#"
+            startup_ms = 1500
+            rss_ballast_mb = 64
+            stdout_banner = "hello"
+            exit_after_calls = 0
+            serial = true
+            "#,
+        )
+        .unwrap();
+        assert_eq!((cfg.startup_ms, cfg.rss_ballast_mb), (1500, 64));
+        assert_eq!(cfg.stdout_banner.as_deref(), Some("hello"));
+        assert_eq!((cfg.exit_after_calls, cfg.serial), (Some(0), true));
+        assert!(cfg.validate().is_ok());
+        assert_eq!(
+            cfg.stdio_only_knobs(),
+            [
+                "startup_ms",
+                "rss_ballast_mb",
+                "stdout_banner",
+                "exit_after_calls",
+                "serial"
+            ]
+        );
+        assert!(ServeConfig::default().stdio_only_knobs().is_empty());
+        for (bad, says) in [
+            (
+                r#"{"rss_ballast_mb":4097}"#,
+                "rss_ballast_mb must be at most",
+            ),
+            (r#"{"startup_ms":3600001}"#, "startup_ms must be at most"),
+            (r#"{"stdout_banner":"a\nb"}"#, "one line"),
+        ] {
+            let cfg: ServeConfig = serde_json::from_str(bad).unwrap();
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn job_knobs_read_and_check() {
         let cfg: ServeConfig = toml::from_str(
             r#"
