@@ -798,6 +798,14 @@ pub(crate) struct ProbeArgs {
     /// With --races: how long the other checks' calls may take [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = positive_duration, requires = "races")]
     pub timeout: Option<Duration>,
+    /// Check head-of-line blocking instead: each tool's latency alone and with a slow call
+    /// (--slow-tool, else the slowest tool) in flight beside it in the same session;
+    /// `blocked` when it at least doubles, waiting for the slow call.
+    #[arg(long, conflicts_with = "races")]
+    pub isolation: bool,
+    /// With --isolation: measure only this tool (repeatable) [default: every tool listed].
+    #[arg(long = "tool", value_name = "NAME", requires = "isolation")]
+    pub tools: Vec<String>,
 }
 
 impl ProbeArgs {
@@ -805,31 +813,23 @@ impl ProbeArgs {
         if self.races {
             return self.run_races().await;
         }
-        use mcpload::client::{ConnectOptions, Connector, Endpoint};
-        let target = match (self.url, self.stdio) {
-            (Some(url), _) => Endpoint::http(url, self.headers),
-            (None, Some(cmd)) => {
-                let mut t = Endpoint::stdio(&cmd)?;
-                if let Endpoint::Stdio(o) = &mut t {
-                    o.stderr = self.stderr;
-                }
-                t
+        let connector = self.connector()?;
+        if self.isolation {
+            let opts = mcpload::probe::isolation::IsolationOptions {
+                tools: self.tools,
+                slow_call: named(self.slow_tool, &self.slow_args, "--slow-args")?,
+            };
+            let report = mcpload::probe::isolation::run_isolation(&connector, &opts).await?;
+            let mut out = std::io::stdout().lock();
+            if self.json {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                let table = mcpload::probe::isolation::render_isolation(&report);
+                out.write_all(table.as_bytes())?;
             }
-            (None, None) => unreachable!("clap requires --url or --stdio"),
-        };
-        // A tool named on the command line, with its JSON arguments.
-        let named = |tool: Option<String>, args: &str, flag: &'static str| match tool {
-            Some(tool) => serde_json::from_str(args)
-                .context(flag)
-                .map(|args| Some((tool, args))),
-            None => Ok(None),
-        };
-        let opts = ConnectOptions {
-            protocol: self.protocol,
-            transport: self.transport,
-            ..ConnectOptions::default()
-        };
-        let connector = Connector::new(target, opts)?;
+            return Ok(());
+        }
         let probe_opts = mcpload::probe::ProbeOptions {
             wait: self.wait,
             slow_call: named(self.slow_tool, &self.slow_args, "--slow-args")?,
@@ -846,6 +846,40 @@ impl ProbeArgs {
             out.write_all(mcpload::probe::render_table(&report).as_bytes())?;
         }
         Ok(())
+    }
+
+    /// The connection to the one target, `--url` or `--stdio`.
+    fn connector(&self) -> anyhow::Result<mcpload::client::Connector> {
+        use mcpload::client::{ConnectOptions, Connector, Endpoint};
+        let target = match (&self.url, &self.stdio) {
+            (Some(url), _) => Endpoint::http(url.clone(), self.headers.clone()),
+            (None, Some(cmd)) => {
+                let mut t = Endpoint::stdio(cmd)?;
+                if let Endpoint::Stdio(o) = &mut t {
+                    o.stderr = self.stderr.clone();
+                }
+                t
+            }
+            (None, None) => unreachable!("clap requires --url or --stdio"),
+        };
+        let opts = ConnectOptions {
+            protocol: self.protocol,
+            transport: self.transport,
+            ..ConnectOptions::default()
+        };
+        Ok(Connector::new(target, opts)?)
+    }
+}
+
+/// A tool named on the command line (`--slow-tool`, …), with its JSON arguments (`flag`).
+fn named(
+    tool: Option<String>,
+    args: &str,
+    flag: &'static str,
+) -> anyhow::Result<Option<(String, serde_json::Value)>> {
+    match tool {
+        Some(tool) => Ok(Some((tool, serde_json::from_str(args).context(flag)?))),
+        None => Ok(None),
     }
 }
 

@@ -19,6 +19,7 @@ mod deploy_kubernetes;
 mod hostile;
 mod layering;
 mod merge;
+mod probe_isolation;
 mod probe_races;
 mod probe_servers;
 mod probe_tasks;
