@@ -286,9 +286,14 @@ mod tests {
 
     /// Writes `lines` to a stdio server and returns every line it answered.
     async fn exchange(lines: &[Value]) -> Vec<Value> {
+        exchange_with(ServeConfig::default(), lines).await
+    }
+
+    /// [`exchange`] with a server of configuration `cfg`.
+    async fn exchange_with(cfg: ServeConfig, lines: &[Value]) -> Vec<Value> {
         let (client, server) = tokio::io::duplex(1 << 16);
         let (server_r, server_w) = tokio::io::split(server);
-        let served = tokio::spawn(serve_stdio(ServeConfig::default(), server_r, server_w));
+        let served = tokio::spawn(serve_stdio(cfg, server_r, server_w));
         let (client_r, mut w) = tokio::io::split(client);
         for l in lines {
             w.write_all(format!("{l}\n").as_bytes()).await.unwrap();
@@ -323,5 +328,31 @@ mod tests {
                 .iter()
                 .any(|m| m["id"] == 2 && m["result"] == json!({}))
         );
+    }
+
+    #[tokio::test]
+    async fn serial_a_cancelled_waiting_request_keeps_the_order() {
+        let call = |id: u64, tool: &str, args: Value| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": tool, "arguments": args}})
+        };
+        let cfg = ServeConfig {
+            serial: true,
+            ..ServeConfig::default()
+        };
+        let answers = exchange_with(
+            cfg,
+            &[
+                call(1, "sleep", json!({"ms": 300})),
+                call(2, "echo", json!({"message": "cancelled"})),
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": 2}}),
+                call(3, "echo", json!({"message": "after"})),
+            ],
+        )
+        .await;
+        let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+        // 2 gave up its turn, but 3 still waited for 1: answered after it, not beside it.
+        assert_eq!(ids, [&json!(1), &json!(3)], "{answers:?}");
     }
 }
