@@ -92,7 +92,9 @@ where
         write_line(&tx, banner.clone().into_bytes()).await;
     }
     let ballast = ballast(cfg.rss_ballast_mb);
-    tokio::time::sleep(Duration::from_millis(cfg.startup_ms)).await;
+    if cfg.startup_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(cfg.startup_ms)).await;
+    }
     let mut tool_calls = ToolCalls {
         limit: cfg.exit_after_calls,
         read: 0,
