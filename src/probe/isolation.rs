@@ -139,6 +139,14 @@ struct Measured {
     note: Option<String>,
 }
 
+/// The call kept in flight, as the probe sends it, and its median alone.
+struct Slow {
+    tool: String,
+    arguments: Value,
+    op: Operation,
+    alone_ms: f64,
+}
+
 /// Runs the isolation probe against the target.
 pub async fn run_isolation(
     connector: &Connector,
@@ -157,44 +165,63 @@ pub async fn run_isolation(
     } else {
         opts.tools.clone()
     };
-    let mut rows = Vec::new();
-    let mut measured = Vec::new();
+    // Each tool measured alone, or its row already final; in the order asked for.
+    let mut measured: Vec<Result<Measured, ToolIsolation>> = Vec::new();
     for name in names {
         let Some(info) = server.tool(&name) else {
-            rows.push(skipped(&name, "the server lists no such tool".into()));
+            measured.push(Err(skipped(&name, "the server lists no such tool".into())));
             continue;
         };
         if started.elapsed() > BUDGET {
-            rows.push(skipped(&name, over_budget()));
+            measured.push(Err(skipped(&name, over_budget())));
             continue;
         }
         let arguments = arguments_for(&info.input_schema);
         let op = p.tool_call(&name, &arguments)?;
         let mut alone = p.alone(&op, &name).await;
-        measured.push(Measured {
+        measured.push(Ok(Measured {
             alone: median_ms(&mut alone.latencies),
             note: alone.note("alone"),
             tool: name,
             arguments,
             op,
-        });
+        }));
     }
     let slow = match &opts.slow_call {
         Some((tool, arguments)) => {
             let op = p.tool_call(tool, arguments)?;
             let mut alone = p.alone(&op, tool).await;
-            median_ms(&mut alone.latencies).map(|m| (tool.clone(), arguments.clone(), op, m))
+            median_ms(&mut alone.latencies).map(|alone_ms| Slow {
+                tool: tool.clone(),
+                arguments: arguments.clone(),
+                op,
+                alone_ms,
+            })
         }
         None => measured
             .iter()
-            .filter_map(|m| m.alone.map(|a| (m, a)))
+            .filter_map(|m| m.as_ref().ok())
+            .filter_map(|m| Some((m, m.alone?)))
             .max_by(|x, y| x.1.total_cmp(&y.1))
-            .map(|(m, a)| (m.tool.clone(), m.arguments.clone(), m.op.clone(), a)),
+            .map(|(m, alone_ms)| Slow {
+                tool: m.tool.clone(),
+                arguments: m.arguments.clone(),
+                op: m.op.clone(),
+                alone_ms,
+            }),
     };
     let lead = slow.as_ref().map_or(Duration::ZERO, |s| {
-        LEAD_MAX.min(Duration::from_secs_f64(s.3 / 4000.0))
+        LEAD_MAX.min(Duration::from_secs_f64(s.alone_ms / 4000.0))
     });
+    let mut rows = Vec::new();
     for m in measured {
+        let m = match m {
+            Ok(m) => m,
+            Err(row) => {
+                rows.push(row);
+                continue;
+            }
+        };
         let row = match (&slow, m.alone) {
             (_, None) => ToolIsolation {
                 verdict: "no_answer",
@@ -204,20 +231,22 @@ pub async fn run_isolation(
                 verdict: "skipped",
                 ..row(&m.tool, Some(alone), Some("no slow call answered".into()))
             },
-            (Some(s), Some(alone)) if s.0 == m.tool && s.1 == m.arguments => ToolIsolation {
-                verdict: "slow_call",
-                ..row(&m.tool, Some(alone), m.note)
-            },
+            (Some(s), Some(alone)) if s.tool == m.tool && s.arguments == m.arguments => {
+                ToolIsolation {
+                    verdict: "slow_call",
+                    ..row(&m.tool, Some(alone), m.note)
+                }
+            }
             (Some(_), Some(alone)) if started.elapsed() > BUDGET => ToolIsolation {
                 verdict: "skipped",
                 ..row(&m.tool, Some(alone), Some(over_budget()))
             },
             (Some(s), Some(alone)) => {
-                let mut beside = p.beside(&s.2, lead, &m.op, &m.tool).await;
+                let mut beside = p.beside(&s.op, lead, &m.op, &m.tool).await;
                 let note = m.note.or_else(|| beside.note("beside the slow call"));
                 match median_ms(&mut beside.latencies) {
                     Some(b) => {
-                        let (verdict, ratio) = verdict_isolation(alone, b, s.3);
+                        let (verdict, ratio) = verdict_isolation(alone, b, s.alone_ms);
                         ToolIsolation {
                             beside_slow_median_ms: Some(b),
                             ratio: Some(ratio),
@@ -244,10 +273,10 @@ pub async fn run_isolation(
         },
         server: (*server).clone(),
         calls: CALLS,
-        slow: slow.map(|(tool, arguments, _, alone)| SlowCall {
-            tool,
-            arguments,
-            alone_median_ms: alone,
+        slow: slow.map(|s| SlowCall {
+            tool: s.tool,
+            arguments: s.arguments,
+            alone_median_ms: s.alone_ms,
             lead_ms: ms(lead),
         }),
         tools: rows,
