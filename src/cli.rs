@@ -721,7 +721,8 @@ pub(crate) struct ProbeArgs {
     /// How long to wait for an answer that may never come.
     #[arg(long, default_value = "1500ms", value_parser = parse_duration)]
     pub wait: Duration,
-    /// The tool the cancel probe calls (default: one whose name and schema say it sleeps).
+    /// The tool the cancel probe calls (default: one whose name and schema say it sleeps);
+    /// with --isolation, the slow call kept in flight (default: the slowest tool alone).
     #[arg(long, value_name = "TOOL")]
     pub slow_tool: Option<String>,
     /// JSON arguments for --slow-tool.
