@@ -263,6 +263,26 @@ pub(crate) struct ServeArgs {
     /// With --replicas: every replica knows every session (as if kept in a shared store).
     #[arg(long)]
     pub shared_sessions: bool,
+    /// stdio: sleep MS before reading stdin at all (a runtime's start-up; initialize waits
+    /// for it) [default: 0].
+    #[arg(long, value_name = "MS")]
+    pub startup_ms: Option<u64>,
+    /// stdio: allocate N MiB at the start, every page written, held until exit (RSS is at
+    /// least N MiB); at most 4096 [default: 0].
+    #[arg(long, value_name = "N")]
+    pub rss_ballast_mb: Option<usize>,
+    /// stdio: write TEXT and a newline to stdout before anything else (a banner a client
+    /// must skip).
+    #[arg(long, value_name = "TEXT")]
+    pub stdout_banner: Option<String>,
+    /// stdio: answer N tools/call requests; on reading the next one, print `mcpload serve:
+    /// exiting after N calls` on stderr and exit at once with code 3, it unanswered.
+    #[arg(long, value_name = "N")]
+    pub exit_after_calls: Option<u64>,
+    /// stdio: serve requests (initialize and notifications aside) one at a time in the
+    /// order read, each after the previous one was answered (a single-threaded server).
+    #[arg(long)]
+    pub serial: bool,
     #[command(flatten)]
     pub auth: ServeAuthArgs,
     /// Be a broken server on purpose: every Nth tools/call (--hostile-every) gets KIND
@@ -408,6 +428,11 @@ impl ServeArgs {
             auth_revoke_at: self.auth.revoke_at.clone(),
             auth_metadata: self.auth.auth_metadata.unwrap_or(d.auth_metadata),
             auth_token_delay_ms: self.auth.token_delay_ms.unwrap_or(d.auth_token_delay_ms),
+            startup_ms: self.startup_ms.unwrap_or(d.startup_ms),
+            rss_ballast_mb: self.rss_ballast_mb.unwrap_or(d.rss_ballast_mb),
+            stdout_banner: self.stdout_banner.clone().or(d.stdout_banner),
+            exit_after_calls: self.exit_after_calls.or(d.exit_after_calls),
+            serial: self.serial || d.serial,
         }
     }
 
@@ -696,7 +721,8 @@ pub(crate) struct ProbeArgs {
     /// How long to wait for an answer that may never come.
     #[arg(long, default_value = "1500ms", value_parser = parse_duration)]
     pub wait: Duration,
-    /// The tool the cancel probe calls (default: one whose name and schema say it sleeps).
+    /// The tool the cancel probe calls (default: one whose name and schema say it sleeps);
+    /// with --isolation, the slow call kept in flight (default: the slowest tool alone).
     #[arg(long, value_name = "TOOL")]
     pub slow_tool: Option<String>,
     /// JSON arguments for --slow-tool.
@@ -773,6 +799,14 @@ pub(crate) struct ProbeArgs {
     /// With --races: how long the other checks' calls may take [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = positive_duration, requires = "races")]
     pub timeout: Option<Duration>,
+    /// Check head-of-line blocking instead: each tool's latency alone and with a slow call
+    /// (--slow-tool, else the slowest tool) in flight beside it in the same session;
+    /// `blocked` when it at least doubles, waiting for the slow call.
+    #[arg(long, conflicts_with = "races")]
+    pub isolation: bool,
+    /// With --isolation: measure only this tool (repeatable) [default: every tool listed].
+    #[arg(long = "tool", value_name = "NAME", requires = "isolation")]
+    pub tools: Vec<String>,
 }
 
 impl ProbeArgs {
@@ -780,31 +814,23 @@ impl ProbeArgs {
         if self.races {
             return self.run_races().await;
         }
-        use mcpload::client::{ConnectOptions, Connector, Endpoint};
-        let target = match (self.url, self.stdio) {
-            (Some(url), _) => Endpoint::http(url, self.headers),
-            (None, Some(cmd)) => {
-                let mut t = Endpoint::stdio(&cmd)?;
-                if let Endpoint::Stdio(o) = &mut t {
-                    o.stderr = self.stderr;
-                }
-                t
+        let connector = self.connector()?;
+        if self.isolation {
+            let opts = mcpload::probe::isolation::IsolationOptions {
+                tools: self.tools,
+                slow_call: named(self.slow_tool, &self.slow_args, "--slow-args")?,
+            };
+            let report = mcpload::probe::isolation::run_isolation(&connector, &opts).await?;
+            let mut out = std::io::stdout().lock();
+            if self.json {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                let table = mcpload::probe::isolation::render_isolation(&report);
+                out.write_all(table.as_bytes())?;
             }
-            (None, None) => unreachable!("clap requires --url or --stdio"),
-        };
-        // A tool named on the command line, with its JSON arguments.
-        let named = |tool: Option<String>, args: &str, flag: &'static str| match tool {
-            Some(tool) => serde_json::from_str(args)
-                .context(flag)
-                .map(|args| Some((tool, args))),
-            None => Ok(None),
-        };
-        let opts = ConnectOptions {
-            protocol: self.protocol,
-            transport: self.transport,
-            ..ConnectOptions::default()
-        };
-        let connector = Connector::new(target, opts)?;
+            return Ok(());
+        }
         let probe_opts = mcpload::probe::ProbeOptions {
             wait: self.wait,
             slow_call: named(self.slow_tool, &self.slow_args, "--slow-args")?,
@@ -821,6 +847,40 @@ impl ProbeArgs {
             out.write_all(mcpload::probe::render_table(&report).as_bytes())?;
         }
         Ok(())
+    }
+
+    /// The connection to the one target, `--url` or `--stdio`.
+    fn connector(&self) -> anyhow::Result<mcpload::client::Connector> {
+        use mcpload::client::{ConnectOptions, Connector, Endpoint};
+        let target = match (&self.url, &self.stdio) {
+            (Some(url), _) => Endpoint::http(url.clone(), self.headers.clone()),
+            (None, Some(cmd)) => {
+                let mut t = Endpoint::stdio(cmd)?;
+                if let Endpoint::Stdio(o) = &mut t {
+                    o.stderr = self.stderr.clone();
+                }
+                t
+            }
+            (None, None) => unreachable!("clap requires --url or --stdio"),
+        };
+        let opts = ConnectOptions {
+            protocol: self.protocol,
+            transport: self.transport,
+            ..ConnectOptions::default()
+        };
+        Ok(Connector::new(target, opts)?)
+    }
+}
+
+/// A tool named on the command line (`--slow-tool`, …), with its JSON arguments (`flag`).
+fn named(
+    tool: Option<String>,
+    args: &str,
+    flag: &'static str,
+) -> anyhow::Result<Option<(String, serde_json::Value)>> {
+    match tool {
+        Some(tool) => Ok(Some((tool, serde_json::from_str(args).context(flag)?))),
+        None => Ok(None),
     }
 }
 

@@ -27,7 +27,7 @@
 //! - [`merge`]: `mcpload merge`: the run folders of a run's segments, checked, added up and
 //!   replayed through the judge into one run folder.
 //! - [`probe`]: `mcpload probe`: one verdict per pairing edge case; tasks and input rounds;
-//!   `--races`, the race checks.
+//!   `--races`, the race checks; `--isolation`, head-of-line blocking.
 
 pub mod analysis;
 pub mod auth;

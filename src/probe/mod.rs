@@ -3,8 +3,10 @@
 //! evidence (status, content type, ids answered). Verdicts are pure functions of what was
 //! observed ([`Observed`]), tested on their own; the exchanges run over the real transport.
 //! Task and input-required support are probed in [`tasks`].
-//! The race checks of `--races` are in [`races`].
+//! The race checks of `--races` are in [`races`]; the head-of-line blocking check of
+//! `--isolation` in [`isolation`].
 
+pub mod isolation;
 pub mod races;
 mod render;
 mod tasks;

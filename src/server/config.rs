@@ -437,6 +437,9 @@ const REPLICAS_MAX: usize = 64;
 /// Largest `leak_bytes_per_call`: 64 MiB, so that a typo does not take the machine's memory
 /// in a few calls.
 const LEAK_BYTES_PER_CALL_MAX: usize = 64 << 20;
+/// Largest `rss_ballast_mb`: 4 GiB, so that a typo cannot exhaust the machine.
+const RSS_BALLAST_MB_MAX: usize = 4096;
+
 /// Largest `drift_ms_per_minute`: an hour more per minute, so that a week's drift still
 /// fits a `Duration`.
 const DRIFT_MS_PER_MINUTE_MAX: f64 = 3_600_000.0;
@@ -602,6 +605,21 @@ pub struct ServeConfig {
     pub auth_metadata: AuthMetadata,
     /// Milliseconds each token request takes before it is answered.
     pub auth_token_delay_ms: u64,
+    /// stdio: milliseconds slept before stdin is read at all (a runtime's start-up; a
+    /// client's `initialize` waits for it).
+    pub startup_ms: u64,
+    /// stdio: MiB allocated at the start, every page written, and held until exit, so that
+    /// the process's RSS is at least this much.
+    pub rss_ballast_mb: usize,
+    /// stdio: one line written to stdout before anything else (a server that prints a
+    /// banner: stdout pollution a client must skip).
+    pub stdout_banner: Option<String>,
+    /// stdio: answer this many `tools/call` requests; on reading the next one, say so on
+    /// stderr and exit the process at once with code 3, that request unanswered.
+    pub exit_after_calls: Option<u64>,
+    /// stdio: serve requests (`initialize` and notifications aside) one at a time in the
+    /// order read, each after the previous one was answered (a single-threaded server).
+    pub serial: bool,
 }
 
 impl Default for ServeConfig {
@@ -672,6 +690,11 @@ impl Default for ServeConfig {
             auth_revoke_at: Vec::new(),
             auth_metadata: AuthMetadata::Oauth,
             auth_token_delay_ms: 0,
+            startup_ms: 0,
+            rss_ballast_mb: 0,
+            stdout_banner: None,
+            exit_after_calls: None,
+            serial: false,
         }
     }
 }
@@ -747,7 +770,46 @@ impl ServeConfig {
         }
         self.validate_races()?;
         self.validate_misbehaviour()?;
+        self.validate_start()?;
         self.validate_jobs()
+    }
+
+    /// The stdio start-up knobs: bounded, and the banner one line.
+    fn validate_start(&self) -> Result<(), ConfigError> {
+        if self.startup_ms > JOB_QUEUE_MS_MAX {
+            return Err(ConfigError::Invalid(format!(
+                "startup_ms must be at most {JOB_QUEUE_MS_MAX} (one hour)"
+            )));
+        }
+        if self.rss_ballast_mb > RSS_BALLAST_MB_MAX {
+            return Err(ConfigError::Invalid(format!(
+                "rss_ballast_mb must be at most {RSS_BALLAST_MB_MAX} (4 GiB)"
+            )));
+        }
+        if self
+            .stdout_banner
+            .as_ref()
+            .is_some_and(|b| b.contains(['\n', '\r']))
+        {
+            return Err(ConfigError::Invalid(
+                "stdout_banner must be one line (no line break)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The knobs only the stdio front has, by their profile names, as set here.
+    pub(crate) fn stdio_only_knobs(&self) -> Vec<&'static str> {
+        [
+            ("startup_ms", self.startup_ms > 0),
+            ("rss_ballast_mb", self.rss_ballast_mb > 0),
+            ("stdout_banner", self.stdout_banner.is_some()),
+            ("exit_after_calls", self.exit_after_calls.is_some()),
+            ("serial", self.serial),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
     }
 
     /// The leak and drift knobs: bounded, so that a typo cannot exhaust the machine.
@@ -1098,6 +1160,47 @@ mod tests {
                 r#"{"drift_ms_per_minute":3600001}"#,
                 "drift_ms_per_minute must be from 0",
             ),
+        ] {
+            let cfg: ServeConfig = serde_json::from_str(bad).unwrap();
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn stdio_start_knobs_read_and_check() {
+        let cfg: ServeConfig = toml::from_str(
+            r#"
+            startup_ms = 1500
+            rss_ballast_mb = 64
+            stdout_banner = "hello"
+            exit_after_calls = 0
+            serial = true
+            "#,
+        )
+        .unwrap();
+        assert_eq!((cfg.startup_ms, cfg.rss_ballast_mb), (1500, 64));
+        assert_eq!(cfg.stdout_banner.as_deref(), Some("hello"));
+        assert_eq!((cfg.exit_after_calls, cfg.serial), (Some(0), true));
+        assert!(cfg.validate().is_ok());
+        assert_eq!(
+            cfg.stdio_only_knobs(),
+            [
+                "startup_ms",
+                "rss_ballast_mb",
+                "stdout_banner",
+                "exit_after_calls",
+                "serial"
+            ]
+        );
+        assert!(ServeConfig::default().stdio_only_knobs().is_empty());
+        for (bad, says) in [
+            (
+                r#"{"rss_ballast_mb":4097}"#,
+                "rss_ballast_mb must be at most",
+            ),
+            (r#"{"startup_ms":3600001}"#, "startup_ms must be at most"),
+            (r#"{"stdout_banner":"a\nb"}"#, "one line"),
         ] {
             let cfg: ServeConfig = serde_json::from_str(bad).unwrap();
             let err = cfg.validate().unwrap_err().to_string();

@@ -228,6 +228,11 @@ impl Shared {
 }
 
 impl Batch {
+    /// Its `tools/call` requests.
+    pub(crate) fn tool_calls(&self) -> u64 {
+        self.jobs.iter().filter(|j| j.is_tool_call()).count() as u64
+    }
+
     /// Starts every member at once (progress notifications to `sink`, when given).
     pub(crate) fn start(self, shared: &Arc<Shared>, sink: Option<Arc<Sink>>) -> Answers {
         let expected = self.jobs.len() as u64;

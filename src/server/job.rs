@@ -25,6 +25,8 @@ pub(crate) struct Job {
     tool: Option<Box<str>>,
     /// The method is `initialize` (valid or not).
     initialize: bool,
+    /// The method is `tools/call` (valid or not).
+    tool_call: bool,
     /// Its operation's counters.
     op: Op,
 }
@@ -53,6 +55,11 @@ impl Job {
     /// True for an `initialize`: stdio answers it before reading on, to learn the version.
     pub(crate) fn is_initialize(&self) -> bool {
         self.initialize
+    }
+
+    /// True for a `tools/call`: stdio counts them for `exit_after_calls`.
+    pub(crate) fn is_tool_call(&self) -> bool {
+        self.tool_call
     }
 
     /// Never run (its legacy SSE session ended first): a client counts it `missing`.
@@ -149,6 +156,7 @@ impl Shared {
             seq,
             tool,
             initialize,
+            tool_call: req.method == "tools/call",
         }
     }
 

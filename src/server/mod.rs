@@ -273,6 +273,15 @@ pub async fn start_http(config: ServeConfig) -> Result<RunningTarget, ServeError
 
 /// [`start_http`], from inside a runtime's context (its tasks go to that runtime).
 fn spawn_http(config: ServeConfig) -> Result<RunningTarget, ServeError> {
+    let stdio_only = config.stdio_only_knobs();
+    if !stdio_only.is_empty() {
+        return Err(ConfigError::Invalid(format!(
+            "{} {} served over stdio only: add --stdio",
+            stdio_only.join(", "),
+            if stdio_only.len() == 1 { "is" } else { "are" }
+        ))
+        .into());
+    }
     let fleet = Arc::new(Fleet::new(Shared::new(config)?)?);
     let addr = fleet.cfg().bind;
     let listener = listen(addr).map_err(|source| ServeError::Bind { addr, source })?;

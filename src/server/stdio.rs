@@ -1,6 +1,8 @@
 //! The target over stdio: one JSON-RPC message or batch per line in, answers as lines out
 //! (through one writer task, in completion order), `notifications/cancelled` honoured,
 //! overlong lines refused; at end of input every request still running is answered first.
+//! The start-up and failure knobs only this front has: a banner, an RSS ballast, a start-up
+//! delay, an exit after N calls, and serial service.
 
 use super::Shared;
 use super::handler::{Handled, Origin};
@@ -10,8 +12,9 @@ use crate::protocol::Revision;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
 
 /// A line as read: complete, or longer than the limit (its bytes were skipped).
@@ -84,6 +87,19 @@ where
 {
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let writing = tokio::spawn(writer(output, rx));
+    let cfg = &shared.cfg;
+    if let Some(banner) = &cfg.stdout_banner {
+        write_line(&tx, banner.clone().into_bytes()).await;
+    }
+    let ballast = ballast(cfg.rss_ballast_mb);
+    if cfg.startup_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(cfg.startup_ms)).await;
+    }
+    let mut tool_calls = ToolCalls {
+        limit: cfg.exit_after_calls,
+        read: 0,
+    };
+    let mut queue = cfg.serial.then(Queue::new);
     let mut input = BufReader::new(input);
     let mut line = Vec::new();
     let mut negotiated: Option<Revision> = None;
@@ -116,6 +132,9 @@ where
             }
             Handled::Refused(refused) => write_line(&tx, refused.message).await,
             Handled::Single(job) => {
+                if job.is_tool_call() {
+                    tool_calls.read(1);
+                }
                 let sink = Sink::new(tx.clone(), false, Arc::clone(&shared.stats));
                 if job.is_initialize() {
                     // Answered in line: later messages need the negotiated version.
@@ -126,33 +145,133 @@ where
                 }
                 let id = job.id().get().into();
                 let shared = Arc::clone(&shared);
+                let mut turn = queue.as_mut().map(Queue::next);
                 let handle = running.spawn(async move {
+                    if let Some(turn) = &mut turn {
+                        turn.wait().await;
+                    }
                     let done = shared.run(job, Some(&sink)).await;
                     let lines = done.shaped.lines();
                     if !lines.is_empty() {
                         sink.answer(lines).await;
                     }
+                    drop(turn);
                 });
                 by_id.insert(id, handle);
             }
             Handled::Batch(batch) => {
-                // Its members run concurrently; their answers leave as one line.
+                tool_calls.read(batch.tool_calls());
+                // Its members run concurrently (with `serial`, the batch is one turn); their
+                // answers leave as one line.
                 let sink = Arc::new(Sink::new(tx.clone(), false, Arc::clone(&shared.stats)));
-                let answers = batch.start(&shared, Some(Arc::clone(&sink)));
+                let shared = Arc::clone(&shared);
+                let mut turn = queue.as_mut().map(Queue::next);
                 running.spawn(async move {
+                    if let Some(turn) = &mut turn {
+                        turn.wait().await;
+                    }
+                    let answers = batch.start(&shared, Some(Arc::clone(&sink)));
                     if let Some(mut array) = answers.into_array().await {
                         array.push(b'\n');
                         sink.answer(array).await;
                     }
+                    drop(turn);
                 });
             }
         }
     }
     while running.join_next().await.is_some() {}
+    drop(std::hint::black_box(ballast));
     drop(tx);
     writing
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+}
+
+/// `rss_ballast_mb`: that many MiB with every 4 KiB page written (non-zero, so that none
+/// stays the kernel's shared zero page), for the caller to hold until exit.
+fn ballast(mib: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; mib << 20];
+    for page in bytes.chunks_mut(4096) {
+        page[0] = 0xa5;
+    }
+    std::hint::black_box(bytes)
+}
+
+/// `exit_after_calls`: the `tools/call` requests read so far, and how many are answered.
+struct ToolCalls {
+    limit: Option<u64>,
+    read: u64,
+}
+
+impl ToolCalls {
+    /// Counts `n` more read; past the limit, says so on stderr and ends the process at once
+    /// with exit code 3, the request that went past it never answered.
+    fn read(&mut self, n: u64) {
+        self.read += n;
+        if let Some(limit) = self.limit
+            && self.read > limit
+        {
+            eprintln!("mcpload serve: exiting after {limit} calls");
+            std::process::exit(3);
+        }
+    }
+}
+
+/// `serial`: the turns of requests in the order read. Each turn waits for the one before
+/// it to end; a turn ends when its request was answered, or, cancelled, once the one
+/// before it has ended too (so a cancel never lets two requests run at once).
+struct Queue {
+    last: oneshot::Receiver<()>,
+}
+
+/// One request's place in the [`Queue`]: dropping its sender ends it.
+struct Turn {
+    before: Option<oneshot::Receiver<()>>,
+    ended: Option<oneshot::Sender<()>>,
+}
+
+impl Queue {
+    fn new() -> Queue {
+        // The first turn waits for nothing: its predecessor's sender is gone.
+        let (_, last) = oneshot::channel();
+        Queue { last }
+    }
+
+    /// The turn after every turn handed out so far.
+    fn next(&mut self) -> Turn {
+        let (ended, last) = oneshot::channel();
+        let before = std::mem::replace(&mut self.last, last);
+        Turn {
+            before: Some(before),
+            ended: Some(ended),
+        }
+    }
+}
+
+impl Turn {
+    /// Waits until the turn before this one has ended.
+    async fn wait(&mut self) {
+        if let Some(before) = &mut self.before {
+            let _ = before.await;
+            self.before = None;
+        }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        // Cancelled while waiting: the next turn still waits for the one before this.
+        if let (Some(before), Ok(runtime)) =
+            (self.before.take(), tokio::runtime::Handle::try_current())
+        {
+            let ended = self.ended.take();
+            runtime.spawn(async move {
+                let _ = before.await;
+                drop(ended);
+            });
+        }
+    }
 }
 
 /// Sends `message` (one JSON-RPC message) as a line.
@@ -169,9 +288,14 @@ mod tests {
 
     /// Writes `lines` to a stdio server and returns every line it answered.
     async fn exchange(lines: &[Value]) -> Vec<Value> {
+        exchange_with(ServeConfig::default(), lines).await
+    }
+
+    /// [`exchange`] with a server of configuration `cfg`.
+    async fn exchange_with(cfg: ServeConfig, lines: &[Value]) -> Vec<Value> {
         let (client, server) = tokio::io::duplex(1 << 16);
         let (server_r, server_w) = tokio::io::split(server);
-        let served = tokio::spawn(serve_stdio(ServeConfig::default(), server_r, server_w));
+        let served = tokio::spawn(serve_stdio(cfg, server_r, server_w));
         let (client_r, mut w) = tokio::io::split(client);
         for l in lines {
             w.write_all(format!("{l}\n").as_bytes()).await.unwrap();
@@ -206,5 +330,31 @@ mod tests {
                 .iter()
                 .any(|m| m["id"] == 2 && m["result"] == json!({}))
         );
+    }
+
+    #[tokio::test]
+    async fn serial_a_cancelled_waiting_request_keeps_the_order() {
+        let call = |id: u64, tool: &str, args: Value| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": tool, "arguments": args}})
+        };
+        let cfg = ServeConfig {
+            serial: true,
+            ..ServeConfig::default()
+        };
+        let answers = exchange_with(
+            cfg,
+            &[
+                call(1, "sleep", json!({"ms": 300})),
+                call(2, "echo", json!({"message": "cancelled"})),
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": 2}}),
+                call(3, "echo", json!({"message": "after"})),
+            ],
+        )
+        .await;
+        let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+        // 2 gave up its turn, but 3 still waited for 1: answered after it, not beside it.
+        assert_eq!(ids, [&json!(1), &json!(3)], "{answers:?}");
     }
 }

@@ -4,7 +4,7 @@
 //! timed by the client (lower bounds only), its sessions against those the client opened.
 
 use crate::support::http_client::*;
-use crate::support::servers::{Server, serve, target_stats};
+use crate::support::servers::{Server, rss_bytes, serve, target_stats};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -13,17 +13,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 /// allocator and the runtime move on their own.
 const CALLS: u64 = 400;
 const LEAK_BYTES: u64 = 64 << 10;
-
-/// The resident set of process `pid`, in bytes (`VmRSS` of `/proc/<pid>/status`).
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no VmRSS in {status}"));
-    kib * 1024
-}
 
 /// The descriptors of process `pid` that are not sockets (the client's connections come
 /// and go; what the target leaks is a file).

@@ -53,6 +53,17 @@ pub(crate) fn python_cmd(args: &[&str]) -> Vec<String> {
     v
 }
 
+/// The resident set of process `pid`, in bytes (`VmRSS` of `/proc/<pid>/status`).
+pub(crate) fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in {status}"));
+    kib * 1024
+}
+
 /// A command line as one shell-quoted string (for `--stdio`).
 pub(crate) fn line(cmd: &[String]) -> String {
     shell_words::join(cmd)
