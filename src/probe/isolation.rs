@@ -266,11 +266,7 @@ pub async fn run_isolation(
     p.transport.close().await;
     Ok(IsolationReport {
         target: connector.target().describe(),
-        transport: match p.transport {
-            AnyTransport::Http(_) => "http",
-            AnyTransport::Stdio(_) => "stdio",
-            AnyTransport::LegacySse(_) => "sse",
-        },
+        transport: p.transport.short_name(),
         server: (*server).clone(),
         calls: CALLS,
         slow: slow.map(|s| SlowCall {
@@ -379,8 +375,8 @@ impl Prober {
                 s.write_raw(b"\n");
                 None
             }
-            AnyTransport::LegacySse(s) => {
-                s.send(Outgoing::single(body, None, op.headers().clone()));
+            t @ (AnyTransport::LegacySse(_) | AnyTransport::Fleet(_)) => {
+                t.send(Outgoing::single(body, None, op.headers().clone()));
                 None
             }
         }
@@ -411,7 +407,9 @@ impl Prober {
                 }
             }
             (AnyTransport::Stdio(s), _) => read_stream(&mut **s, id, deadline, arrived).await,
-            (AnyTransport::LegacySse(s), _) => read_stream(&mut **s, id, deadline, arrived).await,
+            (t @ (AnyTransport::LegacySse(_) | AnyTransport::Fleet(_)), _) => {
+                read_stream(t, id, deadline, arrived).await
+            }
             (AnyTransport::Http(_), None) => true,
         }
     }

@@ -360,11 +360,7 @@ pub async fn run(connector: &Connector, opts: &ProbeOptions) -> Result<ProbeRepo
     probes.push(p.task(&tasks, opts).await?);
     probes.push(p.input_required(opts).await?);
     p.transport.close().await;
-    let transport = match p.transport {
-        AnyTransport::Http(_) => "http",
-        AnyTransport::Stdio(_) | AnyTransport::Fleet(_) => "stdio",
-        AnyTransport::LegacySse(_) => "sse",
-    };
+    let transport = p.transport.short_name();
     Ok(ProbeReport {
         target: connector.target().describe(),
         transport,

@@ -398,6 +398,15 @@ pub enum AnyTransport {
 }
 
 impl AnyTransport {
+    /// `http`, `sse` or `stdio`, as probe reports name it.
+    pub fn short_name(&self) -> &'static str {
+        match self {
+            AnyTransport::Http(_) => "http",
+            AnyTransport::Stdio(_) | AnyTransport::Fleet(_) => "stdio",
+            AnyTransport::LegacySse(_) => "sse",
+        }
+    }
+
     /// stdio: what its children did (summary.json `processes`).
     pub fn process_report(&self) -> Option<ProcessReport> {
         match self {
