@@ -203,6 +203,9 @@ impl Connector {
         if self.opts.list_tools {
             server.tools = list_tools(&mut transport, server.revision, &self.opts).await?;
         }
+        if let AnyTransport::Stdio(s) = &mut transport {
+            s.connected();
+        }
         Ok(Connected {
             server: Arc::new(server),
             transport,

@@ -4,7 +4,7 @@
 //! session ends (after `session_calls` calls or `session_duration`); start-ups timed, exits
 //! kept with their stderr; the ids of the children alive shared with the resource sampler.
 
-use super::stdio::{CLOSE_GRACE, EXITS_KEPT, ProcessExit, ProcessReport, kill_group};
+use super::stdio::{CLOSE_GRACE, EXITS_KEPT, ProcessExit, ProcessReport, StderrTail, kill_group};
 use super::{
     Cancelled, Event, ExchangeId, LegacyInit, McpHeaders, Outgoing, StdioOptions, StdioTransport,
     Transport, TransportCounters, TransportError,
@@ -177,7 +177,9 @@ pub struct StdioFleet {
     started: u64,
     start_failures: u64,
     exits_total: u64,
-    exits: Vec<ProcessExit>,
+    /// Each exit, with its child's stderr tail read when the report is made (the drain may
+    /// still be reading the last lines when the child is reaped).
+    exits: Vec<(ProcessExit, StderrTail)>,
     first_pollution: Option<(u32, String)>,
     /// Children not started for the memory budget, and why the last one was not.
     budget_refusals: u64,
@@ -555,7 +557,8 @@ impl StdioFleet {
         if let Some(during) = l.during {
             self.exits_total += 1;
             if self.exits.len() < EXITS_KEPT {
-                self.exits.push(l.m.t.exit(l.user, l.m.session, during));
+                let exit = l.m.t.exit(l.user, l.m.session, during);
+                self.exits.push((exit, l.m.t.stderr_tail().clone()));
             }
         }
     }
@@ -581,7 +584,14 @@ impl StdioFleet {
             started: self.started,
             start_failures: self.start_failures,
             exits_total: self.exits_total,
-            exits: self.exits.clone(),
+            exits: self
+                .exits
+                .iter()
+                .map(|(exit, tail)| ProcessExit {
+                    stderr_tail: tail.lines(),
+                    ..exit.clone()
+                })
+                .collect(),
             first_stdout_pollution_user: first.as_ref().map(|(u, _)| *u),
             first_stdout_pollution: first.map(|(_, l)| l),
             memory_budget_bytes: self.opts.memory_budget,

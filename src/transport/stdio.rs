@@ -354,6 +354,14 @@ impl StdioTransport {
             .get_or_insert_with(|| self.began.elapsed());
     }
 
+    /// The connect is over: its start-up ends here if the handshake did not end it, and what
+    /// the counters saw while connecting is forgotten (the connect read those lines itself,
+    /// so none reached the pairing counts); the first polluted line is still kept.
+    pub fn connected(&mut self) {
+        self.mark_connected();
+        self.counters = TransportCounters::default();
+    }
+
     /// Keeps what the handshake sent, for children started later the same way.
     pub fn set_handshake(&mut self, init: LegacyInit) {
         self.handshake = Some(init);
@@ -361,6 +369,10 @@ impl StdioTransport {
 
     pub(crate) fn handshake(&self) -> Option<&LegacyInit> {
         self.handshake.as_ref()
+    }
+
+    pub(crate) fn stderr_tail(&self) -> &StderrTail {
+        &self.stderr_tail
     }
 
     /// When its spawn began.

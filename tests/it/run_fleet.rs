@@ -169,3 +169,144 @@ fn churned_sessions_start_a_child_each_and_leak_nothing_in_mcpload() {
         "mcpload held {early} descriptors at the start and {late} at the end"
     );
 }
+
+#[test]
+fn a_child_that_exits_mid_session_fails_its_call_as_missing_and_its_user_starts_another() {
+    // Each child answers 5 calls and exits (code 3) on reading the 6th: with one call in
+    // flight per user, exactly one call per exit is never answered.
+    let (dir, _) = fleet_run(
+        "exits",
+        &["--stdio", "--exit-after-calls", "5"],
+        &["-c", "4", "-d", "3s", "--warmup", "0s", "--tool", "echo"],
+        |_| {},
+    );
+    let row = &steps(&dir)[0];
+    assert_identity(row);
+    let exits = num(row, "process_exits");
+    assert!(exits >= 4.0, "{row:?}");
+    assert_eq!(num(row, "missing"), exits, "one call lost per exit");
+    assert_eq!(num(row, "transport_errors"), 0.0);
+    let ok = num(row, "ok");
+    assert!(
+        ok >= 5.0 * exits && ok <= 5.0 * (exits + 4.0),
+        "{ok} ok, {exits} exits"
+    );
+    assert_eq!(row["target_down"], "");
+    let p = &summary(&dir)["processes"];
+    assert_eq!(p["exits_total"].as_f64(), Some(exits), "{p}");
+    assert_eq!(p["start_failures"], 0);
+    // A child per session: each exit's, and each user's last (which may have exited on the
+    // step's last call, its user sending no more).
+    let started = p["started"].as_f64().unwrap();
+    assert!(started >= exits && started <= exits + 4.0, "{p}");
+    let first = &p["exits"][0];
+    assert_eq!(first["during"], "session");
+    assert_eq!(first["code"], 3);
+    let tail: Vec<&str> = first["stderr_tail"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert!(
+        tail.contains(&"mcpload serve: exiting after 5 calls"),
+        "{tail:?}"
+    );
+}
+
+#[test]
+fn a_banner_on_stdout_is_pollution_counted_once_per_child_and_skipped() {
+    let (dir, _) = fleet_run(
+        "banner",
+        &["--stdio", "--stdout-banner", "weather server v1 ready"],
+        &[
+            "-c",
+            "3",
+            "-d",
+            "2s",
+            "--warmup",
+            "0s",
+            "--session-calls",
+            "20",
+        ],
+        |_| {},
+    );
+    let row = &steps(&dir)[0];
+    assert_identity(row);
+    assert_eq!(
+        num(row, "requests"),
+        num(row, "ok"),
+        "skipped, nothing lost"
+    );
+    let p = &summary(&dir)["processes"];
+    // The connect's child printed its banner while connecting (read and skipped there);
+    // every later child's is counted, once, as a parse error too.
+    let later = p["started"].as_f64().unwrap() - 1.0;
+    assert!(later >= 3.0, "{p}");
+    assert_eq!(num(row, "stdout_pollution"), later, "{row:?}");
+    assert_eq!(num(row, "parse_errors"), later);
+    assert_eq!(p["first_stdout_pollution"], "weather server v1 ready");
+}
+
+#[test]
+fn start_up_time_is_measured_from_the_spawn_to_the_handshake() {
+    let (dir, _) = fleet_run(
+        "startup",
+        &["--stdio", "--startup-ms", "400"],
+        &[
+            "--protocol",
+            "2025-06-18",
+            "-c",
+            "3",
+            "-d",
+            "2s",
+            "--warmup",
+            "0s",
+        ],
+        |_| {},
+    );
+    let row = &steps(&dir)[0];
+    // Lower bounds only: the machine may be slow, never fast beyond the sleep.
+    assert!(num(row, "connect_p50_ms") >= 400.0, "{row:?}");
+    assert!(num(row, "spawn_p99_ms") < num(row, "connect_p50_ms"));
+}
+
+#[test]
+fn children_that_keep_failing_to_start_put_the_target_down() {
+    // The first child (the connect's) serves; every later one exits at once with code 7.
+    let dir = scratch("start_fails");
+    let flag = dir.join("first-started");
+    let serve = line(&serve_cmd(&["--stdio"]));
+    let script = format!(
+        "if [ -e {f} ]; then echo 'no licence' >&2; exit 7; fi; touch {f}; exec {serve}",
+        f = flag.display()
+    );
+    let stdio = line(&["sh".into(), "-c".into(), script]);
+    let out = dir.join("run").display().to_string();
+    let o = run(&[
+        "--stdio",
+        &stdio,
+        "--process-per-user",
+        "-c",
+        "3",
+        "-d",
+        "3s",
+        "--warmup",
+        "0s",
+        "--out",
+        &out,
+    ]);
+    let dir = dir.join("run");
+    let row = &steps(&dir)[0];
+    assert_identity(row);
+    assert!(
+        row["target_down"].contains("did not start"),
+        "{row:?} {o:?}"
+    );
+    let p = &summary(&dir)["processes"];
+    assert!(p["start_failures"].as_u64().unwrap() >= 3, "{p}");
+    let first = &p["exits"][0];
+    assert_eq!(first["during"], "start");
+    assert_eq!(first["code"], 7);
+    assert_eq!(first["stderr_tail"][0], "no licence");
+}
