@@ -181,6 +181,7 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
                 ul {
                     @for f in knee_facts(run) { li { (f) } }
                     @if let Some(u) = usl_line(run) { li { "USL: " (u) } }
+                    @if let Some(f) = &run.fleet { li { "Fleet: " (f.reason) } }
                 }
                 @for p in plots {
                     figure {

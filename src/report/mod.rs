@@ -358,6 +358,7 @@ impl RunFolder {
             knee_cpu: None,
             watch_failures: Vec::new(),
             processes: None,
+            fleet: None,
         };
         let reporters: Vec<Box<dyn Reporter + Send>> = vec![
             Box::new(tables::StepsCsv::create(&dir)?),
@@ -535,11 +536,19 @@ impl RunFolder {
         self.each(|r, s| r.changed(s))
     }
 
-    /// Records what a stdio run's children did, once its connections are closed.
+    /// Records what a stdio run's children did, once its connections are closed; a process
+    /// per session is judged as a fleet too, its start-ups held to `timeout`.
     pub fn record_processes(
         &mut self,
         report: crate::transport::ProcessReport,
+        timeout: std::time::Duration,
     ) -> Result<(), ReportError> {
+        if report.mode == "per_user" {
+            let steps: Vec<_> = self.summary.steps.iter().map(|s| s.figures.clone()).collect();
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+            let ms = timeout.as_secs_f64() * 1000.0;
+            self.summary.fleet = Some(crate::analysis::fleet::judge(&steps, ms, cores));
+        }
         self.summary.processes = Some(report);
         self.each(|r, s| r.changed(s))
     }

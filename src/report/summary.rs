@@ -196,6 +196,10 @@ pub struct RunSummary {
     /// over HTTP, and until the connections are closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<crate::transport::ProcessReport>,
+    /// A process per session: the largest fleet that stayed healthy, its memory, and what
+    /// ran out first (docs/metrics.md, "stdio children"); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::analysis::fleet::FleetVerdict>,
 }
 
 /// One folder of a merged run.

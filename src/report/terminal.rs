@@ -853,6 +853,9 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
     if let Some(line) = usl_line(run) {
         let _ = writeln!(out, "{} {line}", paint("USL:", BOLD, color));
     }
+    if let Some(f) = &run.fleet {
+        let _ = writeln!(out, "{} {}.", paint("Fleet:", BOLD, color), f.reason);
+    }
     let limited = generator_lines(run);
     if !limited.is_empty() {
         let _ = writeln!(out, "\n{}", paint("Generator:", BOLD, color));

@@ -221,7 +221,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     }
     folder.record_sessions(&whole)?;
     if let Some(report) = transports.first().and_then(AnyTransport::process_report) {
-        folder.record_processes(report)?;
+        folder.record_processes(report, plan.load.timeout)?;
     }
     if let Some(auth) = &connector.options().auth {
         // No refresh after the last request: the counts are the run's, and a built-in

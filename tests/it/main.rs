@@ -32,6 +32,7 @@ mod run_auth_interop;
 mod run_compare;
 mod run_faults;
 mod run_fleet;
+mod run_fleet_interop;
 mod run_generator;
 mod run_hostile_defects;
 mod run_ops;

@@ -3,6 +3,7 @@
 //! environment, so no other process can be mistaken for one), start-ups timed, nothing left
 //! running after the run, and churn without a leaked descriptor in mcpload itself.
 
+use crate::support::machine;
 use crate::support::run::*;
 use crate::support::scratch::scratch;
 use crate::support::servers::{line, serve_cmd};
@@ -14,7 +15,7 @@ const BUDGET: Duration = Duration::from_secs(120);
 
 /// The processes whose environment holds `MCPLOAD_FLEET_MARK=mark`: the children of one
 /// test's run, and nothing else.
-fn marked(mark: &str) -> Vec<u32> {
+pub(crate) fn marked(mark: &str) -> Vec<u32> {
     let needle = format!("MCPLOAD_FLEET_MARK={mark}");
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -32,18 +33,30 @@ fn fds(pid: u32) -> Option<usize> {
     Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
 }
 
-/// A fleet run of the built-in stdio target with `args`, its children marked `name`;
-/// returns the folder, the run as watched, and the most children seen alive at once.
+/// A fleet run of the built-in stdio target with `args`, its children marked `name`; `each`
+/// is called with mcpload's pid every 50 ms. Returns the folder and the run as watched.
 fn fleet_run(
     name: &str,
     target: &[&str],
     args: &[&str],
     each: impl FnMut(u32),
 ) -> (PathBuf, Watched) {
+    fleet_of(name, &serve_cmd(target), args, each)
+}
+
+/// A fleet run of the stdio server `command` (see [`fleet_run`]); the children are checked
+/// gone after the run.
+pub(crate) fn fleet_of(
+    name: &str,
+    command: &[String],
+    args: &[&str],
+    each: impl FnMut(u32),
+) -> (PathBuf, Watched) {
+    let _share = machine::loading();
     let dir = scratch(name).join("run");
     let mark = format!("{name}-{}", std::process::id());
     let env = format!("MCPLOAD_FLEET_MARK={mark}");
-    let stdio = line(&serve_cmd(target));
+    let stdio = line(command);
     let out = dir.display().to_string();
     let mut all = vec!["--stdio", &stdio, "--process-per-user", "--child-env", &env];
     all.extend_from_slice(args);
