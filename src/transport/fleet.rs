@@ -11,7 +11,10 @@ pub struct ChildPids(Arc<Mutex<Vec<u32>>>);
 impl ChildPids {
     /// A child started.
     pub fn add(&self, pid: u32) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).push(pid);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(pid);
     }
 
     /// A child ended (a pid not held is ignored).
@@ -24,6 +27,9 @@ impl ChildPids {
 
     /// The children alive now, in the order they started.
     pub fn snapshot(&self) -> Vec<u32> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }

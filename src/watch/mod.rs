@@ -387,6 +387,63 @@ pub(super) mod test_support {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+
+    /// A process in a process group of its own, killed with all of it when dropped (also
+    /// when a test panics).
+    #[cfg(target_os = "linux")]
+    pub(crate) struct Server(std::process::Child);
+
+    #[cfg(target_os = "linux")]
+    impl Server {
+        /// Starts `python3 -c SCRIPT` and waits (at most `PATIENCE`) for it to print `ready`.
+        pub(crate) fn start(script: &str) -> Server {
+            let mut python = std::process::Command::new("python3");
+            python.args(["-c", script]);
+            Server::run(python)
+        }
+
+        /// Starts `command` and waits (at most `PATIENCE`) for a line `ready` on its stdout
+        /// (from it or any process it started).
+        pub(crate) fn run(mut command: std::process::Command) -> Server {
+            use std::io::{BufRead, BufReader};
+            use std::os::unix::process::CommandExt;
+            use std::process::Stdio;
+            let mut child = command
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .expect("the server starts");
+            let stdout = child.stdout.take().unwrap();
+            let server = Server(child);
+            let (said, heard) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = BufReader::new(stdout).read_line(&mut line);
+                let _ = said.send(line);
+            });
+            let line = heard.recv_timeout(PATIENCE).expect("the script says ready");
+            assert_eq!(line.trim(), "ready");
+            server
+        }
+
+        pub(crate) fn pid(&self) -> u32 {
+            self.0.id()
+        }
+
+        pub(crate) fn kill(&mut self) {
+            let group = rustix::process::Pid::from_raw(self.0.id() as i32).unwrap();
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            let _ = self.0.wait();
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Drop for Server {
+        fn drop(&mut self) {
+            self.kill();
+        }
+    }
 }
 
 #[cfg(test)]
