@@ -1,9 +1,10 @@
-//! The `Pid` source: a process and all its descendants, totalled from /proc. Descendants
-//! are found by scanning every process's parent in /proc/*/stat each reading, not from
-//! /proc/PID/task/*/children: that file needs CONFIG_PROC_CHILDREN, lists only the children
-//! of the one thread it belongs to (so every thread of every member must be read), and the
-//! kernel vouches for it only while the tasks are frozen; the scan needs nothing but /proc
-//! and reads the stat lines the totals come from anyway.
+//! The `Pid` source: a process and all its descendants, totalled from /proc; its scan,
+//! totals and CPU are the `Fleet` source's too. Descendants are found by scanning every
+//! process's parent in /proc/*/stat each reading, not from /proc/PID/task/*/children: that
+//! file needs CONFIG_PROC_CHILDREN, lists only the children of the one thread it belongs to
+//! (so every thread of every member must be read), and the kernel vouches for it only while
+//! the tasks are frozen; the scan needs nothing but /proc and reads the stat lines the
+//! totals come from anyway.
 
 use super::cpu::{CpuRate, MemberCpu};
 use super::{Reading, ResourceSample, Source};
@@ -162,6 +163,14 @@ impl Totals {
             }
         }
         totals
+    }
+
+    pub(super) fn add(&mut self, other: Totals) {
+        self.rss_bytes += other.rss_bytes;
+        self.threads += other.threads;
+        self.fds += other.fds;
+        self.fds_read += other.fds_read;
+        self.processes += other.processes;
     }
 
     /// The sample these totals make; fds only when some process showed its fds (or there
