@@ -68,6 +68,10 @@ struct ResourceRow {
     /// mcpload's own connections to the server open when the sample was written: the
     /// descriptors the server holds for them are not a leak (empty over stdio).
     client_connections: Option<u64>,
+    /// Copies of the server alive, and the median and largest RSS of one (a stdio fleet).
+    children: Option<u64>,
+    child_rss_p50_bytes: Option<u64>,
+    child_rss_max_bytes: Option<u64>,
 }
 
 /// A row of resources.csv as read back for the plot.
@@ -284,6 +288,9 @@ impl ResourceLog {
             heap_bytes: s.heap_bytes,
             sessions,
             client_connections: connections,
+            children: s.children,
+            child_rss_p50_bytes: s.child_rss_p50_bytes,
+            child_rss_max_bytes: s.child_rss_max_bytes,
         })?;
         self.kept.push(Kept {
             t_s: s.t_s,
@@ -604,5 +611,8 @@ fn blank_row() -> ResourceRow {
         heap_bytes: None,
         sessions: None,
         client_connections: None,
+        children: None,
+        child_rss_p50_bytes: None,
+        child_rss_max_bytes: None,
     }
 }

@@ -282,8 +282,10 @@ fn watch_spec(plan: &Plan, transports: &[AnyTransport], origin: Instant) -> Opti
     if plan.target.builtin.is_some() {
         sources.push(WatchSource::InProcessTarget);
     }
-    if let Some(AnyTransport::Stdio(t)) = transports.first() {
-        sources.extend(t.child_id().map(WatchSource::Pid));
+    match transports.first() {
+        Some(AnyTransport::Stdio(t)) => sources.extend(t.child_id().map(WatchSource::Pid)),
+        Some(AnyTransport::Fleet(f)) => sources.push(WatchSource::Fleet(f.pids())),
+        _ => {}
     }
     (!sources.is_empty()).then(|| WatchSpec {
         sources,

@@ -1,10 +1,12 @@
 //! The server under test watched as a process: a thread of its own reads RSS, CPU, threads,
 //! open fds, processes and heap once an interval from the sources it is given (a process
-//! tree, a cgroup, a Prometheus page, the built-in target's threads) and keeps the samples
-//! and failures until they are taken. docs/watch.md is the contract.
+//! tree, a stdio fleet's trees, a cgroup, a Prometheus page, the built-in target's threads)
+//! and keeps the samples and failures until they are taken. docs/watch.md is the contract.
 
 mod cgroup;
 mod cpu;
+#[cfg(target_os = "linux")]
+mod fleet;
 mod http_get;
 #[cfg(target_os = "linux")]
 mod in_process;
@@ -12,6 +14,7 @@ mod prometheus;
 #[cfg(target_os = "linux")]
 mod tree;
 
+use crate::transport::ChildPids;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -35,6 +38,13 @@ pub struct ResourceSample {
     pub processes: Option<u64>,
     /// Heap in use, where the runtime exports it (Prometheus source).
     pub heap_bytes: Option<u64>,
+    /// Copies of the server alive: the fleet's children (roots) found (Fleet source).
+    pub children: Option<u64>,
+    /// The median RSS of a copy, each copy's being its whole tree's (Fleet source; None with
+    /// no copy alive).
+    pub child_rss_p50_bytes: Option<u64>,
+    /// The largest RSS of a copy (Fleet source; None with no copy alive).
+    pub child_rss_max_bytes: Option<u64>,
     /// Named series asked for by `--server-metric NAME=SERIES` (e.g. ("sessions", 12.0)), in
     /// the order of `WatchSpec::named`; a series no source gave is left out.
     pub named: Vec<(String, f64)>,
@@ -49,6 +59,9 @@ impl ResourceSample {
         self.fds = self.fds.or(later.fds);
         self.processes = self.processes.or(later.processes);
         self.heap_bytes = self.heap_bytes.or(later.heap_bytes);
+        self.children = self.children.or(later.children);
+        self.child_rss_p50_bytes = self.child_rss_p50_bytes.or(later.child_rss_p50_bytes);
+        self.child_rss_max_bytes = self.child_rss_max_bytes.or(later.child_rss_max_bytes);
         for (name, value) in later.named {
             if !self.named.iter().any(|(have, _)| *have == name) {
                 self.named.push((name, value));
@@ -63,6 +76,10 @@ pub enum WatchSource {
     /// A local process and all its descendants (process tree totals: RSS summed, threads
     /// summed, fds summed, CPU of the tree).
     Pid(u32),
+    /// A stdio fleet's children, one process tree each (the root and its descendants): the
+    /// fleet's totals (as `Pid`'s, over every tree), the copies alive, and the median and
+    /// largest RSS of a copy. A root gone is not counted.
+    Fleet(ChildPids),
     /// A cgroup directory: v2 files memory.current, cpu.stat (usage_usec), pids.current; v1
     /// memory.usage_in_bytes and cpuacct.usage where those are what is there.
     Cgroup(PathBuf),
@@ -210,6 +227,7 @@ fn lock(collected: &Mutex<Collected>) -> std::sync::MutexGuard<'_, Collected> {
 fn open(source: WatchSource, named: &[(String, String)]) -> Box<dyn Source> {
     match source {
         WatchSource::Pid(pid) => open_process_tree(pid),
+        WatchSource::Fleet(pids) => open_fleet(pids),
         WatchSource::Cgroup(dir) => Box::new(cgroup::CgroupDir::new(dir)),
         WatchSource::Metrics { url } => Box::new(prometheus::MetricsPage::new(url, named)),
         WatchSource::InProcessTarget => open_in_process_target(),
@@ -222,6 +240,11 @@ fn open_process_tree(pid: u32) -> Box<dyn Source> {
 }
 
 #[cfg(target_os = "linux")]
+fn open_fleet(pids: ChildPids) -> Box<dyn Source> {
+    Box::new(fleet::Fleet::new(pids))
+}
+
+#[cfg(target_os = "linux")]
 fn open_in_process_target() -> Box<dyn Source> {
     Box::new(in_process::InProcessTarget::default())
 }
@@ -229,6 +252,11 @@ fn open_in_process_target() -> Box<dyn Source> {
 #[cfg(not(target_os = "linux"))]
 fn open_process_tree(pid: u32) -> Box<dyn Source> {
     Box::new(WithoutProc(format!("process {pid}")))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_fleet(_pids: ChildPids) -> Box<dyn Source> {
+    Box::new(WithoutProc("the stdio fleet".to_owned()))
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -387,6 +415,63 @@ pub(super) mod test_support {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
+
+    /// A process in a process group of its own, killed with all of it when dropped (also
+    /// when a test panics).
+    #[cfg(target_os = "linux")]
+    pub(crate) struct Server(std::process::Child);
+
+    #[cfg(target_os = "linux")]
+    impl Server {
+        /// Starts `python3 -c SCRIPT` and waits (at most `PATIENCE`) for it to print `ready`.
+        pub(crate) fn start(script: &str) -> Server {
+            let mut python = std::process::Command::new("python3");
+            python.args(["-c", script]);
+            Server::run(python)
+        }
+
+        /// Starts `command` and waits (at most `PATIENCE`) for a line `ready` on its stdout
+        /// (from it or any process it started).
+        pub(crate) fn run(mut command: std::process::Command) -> Server {
+            use std::io::{BufRead, BufReader};
+            use std::os::unix::process::CommandExt;
+            use std::process::Stdio;
+            let mut child = command
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .expect("the server starts");
+            let stdout = child.stdout.take().unwrap();
+            let server = Server(child);
+            let (said, heard) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = BufReader::new(stdout).read_line(&mut line);
+                let _ = said.send(line);
+            });
+            let line = heard.recv_timeout(PATIENCE).expect("the script says ready");
+            assert_eq!(line.trim(), "ready");
+            server
+        }
+
+        pub(crate) fn pid(&self) -> u32 {
+            self.0.id()
+        }
+
+        pub(crate) fn kill(&mut self) {
+            let group = rustix::process::Pid::from_raw(self.0.id() as i32).unwrap();
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            let _ = self.0.wait();
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Drop for Server {
+        fn drop(&mut self) {
+            self.kill();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -413,12 +498,22 @@ mod tests {
         first.fill_from(ResourceSample {
             rss_bytes: Some(2),
             fds: Some(9),
+            children: Some(4),
+            child_rss_max_bytes: Some(5),
             named: vec![("sessions".to_owned(), 4.0), ("queue".to_owned(), 5.0)],
             ..ResourceSample::default()
         });
         assert_eq!(first.rss_bytes, Some(1));
         assert_eq!(first.fds, Some(9));
         assert_eq!(first.cpu_pct, None);
+        assert_eq!(
+            (
+                first.children,
+                first.child_rss_p50_bytes,
+                first.child_rss_max_bytes
+            ),
+            (Some(4), None, Some(5))
+        );
         assert_eq!(
             first.named,
             vec![("sessions".to_owned(), 3.0), ("queue".to_owned(), 5.0)]

@@ -1,9 +1,10 @@
-//! The `Pid` source: a process and all its descendants, totalled from /proc. Descendants
-//! are found by scanning every process's parent in /proc/*/stat each reading, not from
-//! /proc/PID/task/*/children: that file needs CONFIG_PROC_CHILDREN, lists only the children
-//! of the one thread it belongs to (so every thread of every member must be read), and the
-//! kernel vouches for it only while the tasks are frozen; the scan needs nothing but /proc
-//! and reads the stat lines the totals come from anyway.
+//! The `Pid` source: a process and all its descendants, totalled from /proc; its scan,
+//! totals and CPU are the `Fleet` source's too. Descendants are found by scanning every
+//! process's parent in /proc/*/stat each reading, not from /proc/PID/task/*/children: that
+//! file needs CONFIG_PROC_CHILDREN, lists only the children of the one thread it belongs to
+//! (so every thread of every member must be read), and the kernel vouches for it only while
+//! the tasks are frozen; the scan needs nothing but /proc and reads the stat lines the
+//! totals come from anyway.
 
 use super::cpu::{CpuRate, MemberCpu};
 use super::{Reading, ResourceSample, Source};
@@ -18,8 +19,7 @@ pub(super) struct ProcessTree {
     root_start: Option<u64>,
     /// Set once the root is seen gone: the tree is not looked for again.
     gone: bool,
-    cpu: MemberCpu,
-    rate: CpuRate,
+    cpu: TreeCpu,
 }
 
 impl ProcessTree {
@@ -28,8 +28,7 @@ impl ProcessTree {
             root: i32::try_from(pid).unwrap_or(i32::MAX),
             root_start: None,
             gone: false,
-            cpu: MemberCpu::default(),
-            rate: CpuRate::default(),
+            cpu: TreeCpu::default(),
         }
     }
 
@@ -39,138 +38,181 @@ impl ProcessTree {
     }
 }
 
-/// A process that has exited (a zombie not yet reaped, or dead) is no longer running.
-fn ended(stat: &Stat) -> bool {
-    matches!(stat.state, 'Z' | 'X' | 'x')
-}
-
 impl Source for ProcessTree {
     fn read(&mut self) -> Reading {
         if self.gone {
             return self.gone();
         }
         let at = Instant::now();
-        let Ok(all) = procfs::process::all_processes() else {
-            return Reading::failed("no /proc", "/proc cannot be read".to_owned());
+        let Some(mut scan) = Scan::now() else {
+            return Scan::unreadable();
         };
-        // Every live process: one that ends between the listing and its stat drops out.
-        let live: Vec<(Process, Stat)> = all
+        let Some(root) = scan.find(self.root) else {
+            return self.gone();
+        };
+        let start = scan.live[root].1.starttime;
+        if *self.root_start.get_or_insert(start) != start {
+            return self.gone();
+        }
+        let members = scan.tree(root);
+        let cpu_pct = self.cpu.percent(at, &scan, &members);
+        Reading::of(Totals::of(&scan, &members).figures(cpu_pct))
+    }
+}
+
+/// A process that has exited (a zombie not yet reaped, or dead) is no longer running.
+fn ended(stat: &Stat) -> bool {
+    matches!(stat.state, 'Z' | 'X' | 'x')
+}
+
+/// One scan of /proc: every live process, and who is whose child, for the trees of one
+/// reading to be taken from (one tree for `Pid`, one a root for `Fleet`).
+pub(super) struct Scan {
+    live: Vec<(Process, Stat)>,
+    /// Index into `live` by process id.
+    by_pid: FxHashMap<i32, usize>,
+    /// Indexes into `live` of each process id's children.
+    children: FxHashMap<i32, Vec<usize>>,
+    /// Processes already taken into a tree of this scan: each is taken once, so a loop in
+    /// the parent links (ids reused mid-scan) ends and no process is in two trees.
+    taken: Vec<bool>,
+}
+
+impl Scan {
+    /// Reads /proc now; None when it cannot be listed. A process that ends between the
+    /// listing and its stat drops out.
+    pub(super) fn now() -> Option<Scan> {
+        let live: Vec<(Process, Stat)> = procfs::process::all_processes()
+            .ok()?
             .flatten()
             .filter_map(|process| {
                 let stat = process.stat().ok()?;
                 (!ended(&stat)).then_some((process, stat))
             })
             .collect();
-        let Some(root) = live.iter().position(|(_, stat)| stat.pid == self.root) else {
-            return self.gone();
-        };
-        let start = live[root].1.starttime;
-        if *self.root_start.get_or_insert(start) != start {
-            return self.gone();
+        let mut by_pid = FxHashMap::default();
+        let mut children: FxHashMap<i32, Vec<usize>> = FxHashMap::default();
+        for (i, (_, stat)) in live.iter().enumerate() {
+            by_pid.insert(stat.pid, i);
+            children.entry(stat.ppid).or_default().push(i);
         }
-        let members = descendants_of(root, &live);
+        let taken = vec![false; live.len()];
+        Some(Scan {
+            live,
+            by_pid,
+            children,
+            taken,
+        })
+    }
 
-        let page = procfs::page_size();
-        let (mut rss, mut threads, mut fds, mut fds_read) = (0u64, 0u64, 0u64, false);
-        for &i in &members {
-            let (process, stat) = &live[i];
-            rss += stat.rss * page;
-            threads += u64::try_from(stat.num_threads).unwrap_or(0);
-            // Another user's process (a setuid launcher) hides its fds: counted where shown.
-            if let Ok(count) = process.fd_count() {
-                fds += count as u64;
-                fds_read = true;
+    /// The failure of a reading whose scan could not be made.
+    pub(super) fn unreadable() -> Reading {
+        Reading::failed("no /proc", "/proc cannot be read".to_owned())
+    }
+
+    /// The live process with id `pid`, as an index for [`Scan::tree`].
+    pub(super) fn find(&self, pid: i32) -> Option<usize> {
+        self.by_pid.get(&pid).copied()
+    }
+
+    /// Indexes of the process at `root` and every descendant of it, breadth first, less
+    /// those an earlier tree of this scan took (empty when `root` itself was taken).
+    pub(super) fn tree(&mut self, root: usize) -> Vec<usize> {
+        if std::mem::replace(&mut self.taken[root], true) {
+            return Vec::new();
+        }
+        let mut members = vec![root];
+        let mut next = 0;
+        while next < members.len() {
+            let pid = self.live[members[next]].1.pid;
+            next += 1;
+            for &kid in self.children.get(&pid).map_or(&[][..], Vec::as_slice) {
+                if !std::mem::replace(&mut self.taken[kid], true) {
+                    members.push(kid);
+                }
             }
         }
-        let ticks = self.cpu.advance(members.iter().map(|&i| {
-            let stat = &live[i].1;
-            ((stat.pid, stat.starttime), stat.utime + stat.stime)
-        }));
-        let cpu_s = ticks as f64 / procfs::ticks_per_second().max(1) as f64;
-        Reading::of(ResourceSample {
-            rss_bytes: Some(rss),
-            cpu_pct: self.rate.percent(at, cpu_s),
-            threads: Some(threads),
-            fds: fds_read.then_some(fds),
-            processes: Some(members.len() as u64),
-            ..ResourceSample::default()
-        })
+        members
     }
 }
 
-/// Indexes into `live` of the process at `root` and every descendant of it, breadth first;
-/// each process is taken once, so a loop in the parent links (ids reused mid-scan) ends.
-fn descendants_of(root: usize, live: &[(Process, Stat)]) -> Vec<usize> {
-    let mut children: FxHashMap<i32, Vec<usize>> = FxHashMap::default();
-    for (i, (_, stat)) in live.iter().enumerate() {
-        if i != root {
-            children.entry(stat.ppid).or_default().push(i);
+/// The figures summed over a set of processes of one scan.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Totals {
+    pub(super) rss_bytes: u64,
+    threads: u64,
+    fds: u64,
+    /// Processes whose fds could be read.
+    fds_read: u64,
+    processes: u64,
+}
+
+impl Totals {
+    pub(super) fn of(scan: &Scan, members: &[usize]) -> Totals {
+        let page = procfs::page_size();
+        let mut totals = Totals::default();
+        for &i in members {
+            let (process, stat) = &scan.live[i];
+            totals.rss_bytes += stat.rss * page;
+            totals.threads += u64::try_from(stat.num_threads).unwrap_or(0);
+            totals.processes += 1;
+            // Another user's process (a setuid launcher) hides its fds: counted where shown.
+            if let Ok(count) = process.fd_count() {
+                totals.fds += count as u64;
+                totals.fds_read += 1;
+            }
+        }
+        totals
+    }
+
+    pub(super) fn add(&mut self, other: Totals) {
+        self.rss_bytes += other.rss_bytes;
+        self.threads += other.threads;
+        self.fds += other.fds;
+        self.fds_read += other.fds_read;
+        self.processes += other.processes;
+    }
+
+    /// The sample these totals make; fds only when some process showed its fds (or there
+    /// is no process at all, whose fds are none).
+    pub(super) fn figures(self, cpu_pct: Option<f64>) -> ResourceSample {
+        ResourceSample {
+            rss_bytes: Some(self.rss_bytes),
+            cpu_pct,
+            threads: Some(self.threads),
+            fds: (self.fds_read > 0 || self.processes == 0).then_some(self.fds),
+            processes: Some(self.processes),
+            ..ResourceSample::default()
         }
     }
-    let mut members = vec![root];
-    let mut next = 0;
-    while next < members.len() {
-        let pid = live[members[next]].1.pid;
-        next += 1;
-        if let Some(kids) = children.remove(&pid) {
-            members.extend(kids);
-        }
+}
+
+/// The CPU of a changing set of processes, as a rate between readings (the member rule of
+/// [`MemberCpu`]).
+#[derive(Default)]
+pub(super) struct TreeCpu {
+    members: MemberCpu,
+    rate: CpuRate,
+}
+
+impl TreeCpu {
+    /// Percent of one core since the previous reading by the processes `members` of `scan`,
+    /// taken at `at`; None at the first reading.
+    pub(super) fn percent(&mut self, at: Instant, scan: &Scan, members: &[usize]) -> Option<f64> {
+        let ticks = self.members.advance(members.iter().map(|&i| {
+            let stat = &scan.live[i].1;
+            ((stat.pid, stat.starttime), stat.utime + stat.stime)
+        }));
+        let cpu_s = ticks as f64 / procfs::ticks_per_second().max(1) as f64;
+        self.rate.percent(at, cpu_s)
     }
-    members
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::test_support::*;
     use super::super::{WatchSource, WatchSpec, Watcher};
-    use std::io::{BufRead, BufReader};
-    use std::os::unix::process::CommandExt;
-    use std::process::{Child, Command, Stdio};
-    use std::sync::mpsc;
     use std::time::{Duration, Instant};
-
-    /// A Python process in a process group of its own, killed with all of it when dropped.
-    struct Server(Child);
-
-    impl Server {
-        /// Starts `python3 -c SCRIPT` and waits (at most `PATIENCE`) for it to print `ready`.
-        fn start(script: &str) -> Server {
-            let mut child = Command::new("python3")
-                .args(["-c", script])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .process_group(0)
-                .spawn()
-                .expect("python3 starts");
-            let stdout = child.stdout.take().unwrap();
-            let server = Server(child);
-            let (said, heard) = mpsc::channel();
-            std::thread::spawn(move || {
-                let mut line = String::new();
-                let _ = BufReader::new(stdout).read_line(&mut line);
-                let _ = said.send(line);
-            });
-            let line = heard.recv_timeout(PATIENCE).expect("the script says ready");
-            assert_eq!(line.trim(), "ready");
-            server
-        }
-
-        fn pid(&self) -> u32 {
-            self.0.id()
-        }
-
-        fn kill(&mut self) {
-            let group = rustix::process::Pid::from_raw(self.0.id() as i32).unwrap();
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-            let _ = self.0.wait();
-        }
-    }
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            self.kill();
-        }
-    }
 
     /// Sleeps are bounded (10 minutes) in case a test's kill never came.
     const BUSY_SERVER: &str = "

@@ -1,8 +1,9 @@
 //! The run folder written through `RunFolder`: both CSVs exactly as docs/metrics.md specifies,
 //! steps.csv equal to summary.json number for number, latency.hlog decoding back to the
-//! step's figures, the knee, redaction, and a summary.json valid after every step.
+//! step's figures, the knee, redaction, a summary.json valid after every step, and
+//! resources.csv's columns as docs/results.md lists them.
 
-use crate::support::run::first_line;
+use crate::support::run::{first_line, table};
 use crate::support::scratch::scratch;
 use crate::support::synthetic::{CONCURRENCY, SECONDS_PER_STEP, synthetic_run};
 use hdrhistogram::Histogram;
@@ -11,8 +12,12 @@ use mcpload::metrics::{Stats, StepFacts, Verdict, us_to_ms};
 use mcpload::report::{
     self, RunFolder, RunSpec, RunStatus, RunSummary, read_hlog, step_histograms,
 };
+use mcpload::transport::ChildPids;
+use mcpload::watch::{WatchSource, WatchSpec, Watcher};
 use serde_json::Value;
 use std::fs;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 /// steps.csv's columns, copied from docs/metrics.md.
 const STEPS_HEADER: &str =
@@ -47,6 +52,10 @@ spawn_p50_ms,spawn_p99_ms,connect_p50_ms,connect_p99_ms,processes_max,stdout_pol
 /// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str = "t_s,step,requests,ok,errors,anomalies,missing,timeouts,rejected,in_flight,p50_ms,p99_ms,\
 server_rss_bytes,server_cpu_pct,server_threads,server_fds";
+
+/// resources.csv's columns, copied from docs/results.md.
+const RESOURCES_HEADER: &str = "t_s,phase,step,rss_bytes,cpu_pct,threads,fds,processes,\
+heap_bytes,sessions,client_connections,children,child_rss_p50_bytes,child_rss_max_bytes";
 
 #[test]
 fn csv_headers_are_metrics_md_exactly() {
@@ -406,4 +415,62 @@ fn a_folder_left_by_a_crash_still_renders() {
             .count(),
         5
     );
+}
+
+/// A child process killed when dropped (also when the test panics).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A stdio fleet of one child watched into resources.csv: the header is docs/results.md's
+/// and the fleet's columns are filled (the copy's RSS is the whole fleet's).
+#[test]
+fn resources_csv_has_results_md_columns_and_a_fleet_fills_its_own() {
+    let dir = scratch("resources_fleet");
+    // Alive once spawned (spawn returns after the exec): the one sample, taken at once,
+    // sees it.
+    let child = Killed(Command::new("sleep").arg("600").spawn().unwrap());
+    let pids = ChildPids::default();
+    pids.add(child.0.id());
+    let origin = Instant::now();
+    let watcher = Watcher::start(WatchSpec {
+        sources: vec![WatchSource::Fleet(pids)],
+        named: Vec::new(),
+        interval: Duration::from_secs(600),
+        origin,
+    });
+    let log = report::ResourceLog::create(
+        &dir,
+        Some(watcher),
+        origin,
+        report::ClientSide::default(),
+        report::CheckSettings {
+            min_window: Duration::from_secs(60),
+        },
+        Vec::new(),
+    )
+    .unwrap();
+    let judged = log.finish(&[], None).unwrap();
+    assert!(judged.failures.is_empty(), "{:?}", judged.failures);
+    assert_eq!(
+        first_line(&dir.join(report::RESOURCES_CSV)),
+        RESOURCES_HEADER
+    );
+    let rows = table(&dir, report::RESOURCES_CSV);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(
+        (row["children"].as_str(), row["processes"].as_str()),
+        ("1", "1")
+    );
+    let rss: u64 = row["rss_bytes"].parse().unwrap();
+    assert!(rss > 0, "{row:?}");
+    assert_eq!(row["child_rss_p50_bytes"], row["rss_bytes"], "{row:?}");
+    assert_eq!(row["child_rss_max_bytes"], row["rss_bytes"], "{row:?}");
+    drop(child);
 }
