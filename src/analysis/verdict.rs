@@ -64,6 +64,9 @@ pub enum Tripped {
     /// Calls asked for input and nothing answered (`input_unanswered`, `input_refused`):
     /// whatever its error rate, such a step is not healthy.
     InputUnanswered { count: u64 },
+    /// A process per session: users' children not started for the fleet's memory budget
+    /// (`fleet_budget_refusals`): the step could not run the users it asked for.
+    FleetBudget { refusals: u64 },
 }
 
 /// A fraction as a percentage with at most two decimals and no trailing zeros: 0.408 → "40.8%".
@@ -128,6 +131,10 @@ impl fmt::Display for Tripped {
                     "{count} requests for input nothing answered (see [input])"
                 )
             }
+            Tripped::FleetBudget { refusals } => write!(
+                f,
+                "{refusals} children not started for the fleet memory budget"
+            ),
         }
     }
 }
@@ -214,6 +221,11 @@ pub fn tripped(s: &StepSummary, c: &StopCriteria) -> Vec<Tripped> {
                 });
             }
         }
+    }
+    if s.fleet_budget_refusals > 0 {
+        out.push(Tripped::FleetBudget {
+            refusals: s.fleet_budget_refusals,
+        });
     }
     let unanswered = s.input_unanswered.unwrap_or(0) + s.input_refused;
     if unanswered > 0 {

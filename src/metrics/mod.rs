@@ -202,6 +202,9 @@ pub struct Counters {
     /// `missing`).
     #[serde(default)]
     pub process_exits: u64,
+    /// A process per session: children not started for the fleet's memory budget.
+    #[serde(default)]
+    pub fleet_budget_refusals: u64,
     /// stdio: the most children alive at once (merged by maximum).
     #[serde(default)]
     pub processes_max: u64,
@@ -284,7 +287,8 @@ macro_rules! additive_counters {
             tool_errors,
             output_schema_violations,
             stdout_pollution,
-            process_exits
+            process_exits,
+            fleet_budget_refusals
         )
     };
 }

@@ -351,6 +351,10 @@ pub struct StepSummary {
     /// stdio: children that exited while their session was in use.
     #[serde(default)]
     pub process_exits: u64,
+    /// A process per session: children not started for the fleet's memory budget (the step
+    /// is `failed`).
+    #[serde(default)]
+    pub fleet_budget_refusals: u64,
 }
 
 /// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum.
@@ -750,6 +754,7 @@ impl StepSummary {
             processes_max: (c.processes_max > 0).then_some(c.processes_max),
             stdout_pollution: c.stdout_pollution,
             process_exits: c.process_exits,
+            fleet_budget_refusals: c.fleet_budget_refusals,
         }
         .with_iterations(s)
         .with_flows(s)

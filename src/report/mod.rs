@@ -544,7 +544,12 @@ impl RunFolder {
         timeout: std::time::Duration,
     ) -> Result<(), ReportError> {
         if report.mode == "per_user" {
-            let steps: Vec<_> = self.summary.steps.iter().map(|s| s.figures.clone()).collect();
+            let steps: Vec<_> = self
+                .summary
+                .steps
+                .iter()
+                .map(|s| s.figures.clone())
+                .collect();
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
             let ms = timeout.as_secs_f64() * 1000.0;
             self.summary.fleet = Some(crate::analysis::fleet::judge(&steps, ms, cores));

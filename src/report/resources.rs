@@ -103,6 +103,8 @@ struct Kept {
     /// The watched `fds` less the descriptors of mcpload's own connections it holds.
     server_fds: Option<u64>,
     sessions: Option<f64>,
+    /// A fleet of stdio children: the copies alive.
+    children: Option<u64>,
 }
 
 /// One drift window of a step's measured time (a minute, or shorter: see
@@ -300,6 +302,7 @@ impl ResourceLog {
             threads: s.threads,
             server_fds: s.fds.map(|f| f.saturating_sub(own)),
             sessions,
+            children: s.children,
         });
         Ok(())
     }
@@ -475,6 +478,25 @@ impl ResourceLog {
         });
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let (cpu_ceiling, knee_phrase) = checks::cpu_ceiling(knee_step, knee_cpu, Some(cores));
+        // A fleet of children: the host's view of the knee, the copies and what they hold.
+        let knee_fleet = knee_step.and_then(|k| {
+            let at_knee = self.kept.iter().filter(|s| s.phase == Phase::Measure(k));
+            let (children, rss) = at_knee
+                .filter_map(|s| Some((s.children?, s.rss_bytes?)))
+                .max_by_key(|(_, rss)| *rss)?;
+            (children > 0).then(|| {
+                let mib = |b: u64| b as f64 / f64::from(1 << 20);
+                format!(
+                    "{children} children holding {:.0} MiB ({:.0} MiB each)",
+                    mib(rss),
+                    mib(rss / children)
+                )
+            })
+        });
+        let knee_phrase = match (knee_phrase, knee_fleet) {
+            (Some(cpu), Some(fleet)) => Some(format!("{cpu}, {fleet}")),
+            (cpu, fleet) => cpu.or(fleet.map(|f| format!("with {f}"))),
+        };
         let bound: Vec<(u32, String)> = steps
             .iter()
             .filter(|s| s.figures.generator_bound)

@@ -25,8 +25,10 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, Default)]
 pub struct ChildPids {
     pids: Arc<Mutex<Vec<u32>>>,
-    /// Resident bytes of every child's tree at the last reading (0: none yet).
+    /// Resident bytes of every child's tree at the last reading, and the children read (0:
+    /// none yet).
     rss_bytes: Arc<AtomicU64>,
+    copies: Arc<AtomicU64>,
 }
 
 impl ChildPids {
@@ -54,14 +56,16 @@ impl ChildPids {
             .clone()
     }
 
-    /// The sampler read the fleet holding `bytes`.
-    pub fn set_rss(&self, bytes: u64) {
+    /// The sampler read `copies` children holding `bytes` in all.
+    pub fn set_rss(&self, bytes: u64, copies: u64) {
         self.rss_bytes.store(bytes, Ordering::Relaxed);
+        self.copies.store(copies, Ordering::Relaxed);
     }
 
-    /// What the sampler last read the fleet holding; `None` before its first reading.
-    pub fn rss(&self) -> Option<u64> {
-        Some(self.rss_bytes.load(Ordering::Relaxed)).filter(|b| *b > 0)
+    /// The average child's RSS at the sampler's last reading; `None` before it read one.
+    pub fn rss_per_child(&self) -> Option<u64> {
+        let copies = self.copies.load(Ordering::Relaxed);
+        (copies > 0).then(|| self.rss_bytes.load(Ordering::Relaxed) / copies)
     }
 }
 
@@ -90,6 +94,10 @@ pub struct FleetOptions {
 const START_FAILURES_DOWN: u32 = 3;
 /// The largest each user's stderr file grows to.
 const CHILD_STDERR_MAX: u64 = 1 << 20;
+/// How long the calls of a user whose child was not started for the memory budget wait
+/// before they fail: a client does not retry a refused start at once, and a closed loop
+/// sending again at once would spin.
+const REFUSED_START_FAILS_AFTER: Duration = Duration::from_secs(1);
 /// The id of the handshake's `initialize` (as the connect sent it).
 const HANDSHAKE_ID: &str = "mcpload-initialize";
 
@@ -184,6 +192,8 @@ pub struct StdioFleet {
     /// Children not started for the memory budget, and why the last one was not.
     budget_refusals: u64,
     budget_refused: Option<String>,
+    /// Failures of calls refused a child, each with when it is due.
+    deferred: VecDeque<(Instant, Event)>,
 }
 
 impl std::fmt::Debug for StdioFleet {
@@ -233,6 +243,7 @@ impl StdioFleet {
             first_pollution: None,
             budget_refusals: 0,
             budget_refused: None,
+            deferred: VecDeque::new(),
         }
     }
 
@@ -255,18 +266,19 @@ impl StdioFleet {
                     .is_some_and(|d| m.t.started().elapsed() >= d))
     }
 
-    /// Why one more child would take the fleet past its memory budget: the children alive,
-    /// each the size of their average, plus one.
+    /// Why one more child would take the fleet past its memory budget: the children alive
+    /// and the next, each the size of the average child at the sampler's last reading (so
+    /// that children started since it count too).
     fn over_budget(&self) -> Option<String> {
         let budget = self.opts.memory_budget?;
-        let held = self.opts.pids.rss()?;
-        let alive = self.alive().max(1);
-        let next = held + held / alive;
+        let each = self.opts.pids.rss_per_child()?;
+        let alive = self.alive();
+        let next = each.saturating_mul(alive + 1);
         (next > budget).then(|| {
             format!(
-                "the fleet memory budget ({} MiB) is reached: {alive} children hold {} MiB",
+                "the fleet memory budget ({} MiB) is reached: {alive} children of {} MiB each",
                 budget >> 20,
-                held >> 20
+                each >> 20
             )
         })
     }
@@ -286,6 +298,7 @@ impl StdioFleet {
         o.stderr_max_bytes = CHILD_STDERR_MAX;
         if let Some(why) = self.over_budget() {
             self.budget_refusals += 1;
+            self.counters.fleet_budget_refusals += 1;
             self.budget_refused = Some(why);
             return false;
         }
@@ -626,18 +639,27 @@ impl Transport for StdioFleet {
             }
         }
         if self.members.get(user).is_none_or(Option::is_none) && !self.start(user) {
-            let error = self.down.clone().unwrap_or_else(|| {
-                TransportError::NotRunning(match &self.budget_refused {
-                    Some(why) => format!("the child of user {user} was not started: {why}"),
-                    None => format!("the child of user {user} could not be started"),
-                })
-            });
-            if !out.ids.is_empty() {
-                self.ready.push_back(Event::Failed {
-                    exchange: Some(ex),
-                    ids: out.ids,
-                    error,
-                });
+            if out.ids.is_empty() {
+                return ex;
+            }
+            let failed = |error| Event::Failed {
+                exchange: Some(ex),
+                ids: out.ids,
+                error,
+            };
+            match (&self.down, self.budget_refused.take()) {
+                (Some(down), _) => self.ready.push_back(failed(down.clone())),
+                (None, Some(why)) => self.deferred.push_back((
+                    Instant::now() + REFUSED_START_FAILS_AFTER,
+                    failed(TransportError::NotRunning(format!(
+                        "the child of user {user} was not started: {why}"
+                    ))),
+                )),
+                (None, None) => self
+                    .ready
+                    .push_back(failed(TransportError::NotRunning(format!(
+                        "the child of user {user} could not be started"
+                    )))),
             }
             return ex;
         }
@@ -650,6 +672,13 @@ impl Transport for StdioFleet {
     }
 
     fn cancel(&mut self, id: &Id) -> Cancelled {
+        if let Some(i) = self.deferred.iter().position(
+            |(_, ev)| matches!(ev, Event::Failed { ids, .. } if ids.len() == 1 && ids[0] == *id),
+        ) {
+            // Never written: no child would take it.
+            self.deferred.remove(i);
+            return Cancelled::Unsent;
+        }
         for m in self.members.iter_mut().flatten() {
             if let Stage::Starting { queued, .. } = &mut m.stage
                 && let Some(i) = queued
@@ -672,6 +701,10 @@ impl Transport for StdioFleet {
                 return Poll::Ready(ev);
             }
             let now = Instant::now();
+            while self.deferred.front().is_some_and(|(due, _)| *due <= now) {
+                let (_, ev) = self.deferred.pop_front().expect("looked at above");
+                self.ready.push_back(ev);
+            }
             self.poll_members(cx, now);
             self.poll_leaving(cx, now);
             if self.ready.is_empty() {

@@ -292,6 +292,8 @@ pub struct TransportCounters {
     pub stdout_pollution: u64,
     /// Children that exited while their session was in use.
     pub process_exits: u64,
+    /// Children not started for the fleet's memory budget.
+    pub fleet_budget_refusals: u64,
     /// The most children alive at once since the counts were last taken.
     pub processes_max: u64,
     /// HTTP requests sent on another connection because the idle one picked for them was
@@ -320,6 +322,7 @@ impl TransportCounters {
         c.stdio_write_block_ms += self.stdio_write_block.as_millis() as u64;
         c.stdout_pollution += self.stdout_pollution;
         c.process_exits += self.process_exits;
+        c.fleet_budget_refusals += self.fleet_budget_refusals;
         c.processes_max = c.processes_max.max(self.processes_max);
         c.reconnects_before_send += self.reconnects_before_send;
         c.sse_resumptions += self.sse_resumptions;

@@ -47,7 +47,7 @@ impl Source for Fleet {
         }
         let cpu_pct = self.cpu.percent(at, &scan, &members);
         // What the fleet's memory budget is checked against when a child would start.
-        self.pids.set_rss(fleet.rss_bytes);
+        self.pids.set_rss(fleet.rss_bytes, copies.len() as u64);
         copies.sort_unstable();
         Reading::of(ResourceSample {
             children: Some(copies.len() as u64),

@@ -323,3 +323,50 @@ fn children_that_keep_failing_to_start_put_the_target_down() {
     assert_eq!(first["code"], 7);
     assert_eq!(first["stderr_tail"][0], "no licence");
 }
+
+#[test]
+fn the_memory_budget_ends_the_sweep_before_the_kernel_would() {
+    // Each child holds 48 MiB of ballast beside what the binary needs: 200 MiB hold two of
+    // them, three at the most.
+    let budget: f64 = 200.0 * 1048576.0;
+    let (dir, _) = fleet_run(
+        "budget",
+        &["--stdio", "--rss-ballast-mb", "48"],
+        &[
+            "-c",
+            "2,8,16",
+            "-d",
+            "3s",
+            "--warmup",
+            "0s",
+            "--fleet-memory-budget",
+            "200MiB",
+            "--tool",
+            "echo",
+        ],
+        |_| {},
+    );
+    let rows = steps(&dir);
+    assert_eq!(rows.len(), 2, "the sweep ends at the step past the budget");
+    assert_eq!(rows[0]["verdict"], "ok", "{:?}", rows[0]);
+    assert!(
+        rows[1]["transport_error"].contains("memory budget"),
+        "{:?}",
+        rows[1]
+    );
+    // The fleet never held more than the budget (children are counted before they start).
+    for r in &rows {
+        assert!(num(r, "processes_max") <= 3.0, "{r:?}");
+        assert!(num(r, "server_rss_max_bytes") <= budget, "{r:?}");
+    }
+    let s = summary(&dir);
+    assert!(s["processes"]["budget_refusals"].as_u64().unwrap() > 0);
+    let f = &s["fleet"];
+    assert_eq!(f["largest_healthy"], 2, "{f}");
+    assert_eq!(f["ran_out"], "memory", "{f}");
+    assert_eq!(f["ran_out_step"], 2);
+    assert!(
+        f["rss_per_child_bytes"].as_f64().unwrap() >= 48.0 * 1048576.0,
+        "{f}"
+    );
+}

@@ -67,7 +67,10 @@ fn fleet_rss_agrees_with_proc(name: &str, command: &[String], tool: &[&str]) {
         .filter(|r| r["phase"] == "measure" && r["children"] == "4")
         .map(|r| num(r, "child_rss_max_bytes"))
         .fold(0.0, f64::max);
-    assert!(per_child > 10.0 * 1048576.0, "a real runtime's child: {per_child} B");
+    assert!(
+        per_child > 10.0 * 1048576.0,
+        "a real runtime's child: {per_child} B"
+    );
 }
 
 #[test]
