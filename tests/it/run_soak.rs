@@ -186,15 +186,19 @@ fn a_target_that_slows_by_the_minute_fails_latency_drift_and_its_gate() {
         "soak-drift",
         &[&mix, "--threshold", "check{id=latency_drift}!=fail"],
     );
-    assert_eq!(code, Some(1), "{out}");
+    // On a machine busy enough that mcpload itself fell behind (generator_bound), the drift is
+    // only a warning, said so, and the gate on it holds: part of the latency is mcpload's.
+    let bound = steps(&dir)[0]["generator_bound"] == "true";
+    let (status, exit) = if bound { ("warn", 0) } else { ("fail", 1) };
+    assert_eq!(code, Some(exit), "{out}");
     let drift = check(&dir, "latency_drift");
-    assert_eq!(drift["status"], "fail", "{drift}");
+    assert_eq!(drift["status"], status, "{drift}");
     // 600 ms a minute: the p99 of each window follows the service time up (a busy machine
     // adds about as much to every window, which leaves the slope).
     let slope = drift["value"].as_f64().unwrap();
     assert!((480.0..=720.0).contains(&slope), "{drift}");
     let gate = &summary(&dir)["gates"][0];
-    assert_eq!(gate["holds"], false, "{gate}");
+    assert_eq!(gate["holds"], bound, "{gate}");
     assert_eq!(gate["threshold"], "check{id=latency_drift}!=fail");
     assert_ne!(check(&dir, "fd_leak")["status"], "fail");
     // The built-in target says the sessions it holds: none under 2026-07-28, as many as
@@ -208,9 +212,11 @@ fn a_target_that_slows_by_the_minute_fails_latency_drift_and_its_gate() {
             .iter()
             .find(|c| c["id"] == "latency_drift" && c["op"] == op)
             .unwrap_or_else(|| panic!("no latency_drift of {op}"));
-        assert_eq!(c["status"], "fail", "{c}");
+        assert_eq!(c["status"], status, "{c}");
     }
-    assert!(out.contains("latency_drift{op=echo}"), "{out}");
+    if !bound {
+        assert!(out.contains("latency_drift{op=echo}"), "{out}");
+    }
 }
 
 /// A check's gate that names no check, or compares with a number, is a usage error that
