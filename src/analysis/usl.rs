@@ -191,7 +191,8 @@ fn fit_face(face: Face, n: &[f64], y: &[f64], w: &[f64]) -> Option<Coef> {
     let c = face.coef(t);
     // Feasible: u > 0, 0 ≤ s ≤ u, k ≥ 0 (with a little slack for rounding).
     let eps = 1e-12 * c.u.abs().max(1e-300);
-    (c.u > 0.0 && c.s >= -eps && c.s <= c.u + eps && c.k >= -eps).then_some(Coef {
+    // Built only once feasible (`then`, not `then_some`): clamping to a negative `u` panics.
+    (c.u > 0.0 && c.s >= -eps && c.s <= c.u + eps && c.k >= -eps).then(|| Coef {
         u: c.u,
         s: c.s.clamp(0.0, c.u),
         k: c.k.max(0.0),
@@ -318,6 +319,18 @@ pub fn fit_usl(points: &[(f64, f64)]) -> Option<UslFit> {
 
 #[cfg(test)]
 mod tests {
+    /// Throughput falling as clients are added (a fleet whose every process competes for
+    /// two cores): some faces fit with λ < 0, which must be turned down, not clamped.
+    #[test]
+    fn falling_throughput_is_fitted_or_refused_without_a_panic() {
+        for third in [9_000.0, 12_000.0, 15_000.0, 1_000.0] {
+            let fit = fit_usl(&[(8.0, 22_239.2), (16.0, 16_180.6), (32.0, third)]);
+            if let Some(f) = fit {
+                assert!(f.lambda > 0.0 && f.sigma >= 0.0 && f.kappa >= 0.0, "{f:?}");
+            }
+        }
+    }
+
     use super::*;
 
     const NS: [f64; 7] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
