@@ -19,9 +19,10 @@ pub struct FleetVerdict {
     /// The most the children held in that step (the sampler's fleet RSS), and per child.
     pub rss_bytes: Option<u64>,
     pub rss_per_child_bytes: Option<u64>,
-    /// What ran out at the first step that was not healthy: `memory`, `startup`, `cpu` or
-    /// `latency` (the server slowed or failed with none of those short); `null` when every
-    /// step stayed healthy.
+    /// What ran out first: `cpu` at the first step that saturated with the children using
+    /// 90% of the cores or more; else, at the first step that was not healthy, `memory`,
+    /// `startup`, `cpu` or `latency` (the server slowed or failed with none of those
+    /// short); `null` when neither happened.
     pub ran_out: Option<String>,
     pub ran_out_step: Option<u32>,
     /// One sentence, as the terminal says it.
@@ -38,26 +39,41 @@ pub fn judge(steps: &[StepSummary], timeout_ms: f64, cores: u32) -> FleetVerdict
     let rss_bytes = best.and_then(|s| s.server_rss_max_bytes);
     let children = best.and_then(|s| s.concurrency);
     let bad = first_bad.map(|i| &steps[i]);
-    let ran_out = bad.map(|s| what_ran_out(s, timeout_ms, cores));
+    // A healthy step can still have run out of CPU: saturated, every core busy.
+    let cpu_bound = good
+        .iter()
+        .find(|s| s.verdict == Verdict::Saturated && cpu_out(s, cores));
+    let first = cpu_bound
+        .map(|s| (s, "cpu".to_owned()))
+        .or_else(|| bad.map(|s| (s, what_ran_out(s, timeout_ms, cores))));
     let size = |bytes: u64| format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20));
     let held = match (rss_bytes, children) {
         (Some(b), Some(n)) if n > 0 => format!(" holding {} ({} each)", size(b), size(b / n)),
         _ => String::new(),
     };
-    let reason = match (children, bad, &ran_out) {
-        (_, Some(s), Some(what)) => format!(
-            "{}; {what} ran out at {} children (step {}): {}",
-            match children {
-                Some(n) => format!("the largest healthy fleet was {n} children{held}"),
-                None => "no step stayed healthy".into(),
-            },
+    let out_at = |s: &StepSummary, what: &str| {
+        format!(
+            "{what} ran out at {} children (step {}): {}",
             s.concurrency.unwrap_or(0),
             s.step,
             evidence(s, what, timeout_ms, cores)
-        ),
-        (Some(n), _, _) => format!("every step stayed healthy, up to {n} children{held}"),
-        (None, _, _) => "no step ran".into(),
+        )
     };
+    let mut reason = match children {
+        Some(n) if bad.is_some() => format!("the largest healthy fleet was {n} children{held}"),
+        Some(n) => format!("every step stayed healthy, up to {n} children{held}"),
+        None if bad.is_some() => "no step stayed healthy".into(),
+        None => "no step ran".into(),
+    };
+    if let Some((s, what)) = &first {
+        reason.push_str(&format!("; {} first", out_at(s, what)));
+    }
+    if let (Some(b), Some((s, _))) = (bad, &first)
+        && b.step != s.step
+    {
+        let what = what_ran_out(b, timeout_ms, cores);
+        reason.push_str(&format!(", then {}", out_at(b, &what)));
+    }
     FleetVerdict {
         largest_healthy: children,
         largest_healthy_step: best.map(|s| s.step),
@@ -65,22 +81,25 @@ pub fn judge(steps: &[StepSummary], timeout_ms: f64, cores: u32) -> FleetVerdict
         rss_per_child_bytes: rss_bytes
             .zip(children.filter(|n| *n > 0))
             .map(|(b, n)| b / n),
-        ran_out,
-        ran_out_step: bad.map(|s| s.step),
+        ran_out_step: first.as_ref().map(|(s, _)| s.step),
+        ran_out: first.map(|(_, what)| what),
         reason,
     }
 }
 
+/// The children used 90% of the cores or more.
+fn cpu_out(s: &StepSummary, cores: u32) -> bool {
+    s.server_cpu_max_pct
+        .is_some_and(|c| c >= CPU_OUT_PCT_OF_CORES * f64::from(cores.max(1)))
+}
+
 fn what_ran_out(s: &StepSummary, timeout_ms: f64, cores: u32) -> String {
     let said = s.transport_error.as_deref().unwrap_or("");
-    let cpu_out = s
-        .server_cpu_max_pct
-        .is_some_and(|c| c >= CPU_OUT_PCT_OF_CORES * f64::from(cores.max(1)));
     if said.contains("memory budget") {
         "memory"
     } else if said.contains("did not start") || s.connect_p99_ms.is_some_and(|c| c > timeout_ms) {
         "startup"
-    } else if cpu_out {
+    } else if cpu_out(s, cores) {
         "cpu"
     } else {
         "latency"
@@ -98,7 +117,8 @@ fn evidence(s: &StepSummary, what: &str, timeout_ms: f64, cores: u32) -> String 
             s.connect_p99_ms.unwrap_or(0.0)
         ),
         "cpu" => format!(
-            "the children used {:.0}% CPU of {cores} cores",
+            "{} with the children at {:.0}% CPU of {cores} cores",
+            s.verdict.as_str(),
             s.server_cpu_max_pct.unwrap_or(0.0)
         ),
         _ => format!("the step was {}", s.verdict.as_str()),
@@ -175,5 +195,20 @@ mod tests {
             fine.reason
                 .starts_with("every step stayed healthy, up to 4")
         );
+    }
+
+    #[test]
+    fn cpu_that_ran_out_on_a_saturated_step_comes_first_and_the_failure_after() {
+        let mut busy = step(2, 16, Verdict::Saturated);
+        busy.server_cpu_max_pct = Some(188.0);
+        let mut out = step(3, 32, Verdict::Failed);
+        out.transport_error = Some("the fleet memory budget (2048 MiB) is reached".into());
+        let v = judge(&[step(1, 8, Verdict::Ok), busy, out], 30_000.0, 2);
+        assert_eq!(v.largest_healthy, Some(16));
+        assert_eq!(v.ran_out.as_deref(), Some("cpu"));
+        assert_eq!(v.ran_out_step, Some(2));
+        let want = "cpu ran out at 16 children (step 2): saturated with the children at 188% \
+                    CPU of 2 cores first, then memory ran out at 32 children (step 3)";
+        assert!(v.reason.contains(want), "{}", v.reason);
     }
 }

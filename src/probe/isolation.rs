@@ -448,12 +448,7 @@ async fn read_stream<T: Transport>(
 
 /// Renders the report for people: the target, the slow call, then one row per tool.
 pub fn render_isolation(r: &IsolationReport) -> String {
-    let s = &r.server;
-    let mut out = String::new();
-    let name = |k: &str| s.server_info.get(k).and_then(Value::as_str).unwrap_or("?");
-    let _ = writeln!(out, "target        {} ({})", r.target, r.transport);
-    let _ = writeln!(out, "server        {} {}", name("name"), name("version"));
-    let _ = writeln!(out, "protocol      {} ({:?} era)", s.revision, s.era);
+    let mut out = crate::probe::render::head(&r.target, r.transport, &r.server, false);
     match &r.slow {
         Some(slow) => {
             let _ = writeln!(

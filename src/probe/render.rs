@@ -1,24 +1,35 @@
 //! The probe report as a table for people (`--json` prints the report's serde form instead).
 
 use super::{Evidence, ProbeReport, TaskOffer};
-use crate::client::TaskSupport;
+use crate::client::{ServerInfo, TaskSupport};
 use serde_json::{Value, json};
 use std::fmt::Write;
 
-/// Renders the report: what was agreed with the server, its tools, then one row per probe.
-pub fn render_table(r: &ProbeReport) -> String {
-    let s = &r.server;
+/// The lines every probe report starts with: the target, the server, the protocol agreed
+/// (with `session`: whether a session was opened too).
+pub(super) fn head(target: &str, transport: &str, s: &ServerInfo, session: bool) -> String {
     let mut out = String::new();
     let name = |k: &str| s.server_info.get(k).and_then(Value::as_str).unwrap_or("?");
-    let _ = writeln!(out, "target        {} ({})", r.target, r.transport);
+    let _ = writeln!(out, "target        {target} ({transport})");
     let _ = writeln!(out, "server        {} {}", name("name"), name("version"));
     let _ = writeln!(
         out,
         "protocol      {} ({:?} era{})",
         s.revision,
         s.era,
-        if s.session { ", session" } else { "" }
+        if session && s.session {
+            ", session"
+        } else {
+            ""
+        }
     );
+    out
+}
+
+/// Renders the report: what was agreed with the server, its tools, then one row per probe.
+pub fn render_table(r: &ProbeReport) -> String {
+    let s = &r.server;
+    let mut out = head(&r.target, r.transport, s, true);
     let _ = writeln!(out, "detected by   {}", s.detection);
     let caps: Vec<&str> = s
         .capabilities

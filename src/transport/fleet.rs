@@ -25,10 +25,11 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, Default)]
 pub struct ChildPids {
     pids: Arc<Mutex<Vec<u32>>>,
-    /// Resident bytes of every child's tree at the last reading, and the children read (0:
-    /// none yet).
+    /// At the sampler's last reading: the resident bytes of every child's tree, the children
+    /// read (0: none yet), and the largest child.
     rss_bytes: Arc<AtomicU64>,
     copies: Arc<AtomicU64>,
+    largest: Arc<AtomicU64>,
 }
 
 impl ChildPids {
@@ -56,16 +57,24 @@ impl ChildPids {
             .clone()
     }
 
-    /// The sampler read `copies` children holding `bytes` in all.
-    pub fn set_rss(&self, bytes: u64, copies: u64) {
+    /// The sampler read `copies` children holding `bytes` in all, `largest` the most of one.
+    pub fn set_rss(&self, bytes: u64, copies: u64, largest: u64) {
         self.rss_bytes.store(bytes, Ordering::Relaxed);
         self.copies.store(copies, Ordering::Relaxed);
+        self.largest.store(largest, Ordering::Relaxed);
     }
 
-    /// The average child's RSS at the sampler's last reading; `None` before it read one.
-    pub fn rss_per_child(&self) -> Option<u64> {
+    /// The sampler's last reading: `(bytes held, children read, largest child)`; `None`
+    /// before it read one.
+    pub fn last_reading(&self) -> Option<(u64, u64, u64)> {
         let copies = self.copies.load(Ordering::Relaxed);
-        (copies > 0).then(|| self.rss_bytes.load(Ordering::Relaxed) / copies)
+        (copies > 0).then(|| {
+            (
+                self.rss_bytes.load(Ordering::Relaxed),
+                copies,
+                self.largest.load(Ordering::Relaxed),
+            )
+        })
     }
 }
 
@@ -266,19 +275,22 @@ impl StdioFleet {
                     .is_some_and(|d| m.t.started().elapsed() >= d))
     }
 
-    /// Why one more child would take the fleet past its memory budget: the children alive
-    /// and the next, each the size of the average child at the sampler's last reading (so
-    /// that children started since it count too).
+    /// Why one more child would take the fleet past its memory budget: what the children
+    /// held at the sampler's last reading, plus the children started since and the next, each
+    /// the size of the largest child read (a child grows after its start: the estimate leans
+    /// high, so that the kernel's OOM killer never decides).
     fn over_budget(&self) -> Option<String> {
         let budget = self.opts.memory_budget?;
-        let each = self.opts.pids.rss_per_child()?;
+        let (held, read, largest) = self.opts.pids.last_reading()?;
         let alive = self.alive();
-        let next = each.saturating_mul(alive + 1);
+        let next = held.saturating_add(largest.saturating_mul(alive.saturating_sub(read) + 1));
         (next > budget).then(|| {
             format!(
-                "the fleet memory budget ({} MiB) is reached: {alive} children of {} MiB each",
+                "the fleet memory budget ({} MiB) is reached: {alive} children, {} MiB held \
+                 and {} MiB the largest",
                 budget >> 20,
-                each >> 20
+                held >> 20,
+                largest >> 20
             )
         })
     }

@@ -46,9 +46,11 @@ impl Source for Fleet {
             members.extend(tree);
         }
         let cpu_pct = self.cpu.percent(at, &scan, &members);
-        // What the fleet's memory budget is checked against when a child would start.
-        self.pids.set_rss(fleet.rss_bytes, copies.len() as u64);
         copies.sort_unstable();
+        // What the fleet's memory budget is checked against when a child would start.
+        let largest = copies.last().copied().unwrap_or(0);
+        self.pids
+            .set_rss(fleet.rss_bytes, copies.len() as u64, largest);
         Reading::of(ResourceSample {
             children: Some(copies.len() as u64),
             child_rss_p50_bytes: median(&copies),

@@ -5,17 +5,11 @@
 use super::RaceReport;
 use crate::metrics::Finding;
 use crate::report::{correctness_text, totals_of};
-use serde_json::Value;
 use std::fmt::Write;
 
 /// Renders the report.
 pub fn render_races(r: &RaceReport) -> String {
-    let s = &r.server;
-    let mut out = String::new();
-    let name = |k: &str| s.server_info.get(k).and_then(Value::as_str).unwrap_or("?");
-    let _ = writeln!(out, "target        {} ({})", r.target, r.transport);
-    let _ = writeln!(out, "server        {} {}", name("name"), name("version"));
-    let _ = writeln!(out, "protocol      {} ({:?} era)", s.revision, s.era);
+    let mut out = crate::probe::render::head(&r.target, r.transport, &r.server, false);
     let _ = writeln!(out, "concurrency   {} calls at once", r.concurrency);
     let _ = writeln!(out);
     let w0 = r
