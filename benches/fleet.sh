@@ -54,13 +54,13 @@ churn)
     pid=$!
     : >"$run/samples"
     while kill -0 "$pid" 2>/dev/null; do
-        fds="$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)"
-        kids="$(grep -l "^PPid:[[:space:]]*$pid\$" /proc/[0-9]*/status 2>/dev/null | wc -l)"
+        fds="$( (ls "/proc/$pid/fd" 2>/dev/null || true) | wc -l)"
+        kids="$( (grep -l "^PPid:[[:space:]]*$pid\$" /proc/[0-9]*/status 2>/dev/null || true) | wc -l)"
         echo "$fds $kids" >>"$run/samples"
         sleep 0.2
     done
     wait "$pid" || true
-    left="$(grep -l "MCPLOAD_FLEET_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null | wc -l)"
+    left="$( (grep -l "MCPLOAD_FLEET_MARK=$mark" /proc/[0-9]*/environ 2>/dev/null || true) | wc -l)"
     python3 - "$run/run" "$run/samples" "$left" <<'PY'
 import json, sys
 folder, samples, left = sys.argv[1], sys.argv[2], int(sys.argv[3])
