@@ -370,3 +370,52 @@ fn the_memory_budget_ends_the_sweep_before_the_kernel_would() {
         "{f}"
     );
 }
+
+#[test]
+fn a_session_duration_churns_children_and_the_child_flags_reach_each_one() {
+    // Every child says where it runs and one variable of its environment, then serves.
+    let dir = scratch("session_duration");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let serve = line(&serve_cmd(&["--stdio"]));
+    let script = format!("echo \"cwd=$(pwd) flavour=$FLAVOUR\" >&2; exec {serve}");
+    let command = ["sh".to_owned(), "-c".to_owned(), script];
+    let cwd = home.display().to_string();
+    let (dir, _) = fleet_of(
+        "session_duration_run",
+        &command,
+        &[
+            "-c",
+            "2",
+            "-d",
+            "3s",
+            "--warmup",
+            "0s",
+            "--session-duration",
+            "500ms",
+            "--child-cwd",
+            &cwd,
+            "--child-env",
+            "FLAVOUR=a=b c",
+        ],
+        |_| {},
+    );
+    let row = &steps(&dir)[0];
+    assert_identity(row);
+    assert_eq!(num(row, "requests"), num(row, "ok"), "{row:?}");
+    let started = summary(&dir)["processes"]["started"].as_u64().unwrap();
+    // 3 s of sessions of 0.5 s for 2 users: a dozen children; at least a few on a slow
+    // machine, never one per user only.
+    assert!(started >= 4, "{started} children");
+    let said = format!(
+        "cwd={} flavour=a=b c",
+        home.canonicalize().unwrap().display()
+    );
+    let first = std::fs::read_to_string(dir.join("target-stderr.log")).unwrap();
+    assert!(first.contains(&said), "{first}");
+    let later = std::fs::read_to_string(dir.join("children/user-1.log")).unwrap();
+    assert!(later.lines().filter(|l| *l == said).count() >= 2, "{later}");
+    // The value is the child's, never the results'.
+    let settings = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(!settings.contains("a=b c"), "the value was written");
+}
