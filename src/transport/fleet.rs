@@ -496,17 +496,8 @@ impl StdioFleet {
             let Some(mut m) = self.members[user].take() else {
                 continue;
             };
-            if let Stage::Starting { deadline, .. } = &m.stage
-                && now >= *deadline
-            {
-                let waited = self.opts.start_timeout;
-                self.start_failed(
-                    user as u32,
-                    Some(m),
-                    format!("initialize not answered within {waited:?}"),
-                );
-                continue;
-            }
+            // What the child wrote is read first: an answer waiting in the pipe while nothing
+            // polled (between steps) is not a start that timed out.
             let kept = loop {
                 match m.t.poll_event(cx) {
                     Poll::Pending => break Some(m),
@@ -516,8 +507,18 @@ impl StdioFleet {
                     },
                 }
             };
-            if kept.is_some() {
-                self.members[user] = kept;
+            match kept {
+                Some(m) if matches!(&m.stage, Stage::Starting { deadline, .. } if now >= *deadline) =>
+                {
+                    let waited = self.opts.start_timeout;
+                    self.start_failed(
+                        user as u32,
+                        Some(m),
+                        format!("initialize not answered within {waited:?}"),
+                    );
+                }
+                Some(m) => self.members[user] = Some(m),
+                None => {}
             }
         }
     }
@@ -704,6 +705,8 @@ impl Transport for StdioFleet {
                 return m.t.cancel(id);
             }
         }
+        // Pending on a child whose session ended (its stdin closed, nothing more can be
+        // written to it), or unknown: it was written.
         Cancelled::Sent
     }
 
