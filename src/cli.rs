@@ -44,9 +44,14 @@ pub(crate) enum Command {
     /// Re-render report.html, the SVG plots and the terminal report of a run folder, and check
     /// thresholds on it (exit 1 when one fails).
     Report(ReportArgs),
-    /// Set two run folders side by side per step and on the knee; exit 1 when a figure
-    /// regressed beyond the tolerance.
+    /// Set run folders side by side: BASE NEW with a fixed tolerance, or --baseline DIR...
+    /// --candidate DIR... with a verdict that knows the noise between runs; exit 1 on a
+    /// regression.
     Compare(CompareArgs),
+    /// Run a profile in K interleaved pairs against two targets (the order in each pair drawn
+    /// from a recorded seed) and judge every figure regressed, improved, equivalent or
+    /// inconclusive against a noise band; exit 1 on any regression, 2 when it could not run.
+    Ab(Box<AbArgs>),
     /// Merge the run folders of one run's segments (`run --segment I/N`) into one run folder:
     /// counts added, histograms merged, verdicts, knee and gates recomputed; exit codes as
     /// `run`'s (2 when the folders cannot be merged).
@@ -65,6 +70,7 @@ impl Command {
             Command::Serve(args) => args.run().await,
             Command::Report(args) => args.run(),
             Command::Compare(args) => args.run(),
+            Command::Ab(args) => args.run().await,
             Command::Merge(args) => args.run(),
             Command::Probe(args) => args.run().await,
         }
@@ -634,24 +640,126 @@ impl MergeArgs {
 /// Arguments of `mcpload compare`.
 #[derive(Args, Debug)]
 pub(crate) struct CompareArgs {
-    /// The run folder to compare against.
-    pub base: PathBuf,
+    /// The run folder to compare against (with NEW: the fixed-tolerance comparison).
+    #[arg(requires = "new", conflicts_with_all = ["baseline", "candidate"])]
+    pub base: Option<PathBuf>,
     /// The run folder under test.
-    pub new: PathBuf,
-    /// How much worse a figure may get before it is a regression: 0.10 = 10%.
-    #[arg(long, default_value_t = 0.10, value_name = "FRACTION")]
-    pub tolerance: f64,
-    /// A latency must also grow by more than this many milliseconds to regress.
+    pub new: Option<PathBuf>,
+    /// Baseline run folders, or folders of them (`run --repeat`), repeatable: with
+    /// --candidate, the statistical verdict (docs/ab.md).
+    #[arg(long, value_name = "DIR", num_args = 1.., requires = "candidate")]
+    pub baseline: Vec<PathBuf>,
+    /// Candidate run folders, or folders of them, repeatable.
+    #[arg(long, value_name = "DIR", num_args = 1.., requires = "baseline")]
+    pub candidate: Vec<PathBuf>,
+    /// The fixed tolerance: how much worse a figure may get before it is a regression
+    /// (0.10 = 10%), BASE NEW only [default: 0.10].
+    #[arg(long, value_name = "FRACTION", conflicts_with_all = ["baseline", "candidate"])]
+    pub tolerance: Option<f64>,
+    /// With the fixed tolerance: a latency must also grow by more than this many ms.
     #[arg(long, default_value_t = 1.0, value_name = "MS")]
     pub latency_floor_ms: f64,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
+}
+
+/// How the statistical verdict judges (`ab`, `compare --baseline`).
+#[derive(Args, Debug)]
+pub(crate) struct VerdictArgs {
+    /// The noise band δ: a change within ±δ is noise (0.05 = 5%).
+    #[arg(long, default_value_t = 0.05, value_name = "FRACTION", value_parser = band)]
+    pub band: f64,
+    /// Family-wise error rate of the verdicts (Holm).
+    #[arg(long, default_value_t = 0.05, value_name = "P", value_parser = alpha)]
+    pub alpha: f64,
+    /// `equivalent`: also fail (exit 1) when any figure is inconclusive.
+    #[arg(long, value_name = "VERDICT", value_parser = ["equivalent"])]
+    pub require: Option<String>,
+    /// Write a Markdown summary (for a pull-request comment); without it, appended to
+    /// $GITHUB_STEP_SUMMARY when that is set.
+    #[arg(long, value_name = "FILE")]
+    pub summary_md: Option<PathBuf>,
+}
+
+impl VerdictArgs {
+    fn options(&self) -> mcpload::analysis::ab::AbOptions {
+        mcpload::analysis::ab::AbOptions {
+            band: self.band,
+            alpha: self.alpha,
+        }
+    }
+
+    /// Writes the Markdown summary, then fails (exit 1) on a regression, or with
+    /// `--require equivalent` on an inconclusive figure.
+    fn conclude(
+        &self,
+        record: &mcpload::report::ab::AbRecord,
+        markdown: &str,
+    ) -> anyhow::Result<()> {
+        mcpload::ab::write_summary_md(self.summary_md.as_deref(), markdown)
+            .context("writing the Markdown summary")?;
+        if record.figures.is_empty() {
+            return Err(UsageError(anyhow::anyhow!(
+                "nothing to compare: no step was measured on both sides in at least 2 usable runs"
+            ))
+            .into());
+        }
+        let require = self.require.is_some();
+        if mcpload::ab::failed(record, require) {
+            let regressed: Vec<String> = record
+                .regressions()
+                .iter()
+                .map(|f| match f.cell.op.as_str() {
+                    mcpload::analysis::ab::WHOLE_STEP => {
+                        format!("{} at step {}", f.figure.as_str(), f.cell.step)
+                    }
+                    op => format!("{} at step {} ({op})", f.figure.as_str(), f.cell.step),
+                })
+                .collect();
+            if regressed.is_empty() {
+                anyhow::bail!("--require equivalent: some figures are inconclusive");
+            }
+            anyhow::bail!(
+                "{} regression(s): {}",
+                regressed.len(),
+                regressed.join(", ")
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `--band`: a fraction above 0 and below 1.
+fn band(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x > 0.0 && x < 1.0 => Ok(x),
+        _ => Err("must be a fraction above 0 and below 1, e.g. 0.05 for 5%".into()),
+    }
+}
+
+/// `--alpha`: a probability above 0 and at most 0.5.
+fn alpha(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 0.5 => Ok(x),
+        _ => Err("must be a probability above 0 and at most 0.5, e.g. 0.05".into()),
+    }
 }
 
 impl CompareArgs {
-    /// Prints the comparison; fails (exit 1) on a regression beyond the tolerance.
+    /// Prints the comparison; fails (exit 1) on a regression.
     pub(crate) fn run(self) -> anyhow::Result<()> {
+        if !self.baseline.is_empty() {
+            return self.run_sets();
+        }
         let usage = |msg: String| UsageError(anyhow::anyhow!(msg));
+        let (Some(base), Some(new)) = (&self.base, &self.new) else {
+            return Err(
+                usage("give BASE NEW, or --baseline DIR... --candidate DIR...".to_owned()).into(),
+            );
+        };
+        let tolerance = self.tolerance.unwrap_or(0.10);
         for (name, v) in [
-            ("--tolerance", self.tolerance),
+            ("--tolerance", tolerance),
             ("--latency-floor-ms", self.latency_floor_ms),
         ] {
             if !(v.is_finite() && v >= 0.0) {
@@ -659,19 +767,18 @@ impl CompareArgs {
             }
         }
         let options = mcpload::analysis::CompareOptions {
-            tolerance: self.tolerance,
+            tolerance,
             latency_floor_ms: self.latency_floor_ms,
             ..Default::default()
         };
         let color = mcpload::report::use_color(&std::io::stdout());
-        let (comparison, text) =
-            mcpload::report::compare_runs(&self.base, &self.new, &options, color)
-                .map_err(|e| UsageError(e.into()))?;
+        let (comparison, text) = mcpload::report::compare_runs(base, new, &options, color)
+            .map_err(|e| UsageError(e.into()))?;
         if !comparison.matched() {
             return Err(usage(format!(
                 "{} and {} have no step at the same load: nothing to compare",
-                self.base.display(),
-                self.new.display()
+                base.display(),
+                new.display()
             ))
             .into());
         }
@@ -687,10 +794,155 @@ impl CompareArgs {
             regressions.is_empty(),
             "{} regression(s) beyond {}: {}",
             regressions.len(),
-            mcpload::analysis::pct(self.tolerance),
+            mcpload::analysis::pct(tolerance),
             figures.join(", ")
         );
         Ok(())
+    }
+
+    /// `--baseline … --candidate …`: the statistical verdict over sets of runs.
+    fn run_sets(self) -> anyhow::Result<()> {
+        let record =
+            mcpload::ab::compare_sets(&self.baseline, &self.candidate, &self.verdict.options())
+                .map_err(|e| UsageError(e.into()))?;
+        let color = mcpload::report::use_color(&std::io::stdout());
+        print!(
+            "{}",
+            mcpload::report::ab::render_ab_terminal(&record, color)
+        );
+        let markdown = mcpload::report::ab::render_ab_markdown(&record, None);
+        self.verdict.conclude(&record, &markdown)
+    }
+}
+
+/// Arguments of `mcpload ab`: a profile, two targets (one of `--a`, `--a-stdio`,
+/// `--a-builtin`, and the same for `b`), the pairs, the folder.
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("side_a").required(true).args(["a", "a_stdio", "a_builtin"])))]
+#[command(group(clap::ArgGroup::new("side_b").required(true).args(["b", "b_stdio", "b_builtin"])))]
+pub(crate) struct AbArgs {
+    /// The workload profile each run uses (its target is replaced by each side's).
+    pub profile: PathBuf,
+    /// Side A: a Streamable HTTP endpoint.
+    #[arg(long, value_name = "URL")]
+    pub a: Option<String>,
+    /// Side A: a command started as a child speaking stdio (a fresh child each run).
+    #[arg(long, value_name = "COMMAND")]
+    pub a_stdio: Option<String>,
+    /// Side A: the built-in target with these knobs, KNOB=VALUE,... ('' for none).
+    #[arg(long, value_name = "KNOB=VALUE,...")]
+    pub a_builtin: Option<String>,
+    /// Side B: a Streamable HTTP endpoint.
+    #[arg(long, value_name = "URL")]
+    pub b: Option<String>,
+    /// Side B: a command started as a child speaking stdio.
+    #[arg(long, value_name = "COMMAND")]
+    pub b_stdio: Option<String>,
+    /// Side B: the built-in target with these knobs, KNOB=VALUE,...
+    #[arg(long, value_name = "KNOB=VALUE,...")]
+    pub b_builtin: Option<String>,
+    /// Pairs of runs (one run of each side per pair), at least 2.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub pairs: u32,
+    /// The A/B folder (new or empty): a-01.., b-01.. run folders, ab.json, summary.md,
+    /// report.html.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Seed of the order inside each pair [default: drawn, and recorded in ab.json].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Closed loop: virtual clients per step, in place of the profile's.
+    #[arg(long, short = 'c', value_name = "LEVELS", value_parser = Levels::parse, conflicts_with = "rate")]
+    pub concurrency: Option<Levels>,
+    /// Open loop: arrivals per second per step, in place of the profile's.
+    #[arg(long, short = 'r', value_name = "LEVELS", value_parser = Levels::parse)]
+    pub rate: Option<Levels>,
+    /// Measured time of each step.
+    #[arg(long, short = 'd', value_name = "DURATION", value_parser = positive_duration)]
+    pub duration: Option<Duration>,
+    /// Warm-up of each step (dropped).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+    /// No line per run.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
+}
+
+impl AbArgs {
+    fn side(
+        url: Option<String>,
+        stdio: Option<String>,
+        builtin: Option<String>,
+        flag: &str,
+    ) -> Result<mcpload::ab::AbTarget, UsageError> {
+        use mcpload::ab::{AbTarget, builtin_knobs};
+        let usage = |m: String| UsageError(anyhow::anyhow!(m));
+        Ok(match (url, stdio, builtin) {
+            (Some(u), _, _) => AbTarget {
+                target: TargetFlag::Url(u),
+                knobs: Vec::new(),
+            },
+            (None, Some(cmd), _) => AbTarget {
+                target: TargetFlag::Stdio(cmd),
+                knobs: Vec::new(),
+            },
+            (None, None, Some(k)) => AbTarget {
+                target: TargetFlag::Builtin,
+                knobs: builtin_knobs(&k).map_err(|e| usage(format!("--{flag}-builtin {e}")))?,
+            },
+            (None, None, None) => return Err(usage(format!("--{flag}: no target given"))),
+        })
+    }
+
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        let a = Self::side(self.a, self.a_stdio, self.a_builtin, "a")?;
+        let b = Self::side(self.b, self.b_stdio, self.b_builtin, "b")?;
+        let levels = match (self.concurrency, self.rate) {
+            (Some(c), _) => Some(LevelsFlag::Concurrency(c)),
+            (None, Some(r)) => Some(LevelsFlag::Rate(r)),
+            (None, None) => None,
+        };
+        let seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+        let plan = mcpload::ab::AbPlan {
+            profile: self.profile,
+            a,
+            b,
+            pairs: self.pairs,
+            out: self.out,
+            seed,
+            options: self.verdict.options(),
+            run: Overrides {
+                levels,
+                duration: self.duration,
+                warmup: self.warmup,
+                quiet: self.quiet,
+                ..Overrides::default()
+            },
+        };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(mcpload::run::stop_on_signals(cancel.clone()));
+        let outcome = mcpload::ab::run_ab(plan, cancel)
+            .await
+            .map_err(|e| UsageError(e.into()))?;
+        let color = mcpload::report::use_color(&std::io::stdout());
+        print!(
+            "{}",
+            mcpload::report::ab::render_ab_terminal(&outcome.record, color)
+        );
+        println!("results: {}", outcome.dir.display());
+        if outcome.record.status == mcpload::report::ab::AbStatus::Interrupted {
+            self.verdict
+                .conclude(&outcome.record, &outcome.markdown)
+                .ok();
+            return Err(Interrupted(outcome.dir.display().to_string()).into());
+        }
+        self.verdict.conclude(&outcome.record, &outcome.markdown)
     }
 }
 
@@ -1064,6 +1316,10 @@ pub(crate) struct RunArgs {
     /// No progress display.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Run it all K times, one run folder each: DIR/run-1 … DIR/run-K (DIR: --out or the
+    /// default folder), for `compare --baseline DIR --candidate DIR2`.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: Option<u32>,
     /// Run segment I of N (1-based) of a run split over N instances: its share of every
     /// step (env MCPLOAD_SEGMENT).
     #[arg(long, value_name = "I/N", help_heading = "Segments")]
@@ -1314,34 +1570,66 @@ impl RunArgs {
         Ok((self.profile, o))
     }
 
-    /// Runs the sweep; exit 1 when a gate fails, 2 for a bad profile or flags, 130 when
-    /// interrupted (after writing what was measured).
-    pub(crate) async fn run(self) -> anyhow::Result<()> {
+    /// Runs the sweep (`--repeat K`: K times, each in its own folder); exit 1 when a gate
+    /// fails, 2 for a bad profile or flags, 130 when interrupted (after writing what was
+    /// measured).
+    pub(crate) async fn run(mut self) -> anyhow::Result<()> {
+        let repeat = self.repeat.take();
         let (profile, overrides) = self
             .overrides()
             .map_err(|e| UsageError(anyhow::anyhow!(e)))?;
-        let plan =
-            mcpload::run::plan(profile.as_deref(), overrides).map_err(|e| UsageError(e.into()))?;
         let cancel = tokio_util::sync::CancellationToken::new();
         tokio::spawn(mcpload::run::stop_on_signals(cancel.clone()));
-        let outcome = match mcpload::run::execute(plan, cancel).await {
-            Ok(o) => o,
-            Err(mcpload::run::RunError::Plan(e)) => return Err(UsageError(e.into()).into()),
-            Err(e) => return Err(e.into()),
+        let Some(k) = repeat else {
+            return run_once(profile.as_deref(), overrides, cancel).await;
         };
-        print!("{}", outcome.terminal);
-        println!("results: {}", outcome.dir.display());
-        if let Some(why) = outcome.aborted {
-            anyhow::bail!("the run stopped early: {why}");
+        let parent = mcpload::run::plan(profile.as_deref(), overrides.clone())
+            .map_err(|e| UsageError(e.into()))?
+            .dir()
+            .to_owned();
+        let mut failed = Vec::new();
+        for i in 1..=k {
+            let o = Overrides {
+                out: Some(parent.join(format!("run-{i}"))),
+                ..overrides.clone()
+            };
+            match run_once(profile.as_deref(), o, cancel.clone()).await {
+                Ok(()) => {}
+                Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
+                Err(e) if e.downcast_ref::<UsageError>().is_some() => return Err(e),
+                Err(e) => failed.push(format!("run-{i}: {e:#}")),
+            }
         }
-        if outcome.interrupted {
-            return Err(Interrupted(outcome.dir.display().to_string()).into());
-        }
-        if !outcome.failed_gates.is_empty() {
-            anyhow::bail!("thresholds failed: {}", outcome.failed_gates.join(", "));
-        }
+        println!("runs: {} (run-1 … run-{k})", parent.display());
+        anyhow::ensure!(failed.is_empty(), "{}", failed.join("; "));
         Ok(())
     }
+}
+
+/// One run of a plan: prints its report and the folder; the error says why it failed.
+async fn run_once(
+    profile: Option<&Path>,
+    overrides: Overrides,
+    cancel: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
+    let plan = mcpload::run::plan(profile, overrides).map_err(|e| UsageError(e.into()))?;
+    let outcome = match mcpload::run::execute(plan, cancel).await {
+        Ok(o) => o,
+        Err(mcpload::run::RunError::Plan(e)) => return Err(UsageError(e.into()).into()),
+        Err(e) => return Err(e.into()),
+    };
+    print!("{}", outcome.terminal);
+    println!("results: {}", outcome.dir.display());
+    if let Some(why) = outcome.aborted {
+        anyhow::bail!("the run stopped early: {why}");
+    }
+    if outcome.interrupted {
+        return Err(Interrupted(outcome.dir.display().to_string()).into());
+    }
+    if !outcome.failed_gates.is_empty() {
+        anyhow::bail!("thresholds failed: {}", outcome.failed_gates.join(", "));
+    }
+    Ok(())
 }
 
 impl ProbeArgs {

@@ -26,9 +26,12 @@
 //! - [`run`]: `mcpload run`: flags and profile become a plan; the plan runs.
 //! - [`merge`]: `mcpload merge`: the run folders of a run's segments, checked, added up and
 //!   replayed through the judge into one run folder.
+//! - [`ab`]: `mcpload ab`: a profile run in interleaved pairs against two targets; run
+//!   folders compared by sets; the A/B verdict's record and reports.
 //! - [`probe`]: `mcpload probe`: one verdict per pairing edge case; tasks and input rounds;
 //!   `--races`, the race checks; `--isolation`, head-of-line blocking.
 
+pub mod ab;
 pub mod analysis;
 pub mod auth;
 pub mod client;

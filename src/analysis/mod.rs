@@ -6,11 +6,13 @@
 //!
 //! [`StepSummary`]: crate::metrics::StepSummary
 
+pub mod ab;
 pub mod checks;
 mod compare;
 pub mod fleet;
 mod gates;
 mod knee;
+pub mod stats;
 mod sweep;
 mod usl;
 mod verdict;

@@ -42,6 +42,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod ab;
+mod ab_html;
 mod compare_text;
 mod correctness;
 mod hlog;

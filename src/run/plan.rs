@@ -595,6 +595,11 @@ fn default_mix() -> Vec<Op> {
 }
 
 impl Plan {
+    /// The run folder the plan writes.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The most requests one unit of load has in flight at once: a scenario iteration's
     /// widest parallel step; 2 for a call that may run as a task (its `tasks/result` stream
     /// open while the answer to the server's request for input, or the task's cancel, goes

@@ -27,6 +27,7 @@ mod report_browser;
 mod report_folder;
 mod report_hlog_python;
 mod report_workflows;
+mod run_ab;
 mod run_auth;
 mod run_auth_interop;
 mod run_compare;

@@ -1,0 +1,299 @@
+//! `mcpload ab` and `compare --baseline/--candidate` end to end against the built-in target,
+//! whose service time is known exactly: a side 4x slower regresses (exit 1, every
+//! latency and the throughput named), the same target twice never does, a bad side is exit
+//! 2; `run --repeat` writes its folders and compare judges the sets, unpaired and by batch
+//! means.
+
+use crate::support::bin;
+use crate::support::machine;
+use crate::support::run::{profile, run};
+use crate::support::scratch::scratch;
+use serde_json::Value;
+use std::path::Path;
+
+const PROFILE: &str = r#"
+name = "ab"
+[target]
+builtin = {}
+[load]
+model = "closed"
+concurrency = "4"
+duration = "1s"
+warmup = "300ms"
+[[mix]]
+method = "tools/call"
+tool = "echo"
+args = { message = "hi" }
+"#;
+
+fn ab_json(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("ab.json")).unwrap()).unwrap()
+}
+
+/// The step-level figure `name` of ab.json.
+fn figure<'a>(ab: &'a Value, name: &str) -> &'a Value {
+    ab["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["figure"] == name && f["op"] == "*")
+        .unwrap_or_else(|| panic!("no {name} in {ab:#}"))
+}
+
+#[test]
+fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
+    let _share = machine::measuring();
+    let dir = scratch("ab-slower");
+    let p = profile(&dir, "ab", PROFILE);
+    let out = dir.join("ab");
+    let o = bin()
+        .args(["ab", p.to_str().unwrap(), "--a-builtin", "service_ms=5"])
+        .args([
+            "--b-builtin",
+            "service_ms=20",
+            "--pairs",
+            "4",
+            "--seed",
+            "7",
+            "-q",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--summary-md")
+        .arg(dir.join("pr.md"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ab = ab_json(&out);
+    assert_eq!(ab["verdict"], "regressed", "{ab:#}");
+    assert_eq!(ab["status"], "complete");
+    assert_eq!(ab["seed"], 7);
+    for name in ["throughput_rps", "p50_ms", "p99_ms"] {
+        let f = figure(&ab, name);
+        assert_eq!(f["verdict"], "regressed", "{f:#}");
+        assert_eq!(f["n"], 4);
+    }
+    // 5 ms against 20 ms of service: the median latency ratio is near 4, and throughput's
+    // near 1/4 (4 clients, closed loop).
+    let p50 = figure(&ab, "p50_ms");
+    let r = p50["ratio"].as_f64().unwrap();
+    assert!((2.5..4.5).contains(&r), "{p50:#}");
+    assert!(p50["ratio_lo"].as_f64().unwrap() <= r && r <= p50["ratio_hi"].as_f64().unwrap());
+    let t = figure(&ab, "throughput_rps")["ratio"].as_f64().unwrap();
+    assert!((0.2..0.45).contains(&t), "throughput ratio {t}");
+    // No errors either side: the rule of three makes that no regression.
+    assert_ne!(figure(&ab, "error_rate")["verdict"], "regressed");
+    // Pairs: every order recorded, each run an ordinary folder.
+    let pairs = ab["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 4);
+    for (i, pair) in pairs.iter().enumerate() {
+        assert!(pair["order"] == "ab" || pair["order"] == "ba", "{pair}");
+        for side in ["a", "b"] {
+            let run = out.join(format!("{side}-{:02}", i + 1));
+            assert!(run.join("steps.csv").is_file(), "{}", run.display());
+            assert!(run.join("summary.json").is_file());
+        }
+    }
+    // The same seed draws the same orders.
+    let again = dir.join("again");
+    let o2 = bin()
+        .args(["ab", p.to_str().unwrap(), "--a-builtin", "service_ms=5"])
+        .args([
+            "--b-builtin",
+            "service_ms=20",
+            "--pairs",
+            "4",
+            "--seed",
+            "7",
+            "-q",
+        ])
+        .arg("--out")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert_eq!(o2.status.code(), Some(1));
+    let orders = |v: &Value| -> Vec<Value> {
+        v["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["order"].clone())
+            .collect()
+    };
+    assert_eq!(orders(&ab), orders(&ab_json(&again)));
+    // `regressed` appears in ab.json only as a verdict.
+    let raw = std::fs::read_to_string(out.join("ab.json")).unwrap();
+    let verdicts = raw.matches("\"verdict\": \"regressed\"").count();
+    assert!(verdicts >= 4);
+    assert_eq!(raw.matches("regressed").count(), verdicts, "{raw}");
+    // The reports.
+    assert!(
+        text.contains("p50_ms") && text.contains("regressed"),
+        "{text}"
+    );
+    let md = std::fs::read_to_string(dir.join("pr.md")).unwrap();
+    assert!(md.starts_with("### ❌ mcpload ab: regressed"), "{md}");
+    assert!(md.contains("| `p99_ms` |"), "{md}");
+    assert_eq!(md, std::fs::read_to_string(out.join("summary.md")).unwrap());
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("Every figure"),
+        "report.html"
+    );
+}
+
+#[test]
+fn the_same_target_twice_never_regresses_past_a_wide_band() {
+    // A band of 50%: equal servers cannot lie wholly past it, however loaded the machine.
+    let _share = machine::measuring();
+    let dir = scratch("ab-same");
+    let p = profile(&dir, "ab", PROFILE);
+    let out = dir.join("ab");
+    let o = bin()
+        .args(["ab", p.to_str().unwrap(), "--a-builtin", "service_ms=5"])
+        .args([
+            "--b-builtin",
+            "service_ms=5",
+            "--pairs",
+            "3",
+            "--band",
+            "0.5",
+            "-q",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    let ab = ab_json(&out);
+    assert_ne!(ab["verdict"], "regressed");
+    assert!(ab["seed"].is_u64(), "a seed drawn is recorded: {ab:#}");
+    for f in ab["figures"].as_array().unwrap() {
+        assert_ne!(f["verdict"], "regressed", "{f:#}");
+        let p = f["p_value"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&p));
+    }
+    // One-second steps are too short for the trend check, and the report says so.
+    assert!(text.contains("trend not checked"), "{text}");
+    let trends = &ab["runs"][0]["trends"][0];
+    assert!(trends["trend"].is_null(), "{trends}");
+}
+
+#[test]
+fn a_bad_side_or_a_used_folder_is_exit_2_before_any_run() {
+    let dir = scratch("ab-bad");
+    let p = profile(&dir, "ab", PROFILE);
+    let o = bin()
+        .args(["ab", p.to_str().unwrap(), "--a-builtin", "service_ms=5"])
+        .args(["--b-builtin", "no_such_knob=1", "--pairs", "2"])
+        .arg("--out")
+        .arg(dir.join("x"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no_such_knob"), "{err}");
+    assert!(!dir.join("x").join("a-01").exists(), "no run started");
+
+    std::fs::create_dir_all(dir.join("used")).unwrap();
+    std::fs::write(dir.join("used").join("file"), "x").unwrap();
+    let o = bin()
+        .args([
+            "ab",
+            p.to_str().unwrap(),
+            "--a-builtin",
+            "",
+            "--b-builtin",
+            "",
+        ])
+        .args(["--pairs", "2"])
+        .arg("--out")
+        .arg(dir.join("used"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("already holds files"), "{err}");
+
+    let o = bin()
+        .args(["ab", p.to_str().unwrap(), "--a-builtin", "", "--pairs", "2"])
+        .arg("--out")
+        .arg(dir.join("y"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "a side missing");
+}
+
+#[test]
+fn repeated_runs_compare_as_sets_and_one_run_a_side_falls_back_to_batch_means() {
+    let _share = machine::measuring();
+    let dir = scratch("ab-sets");
+    for (name, ms) in [("fast", "5"), ("slow", "20")] {
+        let o = run(&[
+            "--builtin",
+            "--builtin-knob",
+            &format!("service_ms={ms}"),
+            "-c",
+            "4",
+            "-d",
+            "4s",
+            "--warmup",
+            "300ms",
+            "--repeat",
+            "2",
+            "--out",
+            dir.join(name).to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0));
+        for i in 1..=2 {
+            assert!(
+                dir.join(name)
+                    .join(format!("run-{i}"))
+                    .join("summary.json")
+                    .is_file()
+            );
+        }
+    }
+    let o = bin()
+        .args(["compare", "--baseline"])
+        .arg(dir.join("fast"))
+        .arg("--candidate")
+        .arg(dir.join("slow"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("2 runs against 2 runs, unpaired"), "{text}");
+    assert!(text.contains("welch"), "{text}");
+
+    // The same folders the other way round: the candidate is faster, never a regression.
+    let o = bin()
+        .args(["compare", "--baseline"])
+        .arg(dir.join("slow"))
+        .arg("--candidate")
+        .arg(dir.join("fast"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("improved"), "{text}");
+
+    let o = bin()
+        .args(["compare", "--baseline"])
+        .arg(dir.join("fast").join("run-1"))
+        .arg("--candidate")
+        .arg(dir.join("slow").join("run-1"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("weak test"), "{text}");
+    assert!(text.contains("batches"), "{text}");
+}
