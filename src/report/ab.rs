@@ -191,8 +191,10 @@ fn throughput_per_second(record: &Record, step: u32) -> Vec<(f64, f64)> {
 
 /// A one-folder side: each step's steady window split into up to [`BATCHES`] batches of
 /// whole seconds, each batch an observation of the step (`*` only: seconds are not kept per
-/// operation), its latencies from the batch's merged histograms. Also the warnings of the
-/// check of the batches' lag-1 autocorrelation.
+/// operation), its latencies from the batch's merged histograms, its error rate over the
+/// requests that ended in it. Also the warnings: a generator-bound step (one run a side has
+/// no other run to fall back on, so it is kept and said), and batch means that are
+/// autocorrelated.
 pub fn read_batches(dir: &Path) -> Result<(Vec<Observation>, Vec<String>), ReportError> {
     let summary = RunSummary::read(dir)?;
     let record = Record::read(dir)?;
@@ -221,11 +223,13 @@ pub fn read_batches(dir: &Path) -> Result<(Vec<Observation>, Vec<String>), Repor
         let mut means = Vec::new();
         for (i, chunk) in seconds.chunks(size).enumerate() {
             let mut latency = LatencyHistogram::default();
-            let (mut responses, mut requests, mut ok, mut secs) = (0u64, 0u64, 0u64, 0.0);
+            // A second's requests may end in the next: a batch counts the requests that
+            // ended in it, and those that ended other than ok.
+            let (mut responses, mut ended, mut ok, mut secs) = (0u64, 0u64, 0u64, 0.0);
             for x in chunk {
                 latency += &x.latency;
                 responses += x.counters.responses;
-                requests += x.counters.requests;
+                ended += x.counters.ended();
                 ok += x.counters.ok;
                 secs += x.length.as_secs_f64();
             }
@@ -245,8 +249,8 @@ pub fn read_batches(dir: &Path) -> Result<(Vec<Observation>, Vec<String>), Repor
                 throughput_rps: rps,
                 p50_ms: p.p50,
                 p99_ms: p.p99,
-                failed: requests.saturating_sub(ok),
-                total: requests,
+                failed: ended.saturating_sub(ok),
+                total: ended,
             });
         }
         if let Some(r) = stats::lag1_autocorrelation(&means)
@@ -510,7 +514,7 @@ pub(super) fn design_phrase(r: &AbRecord) -> String {
             r.seed.unwrap_or(0)
         ),
         Design::Unpaired => format!(
-            "{} runs against {} runs, unpaired",
+            "{} runs against {} runs, unpaired (Welch's t on the ln of each run's figures)",
             r.runs.iter().filter(|x| x.side == Side::A).count(),
             r.runs.iter().filter(|x| x.side == Side::B).count()
         ),

@@ -52,7 +52,7 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
             "--b-builtin",
             "service_ms=20",
             "--pairs",
-            "4",
+            "5",
             "--seed",
             "7",
             "-q",
@@ -64,20 +64,32 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{text}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     let ab = ab_json(&out);
+    // A run the generator limited (a busy machine wakes mcpload late) is left out with its
+    // pair, and says why; the verdict stands on the pairs left.
+    let runs = ab["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 10);
+    for r in runs.iter().filter(|r| r["used"] == false) {
+        let why = r["reason"].as_str().unwrap();
+        assert!(
+            why.contains("generator-bound") || why.contains("pair's other run"),
+            "{r:#}"
+        );
+    }
+    let used_pairs = runs.iter().filter(|r| r["used"] == true).count() / 2;
+    if used_pairs < 2 {
+        assert_eq!(o.status.code(), Some(2), "{text}");
+        return;
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{text}\n{err}");
     assert_eq!(ab["verdict"], "regressed", "{ab:#}");
     assert_eq!(ab["status"], "complete");
     assert_eq!(ab["seed"], 7);
     for name in ["throughput_rps", "p50_ms", "p99_ms"] {
         let f = figure(&ab, name);
         assert_eq!(f["verdict"], "regressed", "{f:#}");
-        assert_eq!(f["n"], 4);
+        assert_eq!(f["n"], used_pairs);
     }
     // 5 ms against 20 ms of service: the median latency ratio is near 4, and throughput's
     // near 1/4 (4 clients, closed loop).
@@ -91,7 +103,7 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
     assert_ne!(figure(&ab, "error_rate")["verdict"], "regressed");
     // Pairs: every order recorded, each run an ordinary folder.
     let pairs = ab["pairs"].as_array().unwrap();
-    assert_eq!(pairs.len(), 4);
+    assert_eq!(pairs.len(), 5);
     for (i, pair) in pairs.iter().enumerate() {
         assert!(pair["order"] == "ab" || pair["order"] == "ba", "{pair}");
         for side in ["a", "b"] {
@@ -108,7 +120,7 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
             "--b-builtin",
             "service_ms=20",
             "--pairs",
-            "4",
+            "2",
             "--seed",
             "7",
             "-q",
@@ -117,7 +129,7 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
         .arg(&again)
         .output()
         .unwrap();
-    assert_eq!(o2.status.code(), Some(1));
+    assert!(o2.status.code() == Some(1) || o2.status.code() == Some(2));
     let orders = |v: &Value| -> Vec<Value> {
         v["pairs"]
             .as_array()
@@ -126,11 +138,11 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
             .map(|p| p["order"].clone())
             .collect()
     };
-    assert_eq!(orders(&ab), orders(&ab_json(&again)));
+    assert_eq!(orders(&ab)[..2], orders(&ab_json(&again))[..]);
     // `regressed` appears in ab.json only as a verdict.
     let raw = std::fs::read_to_string(out.join("ab.json")).unwrap();
     let verdicts = raw.matches("\"verdict\": \"regressed\"").count();
-    assert!(verdicts >= 4);
+    assert!(verdicts >= 3);
     assert_eq!(raw.matches("regressed").count(), verdicts, "{raw}");
     // The reports.
     assert!(
@@ -247,12 +259,12 @@ fn repeated_runs_compare_as_sets_and_one_run_a_side_falls_back_to_batch_means() 
             "--warmup",
             "300ms",
             "--repeat",
-            "2",
+            "3",
             "--out",
             dir.join(name).to_str().unwrap(),
         ]);
         assert_eq!(o.status.code(), Some(0));
-        for i in 1..=2 {
+        for i in 1..=3 {
             assert!(
                 dir.join(name)
                     .join(format!("run-{i}"))
@@ -269,21 +281,33 @@ fn repeated_runs_compare_as_sets_and_one_run_a_side_falls_back_to_batch_means() 
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(1), "{text}");
-    assert!(text.contains("2 runs against 2 runs, unpaired"), "{text}");
-    assert!(text.contains("welch"), "{text}");
-
-    // The same folders the other way round: the candidate is faster, never a regression.
-    let o = bin()
-        .args(["compare", "--baseline"])
-        .arg(dir.join("slow"))
-        .arg("--candidate")
-        .arg(dir.join("fast"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{text}");
-    assert!(text.contains("improved"), "{text}");
+    assert!(text.contains("3 runs against 3 runs, unpaired"), "{text}");
+    assert!(text.contains("Welch"), "{text}");
+    // A busy machine may leave runs generator-bound: they are left out, named, and with
+    // fewer than 2 runs a side left nothing is judged (exit 2).
+    let left_out = |side: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("left out:") && l.contains(&format!("/{side}/")))
+            .inspect(|l| assert!(l.contains("generator-bound"), "{l}"))
+            .count()
+    };
+    if left_out("fast") > 1 || left_out("slow") > 1 {
+        assert_eq!(o.status.code(), Some(2), "{text}");
+    } else {
+        assert_eq!(o.status.code(), Some(1), "{text}");
+        assert!(text.contains("regressed"), "{text}");
+        // The same folders the other way round: the candidate is faster, never a regression.
+        let o = bin()
+            .args(["compare", "--baseline"])
+            .arg(dir.join("slow"))
+            .arg("--candidate")
+            .arg(dir.join("fast"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{text}");
+        assert!(text.contains("improved"), "{text}");
+    }
 
     let o = bin()
         .args(["compare", "--baseline"])
@@ -295,5 +319,14 @@ fn repeated_runs_compare_as_sets_and_one_run_a_side_falls_back_to_batch_means() 
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(text.contains("weak test"), "{text}");
-    assert!(text.contains("batches"), "{text}");
+    assert!(text.contains("batch means"), "{text}");
+    // No request failed: a batch counts the requests that ended in it, so the requests in
+    // flight across a second's edge are no errors.
+    let rate_row: Vec<&str> = text
+        .lines()
+        .find(|l| l.contains("error_rate"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(rate_row[4..6], ["0%", "0%"], "{text}");
 }
