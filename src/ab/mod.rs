@@ -332,4 +332,43 @@ mod tests {
         assert!(builtin_knobs("").unwrap().is_empty());
         assert!(builtin_knobs("fast").unwrap_err().contains("KNOB=VALUE"));
     }
+
+    fn observations(p50: &[f64]) -> Vec<crate::analysis::ab::Observation> {
+        use crate::analysis::ab::{Cell, Measured, WHOLE_STEP};
+        p50.iter()
+            .map(|&p| {
+                vec![Measured {
+                    cell: Cell {
+                        step: 1,
+                        model: crate::metrics::Model::Closed,
+                        load: 1.0,
+                        op: WHOLE_STEP.to_owned(),
+                    },
+                    throughput_rps: 100.0,
+                    p50_ms: Some(p),
+                    p99_ms: Some(p),
+                    failed: 0,
+                    total: 1000,
+                }]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_regression_fails_and_require_equivalent_also_fails_on_inconclusive() {
+        let options = AbOptions::default();
+        let verdict = |a: &[f64], b: &[f64]| {
+            let mut r = AbRecord::new("ab", Design::Paired, "a".into(), "b".into(), &options);
+            r.judge(&observations(a), &observations(b));
+            r
+        };
+        let slower = verdict(&[5.0, 5.1, 4.9, 5.0], &[7.0, 7.1, 6.9, 7.05]);
+        assert!(failed(&slower, false));
+        let noisy = verdict(&[5.0, 5.1, 4.9, 5.0], &[5.0, 6.0, 4.2, 5.3]);
+        assert_eq!(noisy.verdict, AbVerdict::Inconclusive, "{noisy:#?}");
+        assert!(!failed(&noisy, false));
+        assert!(failed(&noisy, true));
+        let same = verdict(&[5.0, 5.1, 4.9, 5.0], &[5.0, 5.1, 4.9, 5.0]);
+        assert!(!failed(&same, true), "{same:#?}");
+    }
 }

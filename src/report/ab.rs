@@ -692,3 +692,103 @@ pub fn render_ab_markdown(r: &AbRecord, folder: Option<&Path>) -> String {
 fn md(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Model;
+
+    fn run_dir_name(side: Side, pair: u32) -> String {
+        format!("{}-{pair:02}", side.as_str())
+    }
+
+    fn run(pair: u32, side: Side, p50: f64, excluded: Option<&str>) -> (RunUse, ReadRun) {
+        let m = Measured {
+            cell: Cell {
+                step: 1,
+                model: Model::Closed,
+                load: 4.0,
+                op: WHOLE_STEP.to_owned(),
+            },
+            throughput_rps: 1000.0 / p50,
+            p50_ms: Some(p50),
+            p99_ms: Some(p50 * 2.0),
+            failed: 0,
+            total: 10_000,
+        };
+        (
+            RunUse {
+                side,
+                pair: Some(pair),
+                dir: run_dir_name(side, pair),
+                used: true,
+                reason: None,
+                trends: Vec::new(),
+            },
+            ReadRun {
+                observation: vec![m],
+                excluded: excluded.map(str::to_owned),
+                trends: Vec::new(),
+            },
+        )
+    }
+
+    fn record(pairs: u32) -> AbRecord {
+        let mut r = AbRecord::new(
+            "ab",
+            Design::Paired,
+            "a".into(),
+            "b".into(),
+            &AbOptions::default(),
+        );
+        r.pairs = (1..=pairs)
+            .map(|p| PairRecord {
+                pair: p,
+                order: "ab".into(),
+                a: run_dir_name(Side::A, p),
+                b: run_dir_name(Side::B, p),
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn a_left_out_run_takes_its_partner_out_and_the_rest_still_judge() {
+        let mut r = record(4);
+        let a: Vec<_> = (1..=4)
+            .map(|p| run(p, Side::A, 5.0 + 0.01 * f64::from(p), None))
+            .collect();
+        let mut b: Vec<_> = (1..=4)
+            .map(|p| run(p, Side::B, 10.0 + 0.02 * f64::from(p), None))
+            .collect();
+        b[1] = run(2, Side::B, 99.0, Some("step 1 was generator-bound (x)"));
+        r.judge_runs(&a, &b);
+        let a2 = r.runs.iter().find(|x| x.dir == "a-02").unwrap();
+        assert!(!a2.used);
+        assert_eq!(
+            a2.reason.as_deref(),
+            Some("its pair's other run is left out")
+        );
+        let b2 = r.runs.iter().find(|x| x.dir == "b-02").unwrap();
+        assert!(b2.reason.as_deref().unwrap().contains("generator-bound"));
+        let p50 = r.figures.iter().find(|f| f.figure == Figure::P50).unwrap();
+        assert_eq!(p50.n, 3);
+        // The 99 ms outlier was left out: the ratio is the other pairs' 2.
+        assert!((p50.ratio.unwrap() - 2.0).abs() < 0.01, "{p50:?}");
+        assert_eq!(r.verdict, AbVerdict::Regressed);
+    }
+
+    #[test]
+    fn the_markdown_leads_with_the_answer_and_escapes_cells() {
+        let mut r = record(3);
+        let a: Vec<_> = (1..=3).map(|p| run(p, Side::A, 5.0, None)).collect();
+        let b: Vec<_> = (1..=3).map(|p| run(p, Side::B, 5.0, None)).collect();
+        r.judge_runs(&a, &b);
+        r.warnings.push("a | b".into());
+        let md = render_ab_markdown(&r, Some(Path::new("out/ab")));
+        assert!(md.starts_with("### ✅ mcpload ab: equivalent"), "{md}");
+        assert!(md.contains("| step 1 (4) | `p50_ms` |"), "{md}");
+        assert!(md.contains("a \\| b"), "{md}");
+        assert!(md.trim_end().ends_with("Results: `out/ab`"), "{md}");
+    }
+}
