@@ -851,18 +851,8 @@ pub(crate) struct AbArgs {
     /// Seed of the order inside each pair [default: drawn, and recorded in ab.json].
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Closed loop: virtual clients per step, in place of the profile's.
-    #[arg(long, short = 'c', value_name = "LEVELS", value_parser = Levels::parse, conflicts_with = "rate")]
-    pub concurrency: Option<Levels>,
-    /// Open loop: arrivals per second per step, in place of the profile's.
-    #[arg(long, short = 'r', value_name = "LEVELS", value_parser = Levels::parse)]
-    pub rate: Option<Levels>,
-    /// Measured time of each step.
-    #[arg(long, short = 'd', value_name = "DURATION", value_parser = positive_duration)]
-    pub duration: Option<Duration>,
-    /// Warm-up of each step (dropped).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub warmup: Option<Duration>,
+    #[command(flatten)]
+    pub steps: StepFlags,
     /// No line per run.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -899,11 +889,7 @@ impl AbArgs {
     pub(crate) async fn run(self) -> anyhow::Result<()> {
         let a = Self::side(self.a, self.a_stdio, self.a_builtin, "a")?;
         let b = Self::side(self.b, self.b_stdio, self.b_builtin, "b")?;
-        let levels = match (self.concurrency, self.rate) {
-            (Some(c), _) => Some(LevelsFlag::Concurrency(c)),
-            (None, Some(r)) => Some(LevelsFlag::Rate(r)),
-            (None, None) => None,
-        };
+        let levels = self.steps.levels();
         let seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -919,8 +905,8 @@ impl AbArgs {
             options: self.verdict.options(),
             run: Overrides {
                 levels,
-                duration: self.duration,
-                warmup: self.warmup,
+                duration: self.steps.duration,
+                warmup: self.steps.warmup,
                 quiet: self.quiet,
                 ..Overrides::default()
             },
@@ -1141,6 +1127,34 @@ fn named(
 #[error("interrupted; the finished steps and the partial one are in {0}")]
 pub(crate) struct Interrupted(pub String);
 
+/// The steps' load, length and warm-up in place of the profile's (`run`, `ab`).
+#[derive(Args, Debug)]
+pub(crate) struct StepFlags {
+    /// Closed loop: virtual clients per step, e.g. 1,2,4,8 or '1..64 x2'.
+    #[arg(long, short = 'c', value_name = "LEVELS", value_parser = Levels::parse, conflicts_with = "rate")]
+    pub concurrency: Option<Levels>,
+    /// Open loop: arrivals per second per step, e.g. 100,200,400 or '100..800 x2'.
+    #[arg(long, short = 'r', value_name = "LEVELS", value_parser = Levels::parse)]
+    pub rate: Option<Levels>,
+    /// Measured time of each step, e.g. 10s.
+    #[arg(long, short = 'd', value_name = "DURATION", value_parser = positive_duration)]
+    pub duration: Option<Duration>,
+    /// Warm-up of each step (measured, not recorded), e.g. 2s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+}
+
+impl StepFlags {
+    /// The levels flag given, if any.
+    fn levels(&self) -> Option<LevelsFlag> {
+        match (&self.concurrency, &self.rate) {
+            (Some(c), _) => Some(LevelsFlag::Concurrency(c.clone())),
+            (None, Some(r)) => Some(LevelsFlag::Rate(r.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
 /// Arguments of `mcpload run`. Flags override the profile. Every value is checked as the
 /// command line is read, so a bad one is an error naming its flag (exit code 2).
 #[derive(Args, Debug)]
@@ -1203,18 +1217,8 @@ pub(crate) struct RunArgs {
     /// Arguments of --tool, as a JSON object; strings may hold {{seq}}, {{rand:1..9}}, ...
     #[arg(long, value_name = "JSON", requires = "tool", value_parser = tool_args)]
     pub args: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Closed loop: virtual clients per step, e.g. 1,2,4,8 or '1..64 x2'.
-    #[arg(long, short = 'c', value_name = "LEVELS", value_parser = Levels::parse, conflicts_with = "rate")]
-    pub concurrency: Option<Levels>,
-    /// Open loop: arrivals per second per step, e.g. 100,200,400 or '100..800 x2'.
-    #[arg(long, short = 'r', value_name = "LEVELS", value_parser = Levels::parse)]
-    pub rate: Option<Levels>,
-    /// Measured time of each step, e.g. 10s.
-    #[arg(long, short = 'd', value_name = "DURATION", value_parser = positive_duration)]
-    pub duration: Option<Duration>,
-    /// Warm-up of each step (measured, not recorded), e.g. 2s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub warmup: Option<Duration>,
+    #[command(flatten)]
+    pub steps: StepFlags,
     /// A request unanswered after this is a timeout (and is cancelled), e.g. 5s.
     #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
     pub timeout: Option<Duration>,
@@ -1510,11 +1514,7 @@ impl RunArgs {
             (None, None, true) => Some(TargetFlag::Builtin),
             (None, None, false) => None,
         };
-        let levels = match (self.concurrency, self.rate) {
-            (Some(c), _) => Some(LevelsFlag::Concurrency(c)),
-            (None, Some(r)) => Some(LevelsFlag::Rate(r)),
-            (None, None) => None,
-        };
+        let levels = self.steps.levels();
         let o = Overrides {
             target,
             headers: self.headers,
@@ -1539,8 +1539,8 @@ impl RunArgs {
             leak_min_window: self.leak_min_window,
             tool: self.tool.map(|t| (t, self.args)),
             levels,
-            duration: self.duration,
-            warmup: self.warmup,
+            duration: self.steps.duration,
+            warmup: self.steps.warmup,
             timeout: self.timeout,
             connect_timeout: self.connect_timeout,
             think_time: self.think_time,

@@ -3,7 +3,7 @@
 
 use super::ReportError;
 use super::ab::{AbRecord, answer, change, design_phrase, place, value, verdict_text};
-use super::html::CSP;
+use super::html::{CSP, STYLE};
 use crate::analysis::ab::{AbVerdict, Figure, FigureVerdict};
 use crate::analysis::pct;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
@@ -11,16 +11,10 @@ use std::fmt::Write;
 use std::fs;
 use std::path::Path;
 
-const STYLE: &str = "
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #222; padding: 0 1rem; }
-h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
-.meta { color: #666; }
+/// What the A/B page adds to the run report's style: the answer box, verdict colours.
+const AB_STYLE: &str = "
 .answer { font-size: 1.15rem; border-left: 4px solid #1f77b4; padding: .4rem .8rem; background: #f4f8fb; }
-figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
-figcaption { color: #666; font-size: .9rem; }
-table { border-collapse: collapse; font-size: .8rem; }
-th, td { padding: .25rem .5rem; border-bottom: 1px solid #ddd; text-align: right; }
-th:first-child, td:first-child, td.l { text-align: left; }
+td.l { text-align: left; }
 .regressed { color: #d62728; font-weight: bold; } .improved { color: #2ca02c; font-weight: bold; }
 .equivalent { color: #222; } .inconclusive { color: #b8860b; }
 ";
@@ -188,7 +182,7 @@ fn page(r: &AbRecord) -> Markup {
                 meta charset="utf-8";
                 meta http-equiv="Content-Security-Policy" content=(CSP);
                 title { "mcpload " (r.command) ": " (r.verdict.as_str()) }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(STYLE)) (PreEscaped(AB_STYLE)) }
             }
             body {
                 h1 { "mcpload " (r.command) }

@@ -17,7 +17,7 @@ use std::path::Path;
 pub(super) const CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
 
-const STYLE: &str = "
+pub(super) const STYLE: &str = "
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1000px; color: #222; padding: 0 1rem; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
 .meta { color: #666; }

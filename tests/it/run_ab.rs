@@ -10,6 +10,7 @@ use crate::support::run::{profile, run};
 use crate::support::scratch::scratch;
 use serde_json::Value;
 use std::path::Path;
+use std::process::Output;
 
 const PROFILE: &str = r#"
 name = "ab"
@@ -26,8 +27,48 @@ tool = "echo"
 args = { message = "hi" }
 "#;
 
+/// `mcpload ab PROFILE --a-builtin A --b-builtin B --out OUT MORE...`.
+fn run_ab(profile: &Path, a: &str, b: &str, out: &Path, more: &[&str]) -> Output {
+    bin()
+        .arg("ab")
+        .arg(profile)
+        .args(["--a-builtin", a, "--b-builtin", b])
+        .arg("--out")
+        .arg(out)
+        .args(more)
+        .output()
+        .unwrap()
+}
+
+/// `mcpload compare --baseline BASE --candidate CANDIDATE`.
+fn compare(base: &Path, candidate: &Path) -> Output {
+    bin()
+        .args(["compare", "--baseline"])
+        .arg(base)
+        .arg("--candidate")
+        .arg(candidate)
+        .output()
+        .unwrap()
+}
+
 fn ab_json(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("ab.json")).unwrap()).unwrap()
+}
+
+/// The pairs whose two runs were both used (a busy machine can leave runs generator-bound,
+/// and a run left out takes its pair out).
+fn used_pairs(ab: &Value) -> usize {
+    let runs = ab["runs"].as_array().unwrap();
+    let used = |side: &str, pair: &Value| {
+        runs.iter()
+            .any(|r| r["side"] == side && r["pair"] == *pair && r["used"] == true)
+    };
+    ab["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| used("a", &p["pair"]) && used("b", &p["pair"]))
+        .count()
 }
 
 /// The step-level figure `name` of ab.json.
@@ -46,23 +87,22 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
     let dir = scratch("ab-slower");
     let p = profile(&dir, "ab", PROFILE);
     let out = dir.join("ab");
-    let o = bin()
-        .args(["ab", p.to_str().unwrap(), "--a-builtin", "service_ms=5"])
-        .args([
-            "--b-builtin",
-            "service_ms=20",
+    let md_file = dir.join("pr.md");
+    let o = run_ab(
+        &p,
+        "service_ms=5",
+        "service_ms=20",
+        &out,
+        &[
             "--pairs",
             "5",
             "--seed",
             "7",
             "-q",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .arg("--summary-md")
-        .arg(dir.join("pr.md"))
-        .output()
-        .unwrap();
+            "--summary-md",
+            md_file.to_str().unwrap(),
+        ],
+    );
     let text = String::from_utf8_lossy(&o.stdout);
     let ab = ab_json(&out);
     // A run the generator limited (a busy machine wakes mcpload late) is left out with its
@@ -76,7 +116,7 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
             "{r:#}"
         );
     }
-    let used_pairs = runs.iter().filter(|r| r["used"] == true).count() / 2;
+    let used_pairs = used_pairs(&ab);
     if used_pairs < 2 {
         assert_eq!(o.status.code(), Some(2), "{text}");
         return;
@@ -88,8 +128,18 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
     assert_eq!(ab["seed"], 7);
     for name in ["throughput_rps", "p50_ms", "p99_ms"] {
         let f = figure(&ab, name);
-        assert_eq!(f["verdict"], "regressed", "{f:#}");
-        assert_eq!(f["n"], used_pairs);
+        assert_eq!(f["n"], used_pairs, "{f:#}");
+        if name == "p99_ms" && f["verdict"] == "inconclusive" {
+            // The tail is the noisy figure: on a busy machine one stalled run of a few
+            // pairs can widen its interval past a decision, and the verdict then says how
+            // many pairs would decide it. Never "equivalent" or "improved".
+            assert!(
+                f["needed"].as_u64().is_none_or(|k| k as usize > used_pairs),
+                "{f:#}"
+            );
+        } else {
+            assert_eq!(f["verdict"], "regressed", "{f:#}");
+        }
     }
     // 5 ms against 20 ms of service: the median latency ratio is near 4, and throughput's
     // near 1/4 (4 clients, closed loop).
@@ -114,21 +164,13 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
     }
     // The same seed draws the same orders.
     let again = dir.join("again");
-    let o2 = bin()
-        .args(["ab", p.to_str().unwrap(), "--a-builtin", "service_ms=5"])
-        .args([
-            "--b-builtin",
-            "service_ms=20",
-            "--pairs",
-            "2",
-            "--seed",
-            "7",
-            "-q",
-        ])
-        .arg("--out")
-        .arg(&again)
-        .output()
-        .unwrap();
+    let o2 = run_ab(
+        &p,
+        "service_ms=5",
+        "service_ms=20",
+        &again,
+        &["--pairs", "2", "--seed", "7", "-q"],
+    );
     assert!(o2.status.code() == Some(1) || o2.status.code() == Some(2));
     let orders = |v: &Value| -> Vec<Value> {
         v["pairs"]
@@ -167,26 +209,25 @@ fn the_same_target_twice_never_regresses_past_a_wide_band() {
     let dir = scratch("ab-same");
     let p = profile(&dir, "ab", PROFILE);
     let out = dir.join("ab");
-    let o = bin()
-        .args(["ab", p.to_str().unwrap(), "--a-builtin", "service_ms=5"])
-        .args([
-            "--b-builtin",
-            "service_ms=5",
-            "--pairs",
-            "3",
-            "--band",
-            "0.5",
-            "-q",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = run_ab(
+        &p,
+        "service_ms=5",
+        "service_ms=5",
+        &out,
+        &["--pairs", "3", "--band", "0.5", "-q"],
+    );
     let text = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{text}");
     let ab = ab_json(&out);
     assert_ne!(ab["verdict"], "regressed");
     assert!(ab["seed"].is_u64(), "a seed drawn is recorded: {ab:#}");
+    if used_pairs(&ab) < 2 {
+        // Every run generator-bound on a loaded machine: nothing is judged, and exit 2 says
+        // the comparison could not be made (never a verdict on the generator's numbers).
+        assert_eq!(o.status.code(), Some(2), "{text}");
+        assert!(text.contains("nothing to compare"), "{text}");
+    } else {
+        assert_eq!(o.status.code(), Some(0), "{text}");
+    }
     for f in ab["figures"].as_array().unwrap() {
         assert_ne!(f["verdict"], "regressed", "{f:#}");
         let p = f["p_value"].as_f64().unwrap();
@@ -202,13 +243,13 @@ fn the_same_target_twice_never_regresses_past_a_wide_band() {
 fn a_bad_side_or_a_used_folder_is_exit_2_before_any_run() {
     let dir = scratch("ab-bad");
     let p = profile(&dir, "ab", PROFILE);
-    let o = bin()
-        .args(["ab", p.to_str().unwrap(), "--a-builtin", "service_ms=5"])
-        .args(["--b-builtin", "no_such_knob=1", "--pairs", "2"])
-        .arg("--out")
-        .arg(dir.join("x"))
-        .output()
-        .unwrap();
+    let o = run_ab(
+        &p,
+        "service_ms=5",
+        "no_such_knob=1",
+        &dir.join("x"),
+        &["--pairs", "2"],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("no_such_knob"), "{err}");
@@ -216,20 +257,7 @@ fn a_bad_side_or_a_used_folder_is_exit_2_before_any_run() {
 
     std::fs::create_dir_all(dir.join("used")).unwrap();
     std::fs::write(dir.join("used").join("file"), "x").unwrap();
-    let o = bin()
-        .args([
-            "ab",
-            p.to_str().unwrap(),
-            "--a-builtin",
-            "",
-            "--b-builtin",
-            "",
-        ])
-        .args(["--pairs", "2"])
-        .arg("--out")
-        .arg(dir.join("used"))
-        .output()
-        .unwrap();
+    let o = run_ab(&p, "", "", &dir.join("used"), &["--pairs", "2"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("already holds files"), "{err}");
@@ -273,13 +301,7 @@ fn repeated_runs_compare_as_sets_and_one_run_a_side_falls_back_to_batch_means() 
             );
         }
     }
-    let o = bin()
-        .args(["compare", "--baseline"])
-        .arg(dir.join("fast"))
-        .arg("--candidate")
-        .arg(dir.join("slow"))
-        .output()
-        .unwrap();
+    let o = compare(&dir.join("fast"), &dir.join("slow"));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("3 runs against 3 runs, unpaired"), "{text}");
     assert!(text.contains("Welch"), "{text}");
@@ -297,25 +319,16 @@ fn repeated_runs_compare_as_sets_and_one_run_a_side_falls_back_to_batch_means() 
         assert_eq!(o.status.code(), Some(1), "{text}");
         assert!(text.contains("regressed"), "{text}");
         // The same folders the other way round: the candidate is faster, never a regression.
-        let o = bin()
-            .args(["compare", "--baseline"])
-            .arg(dir.join("slow"))
-            .arg("--candidate")
-            .arg(dir.join("fast"))
-            .output()
-            .unwrap();
+        let o = compare(&dir.join("slow"), &dir.join("fast"));
         let text = String::from_utf8_lossy(&o.stdout);
         assert_eq!(o.status.code(), Some(0), "{text}");
         assert!(text.contains("improved"), "{text}");
     }
 
-    let o = bin()
-        .args(["compare", "--baseline"])
-        .arg(dir.join("fast").join("run-1"))
-        .arg("--candidate")
-        .arg(dir.join("slow").join("run-1"))
-        .output()
-        .unwrap();
+    let o = compare(
+        &dir.join("fast").join("run-1"),
+        &dir.join("slow").join("run-1"),
+    );
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(text.contains("weak test"), "{text}");
