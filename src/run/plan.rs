@@ -349,24 +349,24 @@ fn check_process(t: &TargetSpec, model: Model) -> Result<(), PlanError> {
     if t.process == ProcessMode::Shared {
         if t.session_calls.is_some() || t.session_duration.is_some() {
             return usage(
-                "target.session_calls / session_duration end a child's session: they need                  `target.process = \"per_user\"` (or --process-per-user)",
+                "target.session_calls / session_duration end a child's session: they need `target.process = \"per_user\"` (or --process-per-user)",
             );
         }
         if t.fleet_memory_budget.is_some() {
             return usage(
-                "target.fleet_memory_budget bounds a fleet of children: it needs                  `target.process = \"per_user\"` (or --process-per-user)",
+                "target.fleet_memory_budget bounds a fleet of children: it needs `target.process = \"per_user\"` (or --process-per-user)",
             );
         }
         return Ok(());
     }
     if t.stdio.is_none() {
         return usage(
-            "target.process = \"per_user\" (--process-per-user) starts a child per virtual              user: it needs a stdio target (`target.stdio` or --stdio)",
+            "target.process = \"per_user\" (--process-per-user) starts a child per virtual user: it needs a stdio target (`target.stdio` or --stdio)",
         );
     }
     if model == Model::Open {
         return usage(
-            "target.process = \"per_user\" (--process-per-user) needs a closed loop              (`load.concurrency` or --concurrency): an open loop has arrivals, not users",
+            "target.process = \"per_user\" (--process-per-user) needs a closed loop (`load.concurrency` or --concurrency): an open loop has arrivals, not users",
         );
     }
     if t.session_calls == Some(0) {

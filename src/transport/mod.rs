@@ -290,6 +290,9 @@ pub struct TransportCounters {
     pub stdio_write_block: Duration,
     /// stdout lines that were not JSON.
     pub stdout_pollution: u64,
+    /// Of those, the lines the connect read and skipped itself, before any correlator saw
+    /// them: handed over as `parse_errors` too, so the pollution stays their breakdown.
+    pub connect_parse_errors: u64,
     /// Children that exited while their session was in use.
     pub process_exits: u64,
     /// Children not started for the fleet's memory budget.
@@ -321,6 +324,7 @@ impl TransportCounters {
         c.retries_session += self.retries_session;
         c.stdio_write_block_ms += self.stdio_write_block.as_millis() as u64;
         c.stdout_pollution += self.stdout_pollution;
+        c.parse_errors += self.connect_parse_errors;
         c.process_exits += self.process_exits;
         c.fleet_budget_refusals += self.fleet_budget_refusals;
         c.processes_max = c.processes_max.max(self.processes_max);

@@ -356,10 +356,17 @@ impl StdioTransport {
 
     /// The connect is over: its start-up ends here if the handshake did not end it, and what
     /// the counters saw while connecting is forgotten (the connect read those lines itself,
-    /// so none reached the pairing counts); the first polluted line is still kept.
+    /// so none reached the pairing counts), except its stdout pollution: a banner the child
+    /// printed as it started is counted in the first step like any later child's, as a parse
+    /// error too.
     pub fn connected(&mut self) {
         self.mark_connected();
-        self.counters = TransportCounters::default();
+        let polluted = self.counters.stdout_pollution;
+        self.counters = TransportCounters {
+            stdout_pollution: polluted,
+            connect_parse_errors: polluted,
+            ..TransportCounters::default()
+        };
     }
 
     /// Keeps what the handshake sent, for children started later the same way.

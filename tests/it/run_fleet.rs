@@ -252,13 +252,147 @@ fn a_banner_on_stdout_is_pollution_counted_once_per_child_and_skipped() {
         "skipped, nothing lost"
     );
     let p = &summary(&dir)["processes"];
-    // The connect's child printed its banner while connecting (read and skipped there);
-    // every later child's is counted, once, as a parse error too.
-    let later = p["started"].as_f64().unwrap() - 1.0;
-    assert!(later >= 3.0, "{p}");
-    assert_eq!(num(row, "stdout_pollution"), later, "{row:?}");
-    assert_eq!(num(row, "parse_errors"), later);
+    // Every child's banner is counted once, as a parse error too: the connect's child's
+    // (read and skipped while connecting) in the first step like the later ones'.
+    let started = p["started"].as_f64().unwrap();
+    assert!(started >= 4.0, "{p}");
+    assert_eq!(num(row, "stdout_pollution"), started, "{row:?}");
+    assert_eq!(num(row, "parse_errors"), started);
     assert_eq!(p["first_stdout_pollution"], "weather server v1 ready");
+}
+
+#[test]
+fn a_shared_childs_banner_counts_once_in_the_first_step() {
+    // The one child's banner is read while connecting, before any step: it is still the
+    // first step's pollution (and parse error), once, and no later step's.
+    let _share = machine::loading();
+    let dir = scratch("banner-shared").join("run");
+    let stdio = line(&serve_cmd(&["--stdio", "--stdout-banner", "ready"]));
+    let o = crate::support::bin()
+        .args(["run", "--quiet", "--stdio", &stdio, "-c", "1,2", "-d", "1s"])
+        .args(["--warmup", "0s", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows = steps(&dir);
+    assert_eq!(num(&rows[0], "stdout_pollution"), 1.0, "{:?}", rows[0]);
+    assert_eq!(num(&rows[0], "parse_errors"), 1.0);
+    assert_eq!(num(&rows[1], "stdout_pollution"), 0.0, "{:?}", rows[1]);
+    assert_eq!(num(&rows[1], "parse_errors"), 0.0);
+    let p = &summary(&dir)["processes"];
+    assert_eq!(p["first_stdout_pollution"], "ready", "{p}");
+    assert_eq!(p["first_stdout_pollution_user"], 0);
+}
+
+#[test]
+fn a_launchers_whole_process_tree_ends_with_its_session() {
+    // Like `npx` or `uvx`: the child is a shell that does not exec, the server runs under it,
+    // and a helper process beside the server outlives the close of stdin. Ending a session
+    // ends all three; fleet_of checks /proc for anything left after the run.
+    let mark = format!("launcher-{}", std::process::id());
+    let server = line(&serve_cmd(&["--stdio"]));
+    let launcher = [
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("sleep 600 & {server}; :"),
+    ];
+    let mut helpers = 0;
+    let (dir, _) = fleet_of(
+        "launcher",
+        &launcher,
+        &[
+            "-c",
+            "3",
+            "-d",
+            "2s",
+            "--warmup",
+            "0s",
+            "--session-calls",
+            "20",
+        ],
+        |_| {
+            let sleeping = marked(&mark)
+                .into_iter()
+                .filter(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| c.trim() == "sleep")
+                })
+                .count();
+            helpers = helpers.max(sleeping);
+        },
+    );
+    assert!(
+        helpers >= 3,
+        "a helper per user was seen running: {helpers}"
+    );
+    let row = &steps(&dir)[0];
+    assert_identity(row);
+    assert_eq!(num(row, "requests"), num(row, "ok"), "{row:?}");
+    let p = &summary(&dir)["processes"];
+    assert!(p["started"].as_u64().unwrap() > 3, "sessions churned: {p}");
+    assert_eq!(p["exits_total"], 0, "{p}");
+}
+
+#[test]
+fn the_profile_form_starts_a_child_per_user_and_bad_fleet_settings_are_usage_errors() {
+    let _share = machine::loading();
+    let dir = scratch("fleet-profile");
+    let server = serve_cmd(&["--stdio"]);
+    let stdio = serde_json::to_string(&line(&server)).unwrap();
+    let text = format!(
+        "name = \"fleet\"\n[target]\nstdio = {stdio}\nprocess = \"per_user\"\n\
+         session_calls = 10\n[load]\nmodel = \"closed\"\nconcurrency = \"2\"\n\
+         duration = \"1s\"\nwarmup = \"0s\"\n[[mix]]\nmethod = \"tools/call\"\n\
+         tool = \"echo\"\nargs = {{ message = \"hi\" }}\n"
+    );
+    let p = profile(&dir, "fleet", &text);
+    let out = dir.join("run");
+    let o = run(&[p.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    let s = summary(&out);
+    assert_eq!(s["processes"]["mode"], "per_user", "{}", s["processes"]);
+    // 2 users, 10 calls a session: every user churned at least once in a second.
+    assert!(s["processes"]["started"].as_u64().unwrap() > 2);
+
+    // Each misuse names what it needs, before anything starts (exit 2).
+    let stdio_line = line(&server);
+    let misuse: [(&[&str], &str); 4] = [
+        (
+            &["--builtin", "--process-per-user"],
+            "it needs a stdio target",
+        ),
+        (
+            &["--stdio", &stdio_line, "--process-per-user", "-r", "10"],
+            "needs a closed loop",
+        ),
+        (
+            &["--stdio", &stdio_line, "--session-calls", "5"],
+            "session_duration end a child's session: they need `target.process",
+        ),
+        (
+            &["--stdio", &stdio_line, "--fleet-memory-budget", "1GiB"],
+            "fleet_memory_budget bounds a fleet of children: it needs `target.process",
+        ),
+    ];
+    for (args, says) in misuse {
+        let o = crate::support::bin()
+            .arg("run")
+            .args(args)
+            .args(["-d", "1s", "--out"])
+            .arg(dir.join("never"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!dir.join("never").join("steps.csv").exists());
+    }
 }
 
 #[test]
