@@ -396,6 +396,46 @@ fn the_profile_form_starts_a_child_per_user_and_bad_fleet_settings_are_usage_err
 }
 
 #[test]
+fn a_child_flooding_stderr_is_drained_to_the_end_and_its_log_stays_bounded() {
+    // 4 MB on stderr from beside each server: under the shared or first child's cap
+    // (target-stderr.log, 16 MiB), past every other child's (1 MiB). The writer can only
+    // finish if mcpload goes on reading past the cap.
+    let mark = format!("stderr_flood-{}", std::process::id());
+    let server = line(&serve_cmd(&["--stdio"]));
+    let flood = format!("yes 'stderr flood line' | head -c 4000000 >&2 & exec {server}");
+    let launcher = ["sh".to_owned(), "-c".to_owned(), flood];
+    let mut writing = usize::MAX;
+    let (dir, _) = fleet_of(
+        "stderr_flood",
+        &launcher,
+        &["-c", "2", "-d", "3s", "--warmup", "0s"],
+        |_| {
+            writing = marked(&mark)
+                .into_iter()
+                .filter(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| c.trim() == "head")
+                })
+                .count();
+        },
+    );
+    assert_eq!(writing, 0, "a flood writer was still held at the run's end");
+    let row = &steps(&dir)[0];
+    assert_identity(row);
+    assert_eq!(num(row, "requests"), num(row, "ok"), "{row:?}");
+    const FULL: &str = "\n[mcpload: the file is full; later stderr is dropped]\n";
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    let (first, later) = (read("target-stderr.log"), read("children/user-1.log"));
+    assert_eq!(first.len(), 4_000_000, "all of it, under the cap");
+    assert_eq!(
+        later.len(),
+        (1 << 20) + FULL.len(),
+        "the cap, and a line that says so"
+    );
+    assert!(later.ends_with(FULL.as_bytes()));
+}
+
+#[test]
 fn start_up_time_is_measured_from_the_spawn_to_the_handshake() {
     let (dir, _) = fleet_run(
         "startup",
