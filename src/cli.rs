@@ -675,6 +675,9 @@ pub(crate) struct VerdictArgs {
     /// `equivalent`: also fail (exit 1) when any figure is inconclusive.
     #[arg(long, value_name = "VERDICT", value_parser = ["equivalent"])]
     pub require: Option<String>,
+    /// Leave out runs with a generator-bound step [default: kept, with a warning].
+    #[arg(long)]
+    pub exclude_generator_bound: bool,
     /// Write a Markdown summary (for a pull-request comment); without it, appended to
     /// $GITHUB_STEP_SUMMARY when that is set.
     #[arg(long, value_name = "FILE")]
@@ -686,6 +689,7 @@ impl VerdictArgs {
         mcpload::analysis::ab::AbOptions {
             band: self.band,
             alpha: self.alpha,
+            exclude_generator_bound: self.exclude_generator_bound,
         }
     }
 
@@ -696,7 +700,7 @@ impl VerdictArgs {
         record: &mcpload::report::ab::AbRecord,
         markdown: &str,
     ) -> anyhow::Result<()> {
-        mcpload::ab::write_summary_md(self.summary_md.as_deref(), markdown)
+        mcpload::report::ci::write_summary_md(self.summary_md.as_deref(), markdown)
             .context("writing the Markdown summary")?;
         if record.figures.is_empty() {
             return Err(UsageError(anyhow::anyhow!(
@@ -1320,6 +1324,14 @@ pub(crate) struct RunArgs {
     /// No progress display.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Write a JUnit XML file: a test case per threshold, check and step verdict (a failed
+    /// threshold is a failed case, a run that could not run an error).
+    #[arg(long, value_name = "FILE", help_heading = "CI reports")]
+    pub junit: Option<PathBuf>,
+    /// Write a Markdown summary for a pull request: verdict, steps, operations, failed
+    /// gates, checks [default: appended to $GITHUB_STEP_SUMMARY when it is set].
+    #[arg(long, value_name = "FILE", help_heading = "CI reports")]
+    pub summary_md: Option<PathBuf>,
     /// Run it all K times, one run folder each: DIR/run-1 … DIR/run-K (DIR: --out or the
     /// default folder), for `compare --baseline DIR --candidate DIR2`.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -1574,6 +1586,28 @@ impl RunArgs {
     /// fails, 2 for a bad profile or flags, 130 when interrupted (after writing what was
     /// measured).
     pub(crate) async fn run(mut self) -> anyhow::Result<()> {
+        let mut ci = CiReports {
+            junit: self.junit.take(),
+            summary_md: self.summary_md.take(),
+            ..CiReports::default()
+        };
+        let ran = self.run_all(&mut ci).await;
+        if let Err(e) = &ran
+            && ci.runs == 0
+        {
+            ci.failed(&format!("{e:#}"));
+        }
+        let written = ci.write();
+        match (ran, written) {
+            (Err(e), Err(w)) => {
+                eprintln!("mcpload: {w:#}");
+                Err(e)
+            }
+            (ran, written) => ran.and(written),
+        }
+    }
+
+    async fn run_all(mut self, ci: &mut CiReports) -> anyhow::Result<()> {
         let repeat = self.repeat.take();
         let (profile, overrides) = self
             .overrides()
@@ -1581,7 +1615,7 @@ impl RunArgs {
         let cancel = tokio_util::sync::CancellationToken::new();
         tokio::spawn(mcpload::run::stop_on_signals(cancel.clone()));
         let Some(k) = repeat else {
-            return run_once(profile.as_deref(), overrides, cancel).await;
+            return run_once(profile.as_deref(), overrides, cancel, ci).await;
         };
         let parent = mcpload::run::plan(profile.as_deref(), overrides.clone())
             .map_err(|e| UsageError(e.into()))?
@@ -1593,7 +1627,7 @@ impl RunArgs {
                 out: Some(parent.join(format!("run-{i}"))),
                 ..overrides.clone()
             };
-            match run_once(profile.as_deref(), o, cancel.clone()).await {
+            match run_once(profile.as_deref(), o, cancel.clone(), ci).await {
                 Ok(()) => {}
                 Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
                 Err(e) if e.downcast_ref::<UsageError>().is_some() => return Err(e),
@@ -1606,18 +1640,79 @@ impl RunArgs {
     }
 }
 
-/// One run of a plan: prints its report and the folder; the error says why it failed.
+/// `--junit` and `--summary-md` (or `$GITHUB_STEP_SUMMARY`): each run's CI reports,
+/// collected as the runs end and written once all have.
+#[derive(Default)]
+struct CiReports {
+    junit: Option<PathBuf>,
+    summary_md: Option<PathBuf>,
+    suites: Vec<quick_junit::TestSuite>,
+    markdown: String,
+    /// Runs recorded, ended or failed.
+    runs: usize,
+}
+
+impl CiReports {
+    /// A run ended with a folder: its suite and summary from its summary.json.
+    fn ended(&mut self, dir: &Path) {
+        use mcpload::report::{RunSummary, ci};
+        match RunSummary::read(dir) {
+            Ok(run) => {
+                self.runs += 1;
+                self.suites.push(ci::junit_suite(&run, dir));
+                self.markdown.push_str(&ci::render_run_markdown(&run, dir));
+            }
+            Err(e) => self.failed(&e.to_string()),
+        }
+    }
+
+    /// A run could not run: an error case, and a summary saying why.
+    fn failed(&mut self, why: &str) {
+        self.runs += 1;
+        self.suites
+            .push(mcpload::report::ci::junit_error_suite(why));
+        let why = mcpload::report::ci::md(why);
+        self.markdown
+            .push_str(&format!("### ⚠️ mcpload run could not run\n\n{why}\n"));
+    }
+
+    fn write(self) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        if let Some(path) = &self.junit {
+            mcpload::report::ci::write_junit(path, self.suites)
+                .with_context(|| format!("--junit {}", path.display()))?;
+        }
+        mcpload::report::ci::write_summary_md(self.summary_md.as_deref(), &self.markdown)
+            .context("--summary-md")
+    }
+}
+
+/// One run of a plan: prints its report and the folder, and hands it to the CI reports; the
+/// error says why it failed.
 async fn run_once(
     profile: Option<&Path>,
     overrides: Overrides,
     cancel: tokio_util::sync::CancellationToken,
+    ci: &mut CiReports,
 ) -> anyhow::Result<()> {
-    let plan = mcpload::run::plan(profile, overrides).map_err(|e| UsageError(e.into()))?;
+    let plan = match mcpload::run::plan(profile, overrides) {
+        Ok(p) => p,
+        Err(e) => {
+            ci.failed(&e.to_string());
+            return Err(UsageError(e.into()).into());
+        }
+    };
     let outcome = match mcpload::run::execute(plan, cancel).await {
         Ok(o) => o,
-        Err(mcpload::run::RunError::Plan(e)) => return Err(UsageError(e.into()).into()),
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            ci.failed(&e.to_string());
+            return Err(match e {
+                mcpload::run::RunError::Plan(e) => UsageError(e.into()).into(),
+                e => e.into(),
+            });
+        }
     };
+    ci.ended(&outcome.dir);
     print!("{}", outcome.terminal);
     println!("results: {}", outcome.dir.display());
     if let Some(why) = outcome.aborted {

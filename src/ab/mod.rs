@@ -159,13 +159,14 @@ pub async fn run_ab(p: AbPlan, cancel: CancellationToken) -> Result<AbOutcome, A
             let outcome = crate::run::execute(planned, cancel.clone())
                 .await
                 .map_err(|e| AbError::Failed(format!("{name}: {e}")))?;
-            let read = read_run(&dir, p.options.band)?;
+            let read = read_run(&dir, &p.options)?;
             let used = RunUse {
                 side,
                 pair: Some(pair),
                 dir: name,
                 used: true,
                 reason: None,
+                generator_bound: None,
                 trends: Vec::new(),
             };
             let runs = if side == Side::A {
@@ -269,13 +270,14 @@ pub fn compare_sets(
     let read = |dirs: &[PathBuf], side: Side| -> Result<Vec<(RunUse, ReadRun)>, ReportError> {
         dirs.iter()
             .map(|d| {
-                let r = read_run(d, options.band)?;
+                let r = read_run(d, options)?;
                 let u = RunUse {
                     side,
                     pair: None,
                     dir: d.display().to_string(),
                     used: true,
                     reason: None,
+                    generator_bound: None,
                     trends: Vec::new(),
                 };
                 Ok((u, r))
@@ -296,22 +298,6 @@ pub fn failed(record: &AbRecord, require_equivalent: bool) -> bool {
                 .figures
                 .iter()
                 .any(|f| f.verdict == AbVerdict::Inconclusive))
-}
-
-/// `--summary-md FILE`, or `$GITHUB_STEP_SUMMARY` (appended to) when no file is given.
-pub fn write_summary_md(file: Option<&Path>, markdown: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    match file {
-        Some(f) => std::fs::write(f, markdown),
-        None => match std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty()) {
-            Some(path) => std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?
-                .write_all(markdown.as_bytes()),
-            None => Ok(()),
-        },
-    }
 }
 
 #[cfg(test)]

@@ -477,6 +477,16 @@ pub struct GateResult {
     pub worst: Option<f64>,
     /// One line for people, e.g. `p99_ms<250 fails in steps 4, 5 (worst 312.4 at step 5)`.
     pub detail: String,
+    /// The step of `worst`, for a step metric.
+    #[serde(default)]
+    pub worst_step: Option<u32>,
+    /// A failed gate's figure against its limit where it was worst, e.g.
+    /// `p99_ms{op=search} = 812 > 500 in step 4`; else the detail.
+    #[serde(default)]
+    pub failure: Option<String>,
+    /// The gate found nothing to judge: no step recorded, or its figure empty in every step.
+    #[serde(default)]
+    pub no_data: bool,
 }
 
 impl Threshold {
@@ -584,7 +594,10 @@ impl Threshold {
             holds: false,
             failing_steps: Vec::new(),
             worst: None,
+            failure: Some(detail.clone()),
             detail,
+            worst_step: None,
+            no_data: false,
         };
         if self.selector == Selector::Steps && KNEE_METRICS.contains(&self.metric.as_str()) {
             let v = match self.metric.as_str() {
@@ -599,9 +612,14 @@ impl Threshold {
             if !holds {
                 detail.push_str(&generator_note(&run.knee.generator_limited));
             }
+            let failure = match v {
+                Some(v) if !holds => Some(self.against(v, "in the sweep")),
+                _ => (!holds).then(|| detail.clone()),
+            };
             return GateResult {
                 worst: v,
                 holds,
+                failure,
                 detail,
                 ..fails(String::new())
             };
@@ -616,19 +634,24 @@ impl Threshold {
             };
             let index = CheckStatus::ALL.iter().position(|s| *s == check.status);
             let holds = index.is_some_and(|i| self.op.holds(i as f64, self.value));
+            let detail = format!(
+                "{name} {}: {id} is {} ({})",
+                verdict(holds),
+                check.status.as_str(),
+                check.reason
+            );
             return GateResult {
                 holds,
-                detail: format!(
-                    "{name} {}: {id} is {} ({})",
-                    verdict(holds),
-                    check.status.as_str(),
-                    check.reason
-                ),
+                failure: (!holds).then(|| detail.clone()),
+                detail,
                 ..fails(String::new())
             };
         }
         if run.steps.is_empty() {
-            return fails(format!("{name} fails: no step was recorded"));
+            return GateResult {
+                no_data: true,
+                ..fails(format!("{name} fails: no step was recorded"))
+            };
         }
         let values = match self.selected(run) {
             Ok(v) => v,
@@ -693,13 +716,43 @@ impl Threshold {
                 ));
             }
         }
+        let failure = match worst {
+            _ if holds => None,
+            // The worst value may hold while an empty cell fails: name the failing step.
+            Some((v, step)) if !self.op.holds(v, self.value) => {
+                Some(self.against(v, &format!("in step {step}")))
+            }
+            _ if !empty.is_empty() => Some(format!(
+                "{}{} is empty in step{} {}",
+                self.metric,
+                self.selector,
+                plural(&empty),
+                list(&empty)
+            )),
+            _ => Some(detail.clone()),
+        };
         GateResult {
             threshold: name,
             holds,
+            no_data: !values.is_empty() && empty.len() == values.len(),
             failing_steps: failing,
             worst: worst.map(|(v, _)| v),
+            worst_step: worst.map(|(_, s)| s),
+            failure,
             detail,
         }
+    }
+
+    /// `p99_ms{op=search} = 812 > 500 in step 4`: the figure, its value, how it stands to the
+    /// limit, and `place`; a value equal to the limit is `= 4, not > 4`.
+    fn against(&self, v: f64, place: &str) -> String {
+        let limit = self.value;
+        let relation = match v.partial_cmp(&limit) {
+            Some(std::cmp::Ordering::Less) => format!(" < {limit}"),
+            Some(std::cmp::Ordering::Greater) => format!(" > {limit}"),
+            _ => format!(", not {} {limit}", self.op.as_str()),
+        };
+        format!("{}{} = {v}{relation} {place}", self.metric, self.selector)
     }
 }
 

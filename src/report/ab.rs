@@ -4,6 +4,7 @@
 //! terminal table, the Markdown summary and the A/B report.html with its forest plot.
 
 pub use super::ab_html::write_ab_html;
+use super::ci::md;
 use super::raw::Record;
 use super::summary::{RunStatus, RunSummary};
 use super::terminal::{BOLD, GREEN, RED, Table, YELLOW, paint};
@@ -71,8 +72,15 @@ pub struct RunUse {
     pub used: bool,
     /// Why not, when not.
     pub reason: Option<String>,
+    /// Its generator-bound steps and why, when it had any (docs/metrics.md, "The
+    /// generator").
+    #[serde(default)]
+    pub generator_bound: Option<String>,
     pub trends: Vec<StepTrend>,
 }
+
+/// The start of the warning naming the generator-bound runs compared.
+const GENERATOR_WARNING: &str = "generator-bound:";
 
 /// A run folder read for the verdict.
 #[derive(Clone, Debug)]
@@ -80,13 +88,17 @@ pub struct ReadRun {
     pub observation: Observation,
     /// Why the run is left out of the verdict, when it is.
     pub excluded: Option<String>,
+    /// Its generator-bound steps and why, when it had any.
+    pub generator_bound: Option<String>,
     pub trends: Vec<StepTrend>,
 }
 
 /// Reads a run folder's steady figures, per step (`*`) and per operation, and checks it:
-/// a run that did not complete, has a generator-bound step, or whose steady window still
-/// trends past `band` is read but marked excluded, with the reason.
-pub fn read_run(dir: &Path, band: f64) -> Result<ReadRun, ReportError> {
+/// a run that did not complete, whose steady window still trends past the band, or (with
+/// `exclude_generator_bound`) that has a generator-bound step is read but marked excluded,
+/// with the reason.
+pub fn read_run(dir: &Path, options: &AbOptions) -> Result<ReadRun, ReportError> {
+    let band = options.band;
     let summary = RunSummary::read(dir)?;
     let mut observation = Vec::new();
     for s in &summary.steps {
@@ -162,7 +174,7 @@ pub fn read_run(dir: &Path, band: f64) -> Result<ReadRun, ReportError> {
         ))
     } else if summary.steps.is_empty() {
         Some("the run measured no step".to_owned())
-    } else if !bound.is_empty() {
+    } else if options.exclude_generator_bound && !bound.is_empty() {
         Some(bound.join("; "))
     } else if !trending.is_empty() {
         Some(trending.join("; "))
@@ -172,6 +184,7 @@ pub fn read_run(dir: &Path, band: f64) -> Result<ReadRun, ReportError> {
     Ok(ReadRun {
         observation,
         excluded,
+        generator_bound: (!bound.is_empty()).then(|| bound.join("; ")),
         trends,
     })
 }
@@ -329,6 +342,9 @@ pub struct AbRecord {
     pub seed: Option<u64>,
     pub band: f64,
     pub alpha: f64,
+    /// Runs with a generator-bound step were left out (`--exclude-generator-bound`).
+    #[serde(default)]
+    pub exclude_generator_bound: bool,
     pub pairs: Vec<PairRecord>,
     pub runs: Vec<RunUse>,
     pub warnings: Vec<String>,
@@ -353,6 +369,7 @@ impl AbRecord {
             seed: None,
             band: options.band,
             alpha: options.alpha,
+            exclude_generator_bound: options.exclude_generator_bound,
             pairs: Vec::new(),
             runs: Vec::new(),
             warnings: Vec::new(),
@@ -365,6 +382,7 @@ impl AbRecord {
         AbOptions {
             band: self.band,
             alpha: self.alpha,
+            exclude_generator_bound: self.exclude_generator_bound,
         }
     }
 
@@ -394,6 +412,7 @@ impl AbRecord {
             .map(|(u, r)| RunUse {
                 used: r.excluded.is_none(),
                 reason: r.excluded.clone(),
+                generator_bound: r.generator_bound.clone(),
                 trends: r.trends.clone(),
                 ..u.clone()
             })
@@ -410,7 +429,27 @@ impl AbRecord {
                 }
             }
         }
+        self.warn_of_generator_bound_runs();
         self.judge(&ao, &bo);
+    }
+
+    /// One warning naming the runs in the verdict that had a generator-bound step (replacing
+    /// the last judgement's).
+    fn warn_of_generator_bound_runs(&mut self) {
+        self.warnings.retain(|w| !w.starts_with(GENERATOR_WARNING));
+        let bound: Vec<&str> = (self.runs.iter())
+            .filter(|r| r.used && r.generator_bound.is_some())
+            .map(|r| r.dir.as_str())
+            .collect();
+        if !bound.is_empty() {
+            self.warnings.push(format!(
+                "{GENERATOR_WARNING} {} of the runs compared ({}): their latencies include \
+                 mcpload's own delay, which the interleaving spreads over both sides; \
+                 --exclude-generator-bound leaves them out",
+                bound.len(),
+                bound.join(", ")
+            ));
+        }
     }
 
     /// Judges observations directly (batch means) and sets the overall verdict.
@@ -688,11 +727,6 @@ pub fn render_ab_markdown(r: &AbRecord, folder: Option<&Path>) -> String {
     out
 }
 
-/// Text safe in a Markdown table cell.
-fn md(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -723,11 +757,13 @@ mod tests {
                 dir: run_dir_name(side, pair),
                 used: true,
                 reason: None,
+                generator_bound: None,
                 trends: Vec::new(),
             },
             ReadRun {
                 observation: vec![m],
                 excluded: excluded.map(str::to_owned),
+                generator_bound: None,
                 trends: Vec::new(),
             },
         )
@@ -761,7 +797,12 @@ mod tests {
         let mut b: Vec<_> = (1..=4)
             .map(|p| run(p, Side::B, 10.0 + 0.02 * f64::from(p), None))
             .collect();
-        b[1] = run(2, Side::B, 99.0, Some("step 1 was generator-bound (x)"));
+        b[1] = run(
+            2,
+            Side::B,
+            99.0,
+            Some("step 1 still trends: throughput -9.0%"),
+        );
         r.judge_runs(&a, &b);
         let a2 = r.runs.iter().find(|x| x.dir == "a-02").unwrap();
         assert!(!a2.used);
@@ -770,12 +811,41 @@ mod tests {
             Some("its pair's other run is left out")
         );
         let b2 = r.runs.iter().find(|x| x.dir == "b-02").unwrap();
-        assert!(b2.reason.as_deref().unwrap().contains("generator-bound"));
+        assert!(b2.reason.as_deref().unwrap().contains("still trends"));
         let p50 = r.figures.iter().find(|f| f.figure == Figure::P50).unwrap();
         assert_eq!(p50.n, 3);
         // The 99 ms outlier was left out: the ratio is the other pairs' 2.
         assert!((p50.ratio.unwrap() - 2.0).abs() < 0.01, "{p50:?}");
         assert_eq!(r.verdict, AbVerdict::Regressed);
+    }
+
+    #[test]
+    fn a_generator_bound_run_is_kept_and_named_in_one_warning() {
+        let mut r = record(3);
+        let a: Vec<_> = (1..=3)
+            .map(|p| run(p, Side::A, 5.0 + 0.01 * f64::from(p), None))
+            .collect();
+        let mut b: Vec<_> = (1..=3)
+            .map(|p| run(p, Side::B, 10.0 + 0.02 * f64::from(p), None))
+            .collect();
+        b[2].1.generator_bound = Some("step 1 was generator-bound (x)".into());
+        // Judged after each pair: the warning is replaced, never repeated.
+        r.judge_runs(&a, &b);
+        r.judge_runs(&a, &b);
+        let b3 = r.runs.iter().find(|x| x.dir == "b-03").unwrap();
+        assert!(b3.used && b3.generator_bound.is_some(), "{b3:?}");
+        let warned: Vec<_> = r
+            .warnings
+            .iter()
+            .filter(|w| w.starts_with(GENERATOR_WARNING))
+            .collect();
+        assert_eq!(warned.len(), 1, "{:?}", r.warnings);
+        assert!(
+            warned[0].contains("1 of the runs compared (b-03)"),
+            "{warned:?}"
+        );
+        let p50 = r.figures.iter().find(|f| f.figure == Figure::P50).unwrap();
+        assert_eq!(p50.n, 3);
     }
 
     #[test]

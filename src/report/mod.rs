@@ -44,6 +44,7 @@
 
 pub mod ab;
 mod ab_html;
+pub mod ci;
 mod compare_text;
 mod correctness;
 mod hlog;

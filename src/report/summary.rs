@@ -37,6 +37,18 @@ pub enum RunStatus {
     Aborted,
 }
 
+impl RunStatus {
+    /// Its name in summary.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Aborted => "aborted",
+        }
+    }
+}
+
 /// One step in summary.json: every column of steps.csv under the same name, plus what the CSV
 /// cannot hold.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -91,6 +91,23 @@ fn step_gates_must_hold_in_every_step_and_name_the_failing_ones() {
     );
     assert_eq!(r[2].failing_steps, [3]);
     assert_eq!(r[7].detail, "max_sustainable>4 fails: max_sustainable is 4");
+    // What JUnit and the Markdown summary say of a failure: the figure against its limit
+    // where it was worst.
+    assert_eq!(r[0].worst_step, Some(3));
+    assert_eq!(
+        r[0].failure.as_deref(),
+        Some(format!("p99_ms = {} > 250 in step 3", steps[2].p99_ms.unwrap()).as_str())
+    );
+    assert_eq!(
+        r[2].failure.as_deref(),
+        Some("error_rate = 0.25 > 0.001 in step 3")
+    );
+    assert_eq!(
+        r[7].failure.as_deref(),
+        Some("max_sustainable = 4, not > 4 in the sweep")
+    );
+    assert!(r.iter().filter(|g| g.holds).all(|g| g.failure.is_none()));
+    assert!(r.iter().all(|g| !g.no_data));
 }
 
 #[test]
@@ -105,6 +122,8 @@ fn empty_cells_unreached_figures_and_empty_runs_fail() {
         "{}",
         r.detail
     );
+    assert_eq!(r.failure.as_deref(), Some("p50_ms is empty in step 2"));
+    assert!(!r.no_data, "step 1 has a p50");
     // Every step failed: nothing sustainable.
     let (steps, knee) = judged(vec![step(1, 0, 100, 10)]);
     let r = Threshold::evaluate(

@@ -24,6 +24,7 @@ mod probe_races;
 mod probe_servers;
 mod probe_tasks;
 mod report_browser;
+mod report_ci;
 mod report_folder;
 mod report_hlog_python;
 mod report_workflows;

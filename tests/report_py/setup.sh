@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs HdrHistogram's Python port (PyPI hdrhistogram, module hdrh), pinned with its one
-# dependency in requirements.txt, into the git-ignored .venv/ beside this script, for
-# tests/it/report_hlog_python.rs: an independent reader of latency.hlog.
+# Installs the independent Python readers of the run folder, pinned in requirements.txt, into
+# the git-ignored .venv/ beside this script: HdrHistogram's Python port (PyPI hdrhistogram,
+# module hdrh, with its one dependency) for tests/it/report_hlog_python.rs, a reader of
+# latency.hlog; junitparser for tests/it/report_ci.rs, a reader of --junit files.
 # Idempotent and quick when already done: a stamp records the hash of what was installed.
 set -euo pipefail
 cd "$(dirname "$0")"
