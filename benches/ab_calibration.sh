@@ -20,6 +20,7 @@
 # 0.1-1.9 s apart, stopped at the end of the trial (and on exit).
 # Each trial also runs the old fixed-tolerance gate on the same data: `mcpload compare` of its
 # first pair (a-01 against b-01), exit 1 = a figure >10% worse.
+# AB_ARGS (word-split) goes to every `mcpload ab`, e.g. AB_ARGS=--keep-generator-bound.
 # A trial is OUT/CONDITION/trial-NN (the ab run folder), beside it trial-NN.json (condition,
 # busy, service times, seed, exit codes), trial-NN.log (ab's output) and trial-NN.compare.txt.
 # A trial whose ab exits other than 0 or 1 is reported as an error (and the script exits 1).
@@ -96,7 +97,7 @@ run_trial() { # CONDITION TRIAL FACTOR LABEL BUSY
     [[ "$busy" == yes ]] && start_busy "$seed"
     "$mcpload" ab "$profile" --a-builtin "service_ms=$s,capacity=0" \
         --b-builtin "service_ms=$b_ms,capacity=0" --pairs "$k" --seed "$seed" \
-        -c 8 -d 2s --warmup 500ms -q --out "$dir" >"$dir.log" 2>&1 || code=$?
+        -c 8 -d 2s --warmup 500ms -q ${AB_ARGS:-} --out "$dir" >"$dir.log" 2>&1 || code=$?
     stop_busy
     if [[ -d "$dir/a-01" && -d "$dir/b-01" ]]; then
         ccode=0

@@ -675,9 +675,10 @@ pub(crate) struct VerdictArgs {
     /// `equivalent`: also fail (exit 1) when any figure is inconclusive.
     #[arg(long, value_name = "VERDICT", value_parser = ["equivalent"])]
     pub require: Option<String>,
-    /// Leave out runs with a generator-bound step [default: kept, with a warning].
+    /// Keep runs with a generator-bound step in the verdict, with a warning [default: left
+    /// out, with the reason].
     #[arg(long)]
-    pub exclude_generator_bound: bool,
+    pub keep_generator_bound: bool,
     /// Write a Markdown summary (for a pull-request comment); without it, appended to
     /// $GITHUB_STEP_SUMMARY when that is set.
     #[arg(long, value_name = "FILE")]
@@ -689,7 +690,7 @@ impl VerdictArgs {
         mcpload::analysis::ab::AbOptions {
             band: self.band,
             alpha: self.alpha,
-            exclude_generator_bound: self.exclude_generator_bound,
+            keep_generator_bound: self.keep_generator_bound,
         }
     }
 

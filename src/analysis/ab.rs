@@ -146,10 +146,9 @@ pub struct AbOptions {
     /// Family-wise error rate (Holm) of `regressed` and of `improved`; the level of each
     /// equivalence test. 0.05 by default.
     pub alpha: f64,
-    /// Leave out runs with a generator-bound step (kept, with a warning, by default: on a
-    /// busy machine every run can be, and interleaving spreads mcpload's own delay over both
-    /// sides alike).
-    pub exclude_generator_bound: bool,
+    /// Keep runs with a generator-bound step, with a warning (left out by default: their
+    /// latencies include mcpload's own delay).
+    pub keep_generator_bound: bool,
 }
 
 impl Default for AbOptions {
@@ -157,7 +156,7 @@ impl Default for AbOptions {
         AbOptions {
             band: 0.05,
             alpha: 0.05,
-            exclude_generator_bound: false,
+            keep_generator_bound: false,
         }
     }
 }

@@ -94,9 +94,9 @@ pub struct ReadRun {
 }
 
 /// Reads a run folder's steady figures, per step (`*`) and per operation, and checks it:
-/// a run that did not complete, whose steady window still trends past the band, or (with
-/// `exclude_generator_bound`) that has a generator-bound step is read but marked excluded,
-/// with the reason.
+/// a run that did not complete, that has a generator-bound step (unless
+/// `keep_generator_bound`), or whose steady window still trends past the band is read but
+/// marked excluded, with the reason.
 pub fn read_run(dir: &Path, options: &AbOptions) -> Result<ReadRun, ReportError> {
     let band = options.band;
     let summary = RunSummary::read(dir)?;
@@ -174,7 +174,7 @@ pub fn read_run(dir: &Path, options: &AbOptions) -> Result<ReadRun, ReportError>
         ))
     } else if summary.steps.is_empty() {
         Some("the run measured no step".to_owned())
-    } else if options.exclude_generator_bound && !bound.is_empty() {
+    } else if !options.keep_generator_bound && !bound.is_empty() {
         Some(bound.join("; "))
     } else if !trending.is_empty() {
         Some(trending.join("; "))
@@ -342,9 +342,9 @@ pub struct AbRecord {
     pub seed: Option<u64>,
     pub band: f64,
     pub alpha: f64,
-    /// Runs with a generator-bound step were left out (`--exclude-generator-bound`).
+    /// Runs with a generator-bound step were kept (`--keep-generator-bound`), not left out.
     #[serde(default)]
-    pub exclude_generator_bound: bool,
+    pub keep_generator_bound: bool,
     pub pairs: Vec<PairRecord>,
     pub runs: Vec<RunUse>,
     pub warnings: Vec<String>,
@@ -369,7 +369,7 @@ impl AbRecord {
             seed: None,
             band: options.band,
             alpha: options.alpha,
-            exclude_generator_bound: options.exclude_generator_bound,
+            keep_generator_bound: options.keep_generator_bound,
             pairs: Vec::new(),
             runs: Vec::new(),
             warnings: Vec::new(),
@@ -382,7 +382,7 @@ impl AbRecord {
         AbOptions {
             band: self.band,
             alpha: self.alpha,
-            exclude_generator_bound: self.exclude_generator_bound,
+            keep_generator_bound: self.keep_generator_bound,
         }
     }
 
@@ -443,9 +443,9 @@ impl AbRecord {
             .collect();
         if !bound.is_empty() {
             self.warnings.push(format!(
-                "{GENERATOR_WARNING} {} of the runs compared ({}): their latencies include \
-                 mcpload's own delay, which the interleaving spreads over both sides; \
-                 --exclude-generator-bound leaves them out",
+                "{GENERATOR_WARNING} {} of the runs compared ({}) kept by \
+                 --keep-generator-bound: their latencies include mcpload's own delay, which \
+                 the interleaving spreads over both sides",
                 bound.len(),
                 bound.join(", ")
             ));
