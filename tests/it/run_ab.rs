@@ -71,6 +71,28 @@ fn used_pairs(ab: &Value) -> usize {
         .count()
 }
 
+/// Where the word `regressed` stands in `v` other than as a `verdict` value (paths).
+fn regressed_outside_verdicts(v: &Value, path: &str, found: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let here = format!("{path}/{k}");
+                if k.contains("regressed") {
+                    found.push(here.clone());
+                }
+                if !(k == "verdict" && x == "regressed") {
+                    regressed_outside_verdicts(x, &here, found);
+                }
+            }
+        }
+        Value::Array(a) => a
+            .iter()
+            .for_each(|x| regressed_outside_verdicts(x, &format!("{path}[]"), found)),
+        Value::String(s) if s.contains("regressed") => found.push(path.to_owned()),
+        _ => {}
+    }
+}
+
 /// The step-level figure `name` of ab.json.
 fn figure<'a>(ab: &'a Value, name: &str) -> &'a Value {
     ab["figures"]
@@ -143,6 +165,12 @@ fn a_side_four_times_slower_regresses_and_every_run_is_a_run_folder() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{text}\n{err}");
     assert_eq!(ab["verdict"], "regressed", "{ab:#}");
+    let mut stray = Vec::new();
+    regressed_outside_verdicts(&ab, "", &mut stray);
+    assert!(
+        stray.is_empty(),
+        "'regressed' outside a verdict at {stray:?}"
+    );
     assert_eq!(ab["status"], "complete");
     assert_eq!(ab["seed"], 7);
     for name in ["throughput_rps", "p50_ms", "p99_ms"] {
