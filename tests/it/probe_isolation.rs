@@ -58,8 +58,11 @@ fn beside_a_concurrent_server_the_fast_tool_is_isolated() {
     assert_eq!(rows.len(), 1, "{table}");
     let cells: Vec<&str> = rows[0].split_whitespace().collect();
     assert_eq!((cells[0], cells[4]), ("echo", "isolated"), "{table}");
-    let ratio: f64 = cells[3].trim_end_matches('x').parse().unwrap();
-    assert!(ratio < 2.0, "{table}");
+    // It did not wait for the slow call (the verdict's own rule). The ratio itself is no
+    // bound: a sub-millisecond echo beside another call on a busy machine can take a few
+    // times as long without waiting for anything.
+    let (alone, beside): (f64, f64) = (cells[1].parse().unwrap(), cells[2].parse().unwrap());
+    assert!(beside - alone < (SLOW_MS / 4) as f64, "{table}");
     assert!(
         table.contains("slow call     sleep {\"ms\":800}"),
         "{table}"
