@@ -4,10 +4,10 @@
 //! docs/ci.md describes them.
 
 use super::summary::{RunStatus, RunSummary};
-use super::terminal::knee_sentence;
+use super::terminal::{knee_sentence, load_phrase, ms, rps};
 use crate::analysis::GateResult;
 use crate::analysis::checks::CheckStatus;
-use crate::metrics::{Model, StepSummary, Verdict};
+use crate::metrics::{StepSummary, Verdict};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -143,14 +143,9 @@ fn target_of(settings: &serde_json::Value) -> String {
     "builtin".into()
 }
 
-/// A step's load level: `4 concurrent` or `200/s`.
+/// A step's load level, as the terminal says it: `4 concurrent` or `200 req/s offered`.
 fn level(s: &StepSummary) -> String {
-    match (s.model, s.concurrency, s.target_rate) {
-        (Model::Closed, Some(c), _) => format!("{c} concurrent"),
-        (_, _, Some(r)) => format!("{r}/s"),
-        (_, Some(c), None) => format!("{c} concurrent"),
-        _ => "-".into(),
-    }
+    load_phrase(Some(s.model), s.load())
 }
 
 /// The Markdown summary of a run: the verdict first, then the steps, each operation's rows,
@@ -208,10 +203,10 @@ pub fn render_run_markdown(run: &RunSummary, dir: &Path) -> String {
             }
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.1} | {} | {} | {} | {verdict} |",
+                "| {} | {} | {} | {} | {} | {} | {verdict} |",
                 s.step,
                 level(s),
-                s.throughput_rps,
+                rps(s.throughput_rps),
                 ms(s.p50_ms),
                 ms(s.p99_ms),
                 pct(s.error_rate)
@@ -306,10 +301,6 @@ pub fn write_summary_md(file: Option<&Path>, markdown: &str) -> std::io::Result<
             None => Ok(()),
         },
     }
-}
-
-fn ms(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
 }
 
 fn pct(v: f64) -> String {
