@@ -1322,7 +1322,7 @@ pub(crate) struct RunArgs {
     /// Seed of the mix draws, {{rand}}, {{uuid}} and Poisson arrivals.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// No progress display.
+    /// No live view: neither the screen on a terminal nor the plain lines on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
     /// Write a JUnit XML file: a test case per threshold, check and step verdict (a failed

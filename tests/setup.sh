@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs that cargo does not: the third-party MCP servers and
 # clients (npm, PyPI, pinned), the MCP conformance harness (npm, with Node 22), HdrHistogram's
-# Python port, and headless Chromium (Debian). Each part is idempotent and quick when already
+# Python port, headless Chromium and tmux (Debian). Each part is idempotent and quick when already
 # done.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -10,3 +10,4 @@ bash "$here/interop_servers/setup.sh"  # the "everything" server and the Python 
 bash "$here/conformance/setup.sh"      # the MCP conformance harness (and the Node 22 it needs)
 bash "$here/report_py/setup.sh"        # hdrh, an independent reader of latency.hlog
 bash "$here/report_browser/setup.sh"   # chromium, to render report.html
+bash "$here/live/setup.sh"             # tmux, a real terminal for the live view

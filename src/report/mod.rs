@@ -4,7 +4,7 @@
 //! written as the run goes so a crash loses nothing already measured. docs/results.md
 //! describes every file and column.
 //!
-//! The engine hands a run to [`RunFolder`] (and to the live [`Progress`]) as a
+//! The engine hands a run to [`RunFolder`] (and to the [`LiveView`]) as a
 //! [`StepSink`]; the folder only writes, the verdicts and the knee come judged from `analysis`:
 //!
 //! ```no_run
@@ -49,8 +49,8 @@ mod compare_text;
 mod correctness;
 mod hlog;
 mod html;
+mod live;
 mod plots;
-mod progress;
 mod raw;
 mod redact;
 mod resources;
@@ -60,7 +60,7 @@ mod terminal;
 
 pub use correctness::{Total, correctness_html, correctness_text, totals_of};
 pub use hlog::{Interval, read_hlog, step_histograms};
-pub use progress::Progress;
+pub use live::{GateState, LiveMode, LiveState, LiveView, ROLLING_SECONDS, Rolling, draw};
 pub use raw::{AuthTotals, COUNTS_JSONL, HISTOGRAMS_HLOG, Names, Outline, Record, RecordedSecond};
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
 pub use summary::{

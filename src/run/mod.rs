@@ -1,6 +1,6 @@
 //! `mcpload run`: a profile (or flags alone) with command-line overrides becomes a [`Plan`];
 //! the plan starts the built-in target if asked, connects, runs the sweep with the run folder
-//! and the progress display as its sinks, and ends with the terminal report, the knee and the
+//! and the live view as its sinks, and ends with the terminal report, the knee and the
 //! gates.
 
 mod plan;
@@ -21,7 +21,7 @@ use crate::load::flow::{CannedInput, client_capabilities};
 use crate::load::mix::Mix;
 use crate::load::scenario::{self, Scenarios};
 use crate::metrics::{Counters, Model};
-use crate::report::{self, Finished, Progress, RunFolder, Secrets, SegmentRecord};
+use crate::report::{self, Finished, LiveMode, LiveView, RunFolder, Secrets, SegmentRecord};
 use crate::server::{self, RunningTarget};
 use crate::transport::{
     AnyTransport, ChildPids, FleetOptions, StdioFleet, StdioOptions, StdioTransport, Transport,
@@ -84,7 +84,6 @@ impl RunError {
 }
 
 async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
-    let mut progress = Progress::new(plan.quiet);
     if plan.target.stdio.is_none() && pool_size(&plan) < wanted_pool(&plan) {
         eprintln!(
             "mcpload: the open-file limit ({}) leaves room for {} connections, not the {} this \
@@ -188,11 +187,17 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
             steps: Vec::new(),
         })?;
     }
+    let mut live = LiveView::new(
+        LiveMode::detect(plan.quiet),
+        &plan.name,
+        &plan.thresholds,
+        cancel.clone(),
+    );
     let swept = engine::sweep(
         work,
         &plan.sweep,
         transports,
-        &mut FanOut(vec![&mut folder, &mut progress]),
+        &mut FanOut(vec![&mut folder, &mut live]),
         cancel.clone(),
     )
     .await;

@@ -37,6 +37,7 @@ mod run_fleet;
 mod run_fleet_interop;
 mod run_generator;
 mod run_hostile_defects;
+mod run_live;
 mod run_ops;
 mod run_profiles;
 mod run_progress;
