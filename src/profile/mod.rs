@@ -58,7 +58,7 @@ pub struct Profile {
     pub schema: Option<String>,
     /// Names the run folder (`results/<timestamp>-<name>`); defaults to the file's stem.
     pub name: Option<String>,
-    /// What the profile is for, in words (kept with the profile in the run folder).
+    /// What the profile is for: free text, for its readers.
     pub description: Option<String>,
     /// Where the load goes: exactly one of `builtin`, `url`, `stdio`.
     #[schemars(with = "TargetSpec")]
@@ -71,7 +71,8 @@ pub struct Profile {
     #[serde(default)]
     #[schemars(with = "Vec<Op>")]
     pub mix: Vec<Spanned<Op>>,
-    /// The `[[scenario]]` tables as written; [`Source::parse`] checks them into `scenarios`.
+    /// Weighted multi-step scenarios (docs/profiles.md "Scenarios"), beside the mix.
+    // As written; [`Source::parse`] checks them into `scenarios`.
     #[serde(default, rename = "scenario")]
     #[schemars(with = "Vec<scenario::ScenarioTable>")]
     pub(crate) scenario_tables: Vec<Spanned<scenario::ScenarioTable>>,
@@ -91,7 +92,8 @@ pub struct Profile {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub thresholds: Vec<Spanned<String>>,
-    /// `[races]` as written; [`Source::parse`] checks it into `races`.
+    /// The calls of `mcpload probe --races` (docs/profiles.md "[races]"); `run` ignores it.
+    // As written; [`Source::parse`] checks it into `races`.
     #[serde(default, rename = "races")]
     #[schemars(with = "Option<races::RacesTable>")]
     pub(crate) races_table: Option<Spanned<races::RacesTable>>,
@@ -238,7 +240,7 @@ pub struct Load {
     #[schemars(schema_with = "values::duration_schema")]
     pub timeout: Duration,
     /// How long work already started (a scenario's iteration) may go on after a step's
-    /// measured time; default: `timeout` (see [`Load::graceful_stop_or_timeout`]).
+    /// measured time; default: `timeout`.
     #[serde(default, deserialize_with = "values::optional_duration")]
     #[schemars(schema_with = "values::duration_schema")]
     pub graceful_stop: Option<Duration>,
@@ -345,7 +347,7 @@ pub enum LoadModel {
     {"if": {"properties": {"method": {"const": "prompts/get"}}}, "then": {"required": ["prompt"]}}
 ]))]
 pub struct Op {
-    /// Names the entry in reports; default: its tool, prompt, uri or method ([`Op::name`]).
+    /// Names the entry in reports; default: its tool, prompt, uri or method.
     pub name: Option<String>,
     /// `tools/call`, `resources/read`, `prompts/get`, `tools/list` or `ping`.
     pub method: Method,

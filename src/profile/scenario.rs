@@ -305,18 +305,28 @@ impl JsonSchema for ThinkSchema {
 
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         let duration = values::duration_schema(generator);
+        let described = |what: &str| {
+            let mut d = duration.clone();
+            d.insert("description".into(), what.into());
+            d
+        };
         json_schema!({
             "oneOf": [
                 duration,
                 {
                     "type": "object",
-                    "properties": {"min": duration, "max": duration},
+                    "properties": {
+                        "min": described("The shortest pause (uniform between min and max)."),
+                        "max": described("The longest pause."),
+                    },
                     "required": ["min", "max"],
                     "additionalProperties": false,
                 },
                 {
                     "type": "object",
-                    "properties": {"mean": duration},
+                    "properties": {
+                        "mean": described("The mean of exponentially distributed pauses."),
+                    },
                     "required": ["mean"],
                     "additionalProperties": false,
                 },

@@ -325,6 +325,39 @@ mod tests {
         }
     }
 
+    /// Every key a profile may hold says what it is for (the doc comment of its field),
+    /// which editors show on hover and completion.
+    #[test]
+    fn every_key_has_a_description() {
+        fn walk(node: &Value, path: &str, missing: &mut Vec<String>) {
+            match node {
+                Value::Object(o) => {
+                    if let Some(Value::Object(props)) = o.get("properties") {
+                        for (key, schema) in props {
+                            if schema.get("description").is_none_or(|d| d == "") {
+                                missing.push(format!("{path}.{key}"));
+                            }
+                        }
+                    }
+                    for (key, child) in o {
+                        // An `if` only selects (`method` of an operation): no key of its own.
+                        if key != "if" {
+                            walk(child, &format!("{path}/{key}"), missing);
+                        }
+                    }
+                }
+                Value::Array(a) => a.iter().for_each(|c| walk(c, path, missing)),
+                _ => {}
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&value(), "", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "keys without a description: {missing:?}"
+        );
+    }
+
     /// TOML has no null: the schema offers none.
     #[test]
     fn no_null_anywhere() {
