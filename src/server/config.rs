@@ -507,6 +507,7 @@ pub struct ServeConfig {
     /// Eras served on the one endpoint.
     pub era: ServedEras,
     /// Restrict to these protocol versions (empty: every version of the era).
+    #[schemars(schema_with = "versions_schema")]
     pub versions: Vec<String>,
     /// JSON or SSE answers over HTTP.
     pub answer: AnswerMode,
@@ -672,6 +673,11 @@ pub struct ServeConfig {
     /// stdio: serve requests (`initialize` and notifications aside) one at a time in the
     /// order read, each after the previous one was answered (a single-threaded server).
     pub serial: bool,
+}
+
+/// Schema of `versions`: the revisions [`ServeConfig::served_versions`] knows.
+fn versions_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "array", "items": {"enum": SERVABLE.map(Revision::as_str)}})
 }
 
 impl Default for ServeConfig {
