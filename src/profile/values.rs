@@ -16,12 +16,12 @@ const DURATION_UNITS: &str = "nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|s
      years|year|yrs|yr|y";
 
 /// The text of a duration: one or more `NUMBER UNIT` (`"10s"`, `"1m 30s"`, `"1.5s"`).
-pub(crate) fn duration_pattern() -> String {
+fn duration_pattern() -> String {
     format!(r"^\s*(?:[0-9]+(?:\.[0-9]+)?\s*(?:{DURATION_UNITS})\s*)+$")
 }
 
 /// Schema of a duration field: what [`duration`] accepts.
-pub(crate) fn duration_schema(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn duration_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "string",
         "pattern": duration_pattern(),
@@ -66,7 +66,7 @@ pub(super) fn task_mode<'de, D: Deserializer<'de>>(d: D) -> Result<super::TaskMo
 }
 
 /// Schema of `mix.task`: what [`task_mode`] accepts.
-pub(crate) fn task_mode_schema(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn task_mode_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({"oneOf": [{"type": "boolean"}, {"const": "auto"}]})
 }
 
@@ -115,7 +115,7 @@ pub(super) fn fleet_memory_budget<'de, D: Deserializer<'de>>(
 }
 
 /// Schema of a size field: what [`parse_bytes`] accepts, as text or as a number of bytes.
-pub(crate) fn bytes_schema(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn bytes_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "oneOf": [
             {"type": "integer", "minimum": 1},
@@ -274,7 +274,7 @@ pub(super) fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<ProtocolChoice
 }
 
 /// Schema of `target.protocol`: what [`protocol`] accepts.
-pub(crate) fn protocol_schema(_: &mut SchemaGenerator) -> Schema {
+pub(super) fn protocol_schema(_: &mut SchemaGenerator) -> Schema {
     let mut words = vec!["auto"];
     words.extend(Revision::ALL.iter().map(|r| r.as_str()));
     json_schema!({"type": "string", "enum": words})

@@ -387,6 +387,25 @@ fn profile_check_refuses_what_run_refuses_and_leaves_env_variables_to_run() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains(var), "{}", text(&out));
+    // Nothing runs: no results folder where `run` would write one.
+    let quiet = scratch("profile-check-writes-nothing");
+    let p = profile(
+        &quiet,
+        "fine",
+        &format!("{BUILTIN}[load]\nconcurrency = [1, 2]\n"),
+    );
+    let out = bin()
+        .args(["profile", "check", "fine.toml"])
+        .current_dir(&quiet)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "fine.toml: valid\n");
+    let left: Vec<_> = std::fs::read_dir(&quiet)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(left, [p], "profile check wrote something");
     // A file that is not there: exit 2, naming it.
     let out = bin()
         .args(["profile", "check"])
