@@ -358,6 +358,23 @@ mod tests {
         );
     }
 
+    /// Draft 07 ignores every sibling of a `$ref`: none has one (a description sits beside
+    /// an `allOf` of the reference).
+    #[test]
+    fn no_reference_has_siblings() {
+        fn walk(node: &Value) {
+            match node {
+                Value::Object(o) => {
+                    assert!(!o.contains_key("$ref") || o.len() == 1, "{node}");
+                    o.values().for_each(walk);
+                }
+                Value::Array(a) => a.iter().for_each(walk),
+                _ => {}
+            }
+        }
+        walk(&value());
+    }
+
     /// TOML has no null: the schema offers none.
     #[test]
     fn no_null_anywhere() {
