@@ -61,6 +61,42 @@ pub(crate) enum Command {
     /// input, after connecting to it as a load run would: era and version agreed,
     /// capabilities, tools. With --races: what breaks only under concurrency.
     Probe(Box<ProbeArgs>),
+    /// Profiles as editors and CI see them: the JSON Schema of the format, or a profile
+    /// checked without running it.
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+}
+
+/// `mcpload profile …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum ProfileCommand {
+    /// Print the JSON Schema of the profile format (draft 07), generated from the types that
+    /// parse profiles: for TOML language servers (Taplo, Tombi) and CI (docs/profiles.md,
+    /// "Editors").
+    Schema,
+    /// Check a profile as `run` does before it connects, without running it: exit 0 when it
+    /// is valid, 2 with FILE:LINE:COL and the field when not. An unset `*_env` variable is
+    /// no error here (`run` reads them).
+    Check {
+        /// The workload profile (TOML).
+        file: PathBuf,
+    },
+}
+
+impl ProfileCommand {
+    fn run(self) -> anyhow::Result<()> {
+        match self {
+            ProfileCommand::Schema => {
+                print!("{}", mcpload::profile::schema::text());
+                Ok(())
+            }
+            ProfileCommand::Check { file } => {
+                mcpload::run::check(&file).map_err(|e| UsageError(e.into()))?;
+                println!("{}: valid", file.display());
+                Ok(())
+            }
+        }
+    }
 }
 
 impl Command {
@@ -73,6 +109,7 @@ impl Command {
             Command::Ab(args) => args.run().await,
             Command::Merge(args) => args.run(),
             Command::Probe(args) => args.run().await,
+            Command::Profile(command) => command.run(),
         }
     }
 }

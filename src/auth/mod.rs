@@ -43,7 +43,17 @@ impl ClientAuth {
 }
 
 /// The `aud` of a `private_key_jwt` assertion.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Deserialize,
+    serde::Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum JwtAudience {
     /// The authorization server's issuer identifier, from its metadata (SEP-1046, RFC

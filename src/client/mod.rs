@@ -92,7 +92,9 @@ impl Endpoint {
 }
 
 /// Which HTTP transport to speak (`--transport`, profile `target.transport`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportChoice {
     /// Streamable HTTP; the legacy HTTP+SSE transport when every way of agreeing on a

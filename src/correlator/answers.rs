@@ -11,7 +11,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 /// How a result with `isError: true` counts (`--tool-errors`, `criteria.tool_errors`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolErrors {
     /// In `tool_errors`: not ok, in the error rate.
@@ -66,6 +68,21 @@ impl fmt::Display for ValidateOutput {
             ValidateOutput::Sample(n) => write!(f, "sample:{n}"),
             ValidateOutput::All => f.write_str("all"),
         }
+    }
+}
+
+impl schemars::JsonSchema for ValidateOutput {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ValidateOutput".into()
+    }
+
+    /// What [`ValidateOutput::from_str`] reads.
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": r"^\s*(?:off|all|sample:\s*0*[1-9][0-9]*)\s*$",
+            "examples": ["all", "sample:10", "off"],
+        })
     }
 }
 

@@ -2,11 +2,12 @@
 //! trusted. A profile names environment variables, never credentials: a secret written in
 //! it is refused with the way to do it instead.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::PathBuf;
 
 /// `[target.auth]`: a static bearer token or the OAuth client credentials grant.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthSpec {
     /// The environment variable holding a static bearer token.
@@ -17,19 +18,25 @@ pub struct AuthSpec {
     /// first sends, instead of one shared by the run.
     #[serde(default)]
     pub token_per_user: bool,
-    /// Refused (a secret in the profile): read only to say so.
+    /// Refused (a secret in the profile): read only to say so; use `bearer_env`.
+    #[serde(default)]
+    #[schemars(schema_with = "refused")]
     pub token: Option<toml::Value>,
+    /// Refused (a secret in the profile): read only to say so; use `bearer_env`.
+    #[serde(default)]
+    #[schemars(schema_with = "refused")]
     pub bearer: Option<toml::Value>,
 }
 
 /// `oauth = { … }`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthSpec {
     /// Only `client_credentials`.
     pub grant: Option<String>,
-    /// The client id as written (it is no secret), or the variable holding it.
+    /// The client id as written (it is no secret); or `client_id_env`.
     pub client_id: Option<String>,
+    /// The environment variable holding the client id; or `client_id`.
     pub client_id_env: Option<String>,
     /// The variable holding the client secret (`basic`, `post`).
     pub client_secret_env: Option<String>,
@@ -37,22 +44,26 @@ pub struct OAuthSpec {
     pub scope: Option<String>,
     /// The token endpoint (default: discovered from the target).
     pub token_endpoint: Option<String>,
+    /// How the client authenticates to the token endpoint.
     #[serde(default)]
     pub auth_method: AuthMethod,
-    /// `private_key_jwt`: the PEM private key (relative to the profile), its JWT algorithm
-    /// (default from the key: `RS256` or `ES256`) and key id.
+    /// `private_key_jwt`: the PEM private key (relative to the profile).
     pub private_key_file: Option<PathBuf>,
+    /// `private_key_jwt`: the JWT algorithm (default from the key: `RS256` or `ES256`).
     pub key_alg: Option<String>,
+    /// `private_key_jwt`: the key id (`kid`) of the assertion.
     pub key_id: Option<String>,
     /// `private_key_jwt`: the assertion's `aud`, `"issuer"` (default) or `"token_endpoint"`.
     #[serde(default)]
     pub jwt_audience: crate::auth::JwtAudience,
-    /// Refused (a secret in the profile): read only to say so.
+    /// Refused (a secret in the profile): read only to say so; use `client_secret_env`.
+    #[serde(default)]
+    #[schemars(schema_with = "refused")]
     pub client_secret: Option<toml::Value>,
 }
 
 /// How the client authenticates to the token endpoint.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AuthMethod {
     /// `client_secret_basic`.
@@ -76,17 +87,23 @@ impl AuthMethod {
 }
 
 /// `[target.tls]`: trust and identity for `https://` targets.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TlsSpec {
     /// PEM CA certificates trusted besides the platform's roots.
     pub cacert: Option<PathBuf>,
-    /// A client certificate chain and its key (PEM), for mutual TLS.
+    /// A client certificate chain (PEM), for mutual TLS; with `client_key`.
     pub client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM); with `client_cert`.
     pub client_key: Option<PathBuf>,
     /// No certificate check at all: loudly marked in the results.
     #[serde(default)]
     pub insecure: bool,
+}
+
+/// Schema of a key that is read only to be refused ([`AuthSpec::problem`]): no value passes.
+fn refused(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"not": {}})
 }
 
 impl AuthSpec {

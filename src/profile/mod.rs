@@ -5,6 +5,7 @@ mod auth;
 pub mod expr;
 pub mod races;
 pub mod scenario;
+pub mod schema;
 pub mod template;
 mod values;
 
@@ -16,6 +17,7 @@ use crate::correlator::{ToolErrors, ValidateOutput};
 use crate::protocol::ProtocolChoice;
 use crate::server::ServeConfig;
 use crate::transport::DEFAULT_CONNECT_TIMEOUT;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -42,36 +44,58 @@ impl fmt::Display for ProfileError {
 }
 
 /// A whole profile, as written.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(
+    title = "mcpload profile",
+    description = "A workload profile of mcpload (docs/profiles.md): where the load goes, how \
+                   hard and how long, what is called, and when a run fails."
+)]
 pub struct Profile {
+    /// The JSON Schema editors check this file against (e.g. `schema/profile.json`, or the
+    /// output of `mcpload profile schema`); mcpload itself does not read it.
+    #[serde(default, rename = "$schema")]
+    pub schema: Option<String>,
     /// Names the run folder (`results/<timestamp>-<name>`); defaults to the file's stem.
     pub name: Option<String>,
+    /// What the profile is for: free text, for its readers.
     pub description: Option<String>,
+    /// Where the load goes: exactly one of `builtin`, `url`, `stdio`.
+    #[schemars(with = "TargetSpec")]
     pub target: Spanned<TargetSpec>,
+    /// How hard, and how long.
     #[serde(default)]
     pub load: Load,
     /// Weighted operations; default (without scenarios): `tools/call` of
     /// `echo {"message":"hi"}`.
     #[serde(default)]
+    #[schemars(with = "Vec<Op>")]
     pub mix: Vec<Spanned<Op>>,
-    /// The `[[scenario]]` tables as written; [`Source::parse`] checks them into `scenarios`.
+    /// Weighted multi-step scenarios (docs/profiles.md "Scenarios"), beside the mix.
+    // As written; [`Source::parse`] checks them into `scenarios`.
     #[serde(default, rename = "scenario")]
+    #[schemars(with = "Vec<scenario::ScenarioTable>")]
     pub(crate) scenario_tables: Vec<Spanned<scenario::ScenarioTable>>,
     /// Weighted multi-step scenarios, checked (filled by [`Source::parse`]).
     #[serde(skip)]
     pub scenarios: Vec<Scenario>,
     /// Send batches instead of single requests.
+    #[schemars(with = "Option<Batch>")]
     pub batch: Option<Spanned<Batch>>,
     /// Canned answers to input-required rounds.
+    #[schemars(with = "Option<InputAnswers>")]
     pub input: Option<Spanned<InputAnswers>>,
+    /// When a step is `failed` (docs/metrics.md "The knee").
     #[serde(default)]
     pub criteria: Criteria,
     /// Gates checked at the end of the run, e.g. `"p99_ms<250"`; any failing exits 1.
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub thresholds: Vec<Spanned<String>>,
-    /// `[races]` as written; [`Source::parse`] checks it into `races`.
+    /// The calls of `mcpload probe --races` (docs/profiles.md "[races]"); `run` ignores it.
+    // As written; [`Source::parse`] checks it into `races`.
     #[serde(default, rename = "races")]
+    #[schemars(with = "Option<races::RacesTable>")]
     pub(crate) races_table: Option<Spanned<races::RacesTable>>,
     /// What `probe --races` calls (checked, filled by [`Source::parse`]).
     #[serde(skip)]
@@ -79,8 +103,11 @@ pub struct Profile {
 }
 
 /// Where the load goes: exactly one of `builtin`, `url`, `stdio`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"required": ["builtin"]}, {"required": ["url"]}, {"required": ["stdio"]}
+]))]
 pub struct TargetSpec {
     /// The built-in target, started in-process with these `serve` knobs.
     pub builtin: Option<ServeConfig>,
@@ -105,13 +132,16 @@ pub struct TargetSpec {
     pub session_calls: Option<u64>,
     /// `per_user`: a session ends this long after its child was started.
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     pub session_duration: Option<Duration>,
     /// `per_user`: the most memory the fleet's children may hold; a step past it ends the
     /// sweep (default: half the memory available at the start).
     #[serde(default, deserialize_with = "values::fleet_memory_budget")]
+    #[schemars(schema_with = "values::bytes_schema")]
     pub fleet_memory_budget: Option<usize>,
     /// `auto` (default: detect the era) or a revision such as `2025-06-18`.
     #[serde(default, deserialize_with = "values::protocol")]
+    #[schemars(schema_with = "values::protocol_schema")]
     pub protocol: ProtocolChoice,
     /// HTTP: `auto` (default: Streamable HTTP, or the legacy HTTP+SSE transport when that
     /// is what the URL speaks), `streamable-http` or `sse` (2024-11-05).
@@ -133,7 +163,7 @@ pub struct TargetSpec {
 }
 
 /// How many stdio children serve the virtual users (`target.process`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessMode {
     /// One child; every virtual user's requests are in flight on it at once.
@@ -144,7 +174,7 @@ pub enum ProcessMode {
 }
 
 /// `[target.watch]`: the server's resources, sampled once a second through the run.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WatchTable {
     /// A local server process (its whole process tree).
@@ -159,15 +189,17 @@ pub struct WatchTable {
 }
 
 /// How hard, and how long.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Load {
     /// `closed` (virtual clients) or `open` (arrivals per second). Default: `open` when
     /// `rate` is given, else `closed`.
     pub model: Option<LoadModel>,
     /// Closed loop: virtual clients per step, a list or a range like `"1..64 x2"`.
+    #[schemars(with = "Option<Levels>")]
     pub concurrency: Option<Spanned<Levels>>,
     /// Open loop: arrivals per second per step, a list or a range.
+    #[schemars(with = "Option<Levels>")]
     pub rate: Option<Spanned<Levels>>,
     /// Open loop: `constant` or `poisson` spacing of arrivals.
     #[serde(default)]
@@ -175,27 +207,59 @@ pub struct Load {
     /// Open loop: a worker wakes to send at most once per this window and sends every arrival
     /// due by then (fewer wake-ups, at the cost of up to this much schedule lag, which is
     /// recorded); zero (the default) sends each arrival at its own instant.
-    #[serde(default, deserialize_with = "values::duration")]
+    #[serde(
+        default,
+        deserialize_with = "values::duration",
+        serialize_with = "values::duration_text"
+    )]
+    #[schemars(schema_with = "values::duration_schema")]
     pub send_window: Duration,
-    #[serde(default = "d10s", deserialize_with = "values::duration")]
+    /// How long each step's load is measured, after its warm-up.
+    #[serde(
+        default = "d10s",
+        deserialize_with = "values::duration",
+        serialize_with = "values::duration_text"
+    )]
+    #[schemars(schema_with = "values::duration_schema")]
     pub duration: Duration,
-    #[serde(default = "d1s", deserialize_with = "values::duration")]
+    /// Sent at each step's start, then drained and thrown away before the measured time.
+    #[serde(
+        default = "d1s",
+        deserialize_with = "values::duration",
+        serialize_with = "values::duration_text"
+    )]
+    #[schemars(schema_with = "values::duration_schema")]
     pub warmup: Duration,
-    #[serde(default = "d5s", deserialize_with = "values::duration")]
+    /// A request unanswered this long after it was written ends as `timeouts` (and is
+    /// cancelled on the wire); an answer after that is `late`.
+    #[serde(
+        default = "d5s",
+        deserialize_with = "values::duration",
+        serialize_with = "values::duration_text"
+    )]
+    #[schemars(schema_with = "values::duration_schema")]
     pub timeout: Duration,
     /// How long work already started (a scenario's iteration) may go on after a step's
-    /// measured time; default: `timeout` (see [`Load::graceful_stop_or_timeout`]).
+    /// measured time; default: `timeout`.
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     pub graceful_stop: Option<Duration>,
     /// HTTP: the longest opening a connection (TCP, and TLS for `https://`) may take; a
     /// request whose connect takes longer ends as `transport_errors`.
     #[serde(
         default = "default_connect_timeout",
-        deserialize_with = "values::duration"
+        deserialize_with = "values::duration",
+        serialize_with = "values::duration_text"
     )]
+    #[schemars(schema_with = "values::duration_schema")]
     pub connect_timeout: Duration,
     /// Closed loop: pause of each virtual client between an answer and its next request.
-    #[serde(default, deserialize_with = "values::duration")]
+    #[serde(
+        default,
+        deserialize_with = "values::duration",
+        serialize_with = "values::duration_text"
+    )]
+    #[schemars(schema_with = "values::duration_schema")]
     pub think_time: Duration,
     /// Open loop: requests in flight at most; arrivals past it are `dropped_arrivals`.
     #[serde(default = "default_max_in_flight")]
@@ -206,16 +270,27 @@ pub struct Load {
         default = "default_max_answer_memory",
         deserialize_with = "values::answer_memory"
     )]
+    #[schemars(schema_with = "values::bytes_schema")]
     pub max_answer_memory: usize,
     /// Stop the sweep after the first failed step.
     #[serde(default = "yes")]
     pub stop_on_failure: bool,
     /// After the last step: keep watching the server this long with no load (a soak's
     /// cool-down, where leaked memory shows by not coming back).
-    #[serde(default, deserialize_with = "values::duration")]
+    #[serde(
+        default,
+        deserialize_with = "values::duration",
+        serialize_with = "values::duration_text"
+    )]
+    #[schemars(schema_with = "values::duration_schema")]
     pub cooldown: Duration,
     /// The shortest steady window the soak checks judge; shorter, they are `skipped`.
-    #[serde(default = "d2min", deserialize_with = "values::duration")]
+    #[serde(
+        default = "d2min",
+        deserialize_with = "values::duration",
+        serialize_with = "values::duration_text"
+    )]
+    #[schemars(schema_with = "values::duration_schema")]
     pub leak_min_window: Duration,
 }
 
@@ -253,18 +328,26 @@ impl Load {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+/// `load.model`: how the load is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LoadModel {
+    /// Virtual clients, each sending its next request once the last is answered.
     Closed,
+    /// Arrivals per second, whether or not earlier requests were answered.
     Open,
 }
 
 /// One weighted operation of the mix.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("allOf" = [
+    {"if": {"properties": {"method": {"const": "tools/call"}}}, "then": {"required": ["tool"]}},
+    {"if": {"properties": {"method": {"const": "resources/read"}}}, "then": {"required": ["uri"]}},
+    {"if": {"properties": {"method": {"const": "prompts/get"}}}, "then": {"required": ["prompt"]}}
+]))]
 pub struct Op {
-    /// Names the entry in reports; default: its tool, prompt, uri or method ([`Op::name`]).
+    /// Names the entry in reports; default: its tool, prompt, uri or method.
     pub name: Option<String>,
     /// `tools/call`, `resources/read`, `prompts/get`, `tools/list` or `ping`.
     pub method: Method,
@@ -286,17 +369,21 @@ pub struct Op {
     /// `tools/call` as a task (docs/profiles.md "Tasks"): `true`, or `"auto"` (a task when
     /// the server says the tool supports one).
     #[serde(default, deserialize_with = "values::task_mode")]
+    #[schemars(schema_with = "values::task_mode_schema")]
     pub task: TaskMode,
     /// Tasks: poll `tasks/get` at this interval when it is shorter than the server's
     /// `pollInterval` (default: the server's).
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     pub poll_interval: Option<Duration>,
     /// Tasks (2025-11-25): the `ttl` asked for in `params.task`.
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     pub task_ttl: Option<Duration>,
     /// Tasks: the longest a whole call may take (creation, polls, result); a task still
     /// working then is cancelled. Default: 60s.
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     pub task_timeout: Option<Duration>,
     /// Tasks: once a poll saw the task terminal, poll once more to check that it stays so
     /// (`task_status_regressed`).
@@ -321,7 +408,7 @@ pub enum TaskMode {
 /// Canned answers to a server's input requests (`[input]`, docs/profiles.md "Input
 /// rounds"): with this table, every `tools/call` of the mix answers `input_required`
 /// results from it and sends the call again.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InputAnswers {
     /// The answer to an `elicitation/create`: an accept with `content`, or a decline.
@@ -336,16 +423,18 @@ pub struct InputAnswers {
 }
 
 /// An elicitation's canned answer.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Elicitation {
     /// `accept`, `decline` or `cancel`.
     pub action: ElicitAction,
     /// With `accept`: the form's values.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub content: Option<toml::Table>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+/// How an elicitation is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ElicitAction {
     Accept,
@@ -395,7 +484,8 @@ fn required_field(method: &str) -> Option<(&'static str, &'static str)> {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+/// The MCP method an operation of the mix sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
 pub enum Method {
     #[serde(rename = "tools/call")]
     ToolsCall,
@@ -423,10 +513,13 @@ impl Method {
 
 /// Batches: every send is a JSON array of `size` requests drawn from the mix, plus
 /// `notifications` notifications.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Batch {
+    /// Requests in each batch (1 or more).
     pub size: usize,
+    /// Notifications added to each batch (`notifications/cancelled` for an id never sent,
+    /// which a server ignores); they must get no answer.
     #[serde(default)]
     pub notifications: usize,
     /// Send batches even when the agreed revision forbids them (to see how a server copes).
@@ -435,7 +528,7 @@ pub struct Batch {
 }
 
 /// When a step is `failed` (docs/metrics.md "The knee").
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Criteria {
     /// A step with a higher `error_rate` fails (default 0.01).

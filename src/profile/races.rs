@@ -8,6 +8,7 @@ use super::scenario::Call;
 use super::template::{self, Hole, Piece};
 use super::values::{self, check_templates};
 use super::{ProfileError, Source, required_field};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::ops::Range;
 use std::time::Duration;
@@ -125,58 +126,125 @@ pub struct ReadYourWrite {
 
 // ---- as written ----
 
-#[derive(Clone, Debug, Deserialize)]
+/// `[races]`: the calls of `mcpload probe --races` (`mcpload run` ignores this table).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RacesTable {
+    /// The checks run (default: all).
+    #[schemars(with = "Option<Vec<CheckName>>")]
     checks: Option<Spanned<Vec<String>>>,
+    /// Calls sent at once by each check (1 to 1024; `--concurrency`).
+    #[schemars(with = "Option<usize>", range(min = 1, max = CONCURRENCY_MAX))]
     concurrency: Option<Spanned<usize>>,
+    /// The longest a call of `lost_updates`, `idempotency` and `read_your_write` may take.
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     timeout: Option<Duration>,
+    /// A read, `concurrency` adds at once, a read: every add must show.
+    #[schemars(with = "Option<LostUpdatesTable>")]
     lost_updates: Option<Spanned<LostUpdatesTable>>,
+    /// `concurrency` identical calls under one key: one effect.
+    #[schemars(with = "Option<IdempotencyTable>")]
     idempotency: Option<Spanned<IdempotencyTable>>,
+    /// A fresh session or process, then `concurrency` first calls at once.
+    #[schemars(with = "Option<FirstCallTable>")]
     first_call: Option<Spanned<FirstCallTable>>,
+    /// Each of `concurrency` users writes, then reads what it wrote.
+    #[schemars(with = "Option<ReadYourWriteTable>")]
     read_your_write: Option<Spanned<ReadYourWriteTable>>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// `[races.lost_updates]`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct LostUpdatesTable {
+    /// The call that adds to the counter of key `{{var.key}}`.
+    #[schemars(with = "Call")]
     add: Spanned<Call>,
+    /// The call that reads the counter.
+    #[schemars(with = "Call")]
     read: Spanned<Call>,
+    /// Where the counter is in the read's answer (and an add's), e.g.
+    /// `result.structuredContent.value`.
+    #[schemars(with = "String")]
     value: Spanned<String>,
+    /// What one add adds (default 1).
     step: Option<i64>,
+    /// A pause before the second read, for reads that lag writes.
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     settle: Option<Duration>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// `[races.idempotency]`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct IdempotencyTable {
+    /// The call sent `concurrency` times under one key.
+    #[schemars(with = "Call")]
     call: Spanned<Call>,
+    /// The same key with another input (an accepted conflict when it succeeds).
+    #[schemars(with = "Option<Call>")]
     changed: Option<Spanned<Call>>,
+    /// Where the effect is in a call's answer, e.g. `result.structuredContent.job_id`.
+    #[schemars(with = "String")]
     effect: Spanned<String>,
+    /// A call that reads back the effects of the key; with `effects`.
+    #[schemars(with = "Option<Call>")]
     read_back: Option<Spanned<Call>>,
+    /// Where the number of effects is in the read-back's answer.
+    #[schemars(with = "Option<String>")]
     effects: Option<Spanned<String>>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// `[races.first_call]`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct FirstCallTable {
+    /// The first call (default: echo, else the tool with the fewest required arguments).
+    #[schemars(with = "Option<Call>")]
     call: Option<Spanned<Call>>,
+    /// Unanswered by then: waited for up to `slow_within` (`--hang-after`).
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     hang_after: Option<Duration>,
+    /// Answered by then: slow; else it hangs (`--slow-within`).
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     slow_within: Option<Duration>,
+    /// stdio and the built-in target: a fresh child or server each (`--attempts`).
     attempts: Option<u32>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// `[races.read_your_write]`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ReadYourWriteTable {
+    /// Each user's write.
+    #[schemars(with = "Call")]
     write: Spanned<Call>,
+    /// Where the written value is in the write's answer.
+    #[schemars(with = "String")]
     written: Spanned<String>,
+    /// The read that follows it.
+    #[schemars(with = "Call")]
     read: Spanned<Call>,
+    /// Where the value is in the read's answer.
+    #[schemars(with = "String")]
     value: Spanned<String>,
+}
+
+/// A check's name in `[races].checks`: one of [`CHECKS`].
+struct CheckName;
+
+impl JsonSchema for CheckName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RaceCheck".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "enum": CHECKS})
+    }
 }
 
 // ---- checking ----

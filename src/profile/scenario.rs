@@ -7,6 +7,7 @@ use super::template::{self, Hole, Piece};
 use super::values::{self, TemplateText, parse_duration};
 use super::{ProfileError, Source, one, required_field};
 use crate::metrics::Defect;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, de};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -70,15 +71,23 @@ impl StepKind {
 /// A request of a step: any JSON-RPC method, with params made from `tool` / `args` (tools/call),
 /// `uri` (resources/read), `prompt` / `args` (prompts/get), or given whole in `params`.
 /// Strings in `args`, `uri` and `params` may hold placeholders, `{{var.NAME}}` among them.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Call {
+    /// Any JSON-RPC request method: `tools/call`, `resources/read`, `prompts/get`,
+    /// `tasks/get`, `ping`, ...
     pub method: String,
+    /// `tools/call`: the tool's name (one tool, not `"*"`).
     pub tool: Option<String>,
+    /// `tools/call` / `prompts/get`: the arguments; strings may hold placeholders.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub args: Option<toml::Table>,
+    /// `resources/read`: the resource uri; may hold placeholders.
     pub uri: Option<TemplateText>,
+    /// `prompts/get`: the prompt's name.
     pub prompt: Option<String>,
     /// The params object as written, for methods without fields of their own here.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub params: Option<toml::Table>,
 }
 
@@ -160,50 +169,107 @@ pub enum Think {
 
 // ---- as written ----
 
-#[derive(Clone, Debug, Deserialize)]
+/// A `[[scenario]]`: a weighted sequence of steps whose answers feed later steps.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScenarioTable {
+    /// Names the scenario in reports; unique.
+    #[schemars(with = "String")]
     name: Spanned<String>,
+    /// Relative weight among the scenarios (and mix entries).
     #[serde(default = "one")]
+    #[schemars(range(min = 1))]
     weight: u32,
+    /// A CSV file (header row, path relative to the profile): one row per iteration feeds
+    /// `{{csv:COLUMN}}` in every step.
     csv: Option<PathBuf>,
+    /// The steps, in order (at least one).
     #[serde(default)]
+    #[schemars(with = "Vec<StepTable>")]
     step: Vec<Spanned<StepTable>>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// A `[[scenario.step]]`: exactly one of `call`, `poll`, `parallel`, `expect`, `tally`,
+/// `think`, with the fields that kind takes.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("oneOf" = [
+    {"required": ["call"]}, {"required": ["poll"]}, {"required": ["parallel"]},
+    {"required": ["expect"]}, {"required": ["tally"]}, {"required": ["think"]}
+]))]
 struct StepTable {
+    /// Names the step in reports and errors (default: its number and kind); unique.
     name: Option<String>,
+    /// Sends one request; `capture` beside it sets variables from the answer.
+    #[schemars(with = "Option<MemberTable>")]
     call: Option<Spanned<MemberTable>>,
+    /// Sends the request, and again after each answer, until `until` holds on an answer.
+    #[schemars(with = "Option<MemberTable>")]
     poll: Option<Spanned<MemberTable>>,
+    /// Sends these calls all at once; the step ends when every one has ended.
+    #[schemars(with = "Option<Vec<MemberTable>>")]
     parallel: Option<Vec<Spanned<MemberTable>>>,
+    /// A condition, or a list of them, each of which must hold on the variables.
+    #[schemars(with = "Option<Expects>")]
     expect: Option<Spanned<Expects>>,
+    /// `{ COUNT = "EXPR", ... }`: defects counted from the variables (`lost_updates`,
+    /// `double_effects`, `accepted_conflicts`, `stale_reads`).
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
     tally: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
+    /// A pause: `"100ms"`, `{ min = "50ms", max = "150ms" }` (uniform) or
+    /// `{ mean = "100ms" }` (exponential).
+    #[schemars(with = "Option<ThinkSchema>")]
     think: Option<Spanned<toml::Value>>,
+    /// `{ NAME = "PATH", ... }`: variables set from the answer of a `call` or `poll`.
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
     capture: Option<Captures>,
+    /// `poll`: the condition checked on each answer; the poll ends when it holds.
+    #[schemars(with = "Option<String>")]
     until: Option<Spanned<String>>,
+    /// `poll`: the pause between an answer and the next request (default 1s).
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     interval: Option<Duration>,
+    /// `poll`: wait the answer's `pollInterval` (milliseconds) instead of `interval`.
     server_interval: Option<bool>,
+    /// `poll`: at most this many requests.
     max_polls: Option<u32>,
+    /// `poll`: at most this long from the first request.
     #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
     max_time: Option<Duration>,
 }
 
 /// A call as written: `call` and `poll` tables take the call's fields only; a `parallel`
 /// member also `name` and `capture`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct MemberTable {
+    /// A `parallel` member: its name (default: its tool, prompt, uri or method); unique
+    /// within the step.
     name: Option<String>,
+    /// Any JSON-RPC request method: `tools/call`, `resources/read`, `prompts/get`,
+    /// `tasks/get`, `ping`, ...
     method: String,
+    /// `tools/call`: the tool's name (one tool, not `"*"`).
     tool: Option<String>,
+    /// `tools/call` / `prompts/get`: the arguments; strings may hold placeholders.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     args: Option<toml::Table>,
+    /// `resources/read`: the resource uri; may hold placeholders.
     uri: Option<TemplateText>,
+    /// `prompts/get`: the prompt's name.
     prompt: Option<String>,
+    /// The params object sent as it is (for any method; not with `tool`, `args`, `uri`,
+    /// `prompt`).
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     params: Option<toml::Table>,
+    /// A `parallel` member: `{ NAME = "PATH", ... }`, variables set from its answer.
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
     capture: Option<Captures>,
+    /// A `parallel` member: this many identical requests at once (1 to 1024), each capture
+    /// then a list of their values.
+    #[schemars(with = "Option<u32>", range(min = 1, max = COPIES_MAX))]
     copies: Option<Spanned<u32>>,
 }
 
@@ -214,6 +280,59 @@ type Captures = BTreeMap<String, Spanned<String>>;
 enum Expects {
     One(String),
     Many(Vec<Spanned<String>>),
+}
+
+impl JsonSchema for Expects {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Expects".into()
+    }
+
+    /// What [`Expects::deserialize`] reads: a condition, or a list of them, as text.
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+        })
+    }
+}
+
+/// The schema of `think` as [`Checker::think`] reads it.
+struct ThinkSchema;
+
+impl JsonSchema for ThinkSchema {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Think".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let duration = values::duration_schema(generator);
+        let described = |what: &str| {
+            let mut d = duration.clone();
+            d.insert("description".into(), what.into());
+            d
+        };
+        json_schema!({
+            "oneOf": [
+                duration,
+                {
+                    "type": "object",
+                    "properties": {
+                        "min": described("The shortest pause (uniform between min and max)."),
+                        "max": described("The longest pause."),
+                    },
+                    "required": ["min", "max"],
+                    "additionalProperties": false,
+                },
+                {
+                    "type": "object",
+                    "properties": {
+                        "mean": described("The mean of exponentially distributed pauses."),
+                    },
+                    "required": ["mean"],
+                    "additionalProperties": false,
+                },
+            ]
+        })
+    }
 }
 
 impl<'de> Deserialize<'de> for Expects {

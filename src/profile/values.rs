@@ -1,11 +1,38 @@
 //! The small value types of a profile with their text syntax: durations (`"10s"`), sizes
 //! (`"256MiB"`), load levels (`[1, 2, 4]` or `"1..64 x2"`), protocol choice, spacing,
-//! templated text.
+//! templated text; and next to each parser, the JSON Schema of what it accepts
+//! (`mcpload profile schema`).
 
 use super::template;
-use crate::protocol::ProtocolChoice;
-use serde::{Deserialize, Deserializer, Serialize, de};
+use crate::protocol::{ProtocolChoice, Revision};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
+use std::borrow::Cow;
 use std::time::Duration;
+
+/// humantime's units, as [`parse_duration`] reads them (case matters: `M` is a month).
+const DURATION_UNITS: &str = "nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s|\
+     minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|wks|wk|w|months|month|M|\
+     years|year|yrs|yr|y";
+
+/// The text of a duration: one or more `NUMBER UNIT` (`"10s"`, `"1m 30s"`, `"1.5s"`).
+fn duration_pattern() -> String {
+    format!(r"^\s*(?:[0-9]+(?:\.[0-9]+)?\s*(?:{DURATION_UNITS})\s*)+$")
+}
+
+/// Schema of a duration field: what [`duration`] accepts.
+pub(super) fn duration_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "pattern": duration_pattern(),
+        "examples": ["10s", "250ms", "1m 30s"],
+    })
+}
+
+/// serde helper (used for the default shown in the schema): a duration as its text.
+pub(super) fn duration_text<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&humantime::format_duration(*d))
+}
 
 /// Parses `"10s"`, `"250ms"`, `"1m 30s"` (humantime's syntax).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -36,6 +63,11 @@ pub(super) fn task_mode<'de, D: Deserializer<'de>>(d: D) -> Result<super::TaskMo
         Written::Text(t) if t == "auto" => Ok(super::TaskMode::Auto),
         Written::Text(_) => Err(bad()),
     }
+}
+
+/// Schema of `mix.task`: what [`task_mode`] accepts.
+pub(super) fn task_mode_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"oneOf": [{"type": "boolean"}, {"const": "auto"}]})
 }
 
 /// serde helper: an optional duration written as text.
@@ -80,6 +112,20 @@ pub(super) fn fleet_memory_budget<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<usize>, D::Error> {
     size(d, "target.fleet_memory_budget").map(Some)
+}
+
+/// Schema of a size field: what [`parse_bytes`] accepts, as text or as a number of bytes.
+pub(super) fn bytes_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "oneOf": [
+            {"type": "integer", "minimum": 1},
+            {
+                "type": "string",
+                "pattern": r"^\s*0*[1-9][0-9]*\s*(?:[bB]|[kKmMgG][iI]?[bB])?\s*$",
+                "examples": ["256MiB", "512KiB", "1GiB", "64MB"],
+            },
+        ]
+    })
 }
 
 /// A size written as text (`"256MiB"`) or as a number of bytes; an error names `field`.
@@ -197,13 +243,47 @@ impl<'de> Deserialize<'de> for Levels {
     }
 }
 
+/// The text of a number as Rust's `f64` parser reads it (infinities aside).
+const NUMBER: &str = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?";
+
+impl JsonSchema for Levels {
+    fn schema_name() -> Cow<'static, str> {
+        "Levels".into()
+    }
+
+    /// What [`Levels::deserialize`] accepts: a list, one number, or the text of a list or a
+    /// range ([`Levels::parse`]; the range's own bounds and step are checked when read).
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let level = json_schema!({"type": "number", "minimum": MIN_LEVEL});
+        let list = format!(r"^\s*{NUMBER}\s*(?:,\s*{NUMBER}\s*)*$");
+        let range = format!(r"^\s*{NUMBER}\s*\.\.\s*{NUMBER}\s* \s*[x+]{NUMBER}\s*$");
+        json_schema!({
+            "oneOf": [
+                {"type": "array", "items": level, "minItems": 1, "maxItems": MAX_LEVELS},
+                level,
+                {"type": "string", "pattern": format!("{list}|{range}")},
+            ],
+            "examples": [[1, 2, 4], "1..64 x2", "100..500 +100"],
+        })
+    }
+}
+
 /// serde helper: `"auto"` or a revision such as `"2025-06-18"`.
 pub(super) fn protocol<'de, D: Deserializer<'de>>(d: D) -> Result<ProtocolChoice, D::Error> {
     String::deserialize(d)?.parse().map_err(de::Error::custom)
 }
 
+/// Schema of `target.protocol`: what [`protocol`] accepts.
+pub(super) fn protocol_schema(_: &mut SchemaGenerator) -> Schema {
+    let mut words = vec!["auto"];
+    words.extend(Revision::ALL.iter().map(|r| r.as_str()));
+    json_schema!({"type": "string", "enum": words})
+}
+
 /// Spacing of open-loop arrivals.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Spacing {
     /// Exactly 1/rate apart.
@@ -214,7 +294,8 @@ pub enum Spacing {
 }
 
 /// A text whose `{{…}}` holes were checked when the profile was read.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(transparent)]
 pub struct TemplateText(pub String);
 
 impl<'de> Deserialize<'de> for TemplateText {

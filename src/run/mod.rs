@@ -7,7 +7,7 @@ mod plan;
 mod segment;
 mod signals;
 
-pub use plan::{LevelsFlag, Overrides, Plan, PlanError, TargetFlag, plan};
+pub use plan::{LevelsFlag, Overrides, Plan, PlanError, TargetFlag, check, plan};
 pub use segment::{segment_from, start_at_from};
 pub use signals::{signals, stop_on_signals};
 
@@ -336,9 +336,7 @@ async fn endpoint(plan: &Plan) -> Result<(Option<RunningTarget>, Endpoint), RunE
     if let Some(cfg) = &t.builtin {
         let running = server::start_http_apart(cfg.clone(), engine::health::TARGET_THREAD)
             .map_err(|e| match e {
-                server::ServeError::Config(_) => {
-                    PlanError::Usage(format!("field `target.builtin`: {e}")).into()
-                }
+                server::ServeError::Config(_) => plan::builtin_error(e).into(),
                 other => RunError::Failed(format!("starting the built-in target: {other}")),
             })?;
         let endpoint = Endpoint::http(running.url(), Vec::new());

@@ -280,6 +280,22 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
     })
 }
 
+/// `mcpload profile check`: the profile read and checked as `run` does before it connects
+/// (the built-in target's knobs checked as starting it would), with no flags; an unset
+/// `*_env` variable is no error here (`run` reads them as it connects).
+pub fn check(profile: &Path) -> Result<Plan, PlanError> {
+    let plan = plan(Some(profile), Overrides::default())?;
+    if let Some(cfg) = &plan.target.builtin {
+        cfg.validate().map_err(builtin_error)?;
+    }
+    Ok(plan)
+}
+
+/// The built-in target's knobs cannot run.
+pub(super) fn builtin_error(e: impl std::fmt::Display) -> PlanError {
+    PlanError::Usage(format!("field `target.builtin`: {e}"))
+}
+
 /// The target: a flag replaces the kind of target (headers, env, cwd and protocol stay);
 /// headers add up, the protocol is replaced. Whether the kind was replaced.
 fn override_target(target: &mut TargetSpec, o: &Overrides) -> bool {
@@ -571,6 +587,7 @@ fn target_name(t: &TargetSpec) -> String {
 /// The profile a run with flags alone starts from: echo against whatever target the flags name.
 fn flags_only_profile() -> Profile {
     Profile {
+        schema: None,
         name: None,
         description: None,
         target: toml::Spanned::new(0..0, TargetSpec::default()),

@@ -4,7 +4,9 @@
 
 use super::faults::{FaultEvery, FaultOdds, Periods, ProgressFault, SyntaxError, TaskFault};
 use crate::protocol::Revision;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::str::FromStr;
@@ -36,7 +38,7 @@ fn syntax(what: &'static str, text: &str, why: impl fmt::Display) -> ConfigError
 }
 
 /// Which MCP eras the endpoint serves (`--era`, profile key `era`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ServedEras {
     #[default]
@@ -46,7 +48,7 @@ pub enum ServedEras {
 }
 
 /// How a request's answer travels over HTTP (`--answer`, profile key `answer`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AnswerMode {
     #[default]
@@ -55,7 +57,7 @@ pub enum AnswerMode {
 }
 
 /// Whether a JSON array POST body (a batch) is served (`--batches`, profile key `batches`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BatchPolicy {
     #[default]
@@ -172,7 +174,7 @@ impl FromStr for BatchPolicy {
 
 /// How the load balancer in front of `replicas` picks a replica (`--balance`, profile key
 /// `balance`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Balance {
     #[default]
@@ -214,7 +216,7 @@ impl FromStr for Balance {
 
 /// Which authorization-server metadata `serve --auth` publishes (`--auth-metadata`, profile
 /// key `auth_metadata`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthMetadata {
     /// RFC 8414, `/.well-known/oauth-authorization-server`.
@@ -282,6 +284,17 @@ impl TryFrom<u16> for RejectStatus {
                 "must be 429 or 503",
             )),
         }
+    }
+}
+
+impl JsonSchema for RejectStatus {
+    fn schema_name() -> Cow<'static, str> {
+        "RejectStatus".into()
+    }
+
+    /// What [`RejectStatus::try_from`] takes.
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "integer", "enum": [429, 503]})
     }
 }
 
@@ -374,6 +387,28 @@ impl fmt::Display for ServiceTime {
     }
 }
 
+impl JsonSchema for ServiceTime {
+    fn schema_name() -> Cow<'static, str> {
+        "ServiceTime".into()
+    }
+
+    /// What [`ServiceTime::deserialize`] reads: milliseconds as a number, or the text syntax
+    /// of [`ServiceTime::from_str`] (`LO <= HI` is checked when read).
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let ms = r"\s*(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*";
+        json_schema!({
+            "oneOf": [
+                {"type": "number", "minimum": 0},
+                {
+                    "type": "string",
+                    "pattern": format!(r"^\s*(?:(?:fixed:|exp:)?{ms}|uniform:{ms}\.\.{ms})$"),
+                    "examples": ["fixed:20", "uniform:10..30", "exp:20"],
+                },
+            ]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for ServiceTime {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         /// A number is taken as fixed milliseconds, a string in the text syntax.
@@ -415,6 +450,23 @@ impl FromStr for Stall {
     }
 }
 
+impl JsonSchema for Stall {
+    fn schema_name() -> Cow<'static, str> {
+        "Stall".into()
+    }
+
+    /// What [`Stall::from_str`] reads: two durations (number and unit) around a colon; the
+    /// units are checked when read.
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let duration = r"\s*(?:[0-9]+(?:\.[0-9]+)?\s*[a-zA-Zµ]+\s*)+";
+        json_schema!({
+            "type": "string",
+            "pattern": format!("^{duration}:{duration}$"),
+            "examples": ["5s:2s", "1500ms:500ms"],
+        })
+    }
+}
+
 impl TryFrom<String> for Stall {
     type Error = ConfigError;
     fn try_from(s: String) -> Result<Self, ConfigError> {
@@ -447,7 +499,7 @@ const DRIFT_MS_PER_MINUTE_MAX: f64 = 3_600_000.0;
 /// Every knob of the built-in target. `Default` is a plain fast echo server on
 /// `127.0.0.1:0`: both eras, JSON answers, no capacity limit, no faults. A profile's
 /// `[target.builtin]` table deserialises into it; unknown keys are an error.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServeConfig {
     /// Address to listen on (HTTP). Anything but loopback prints a warning.
@@ -455,6 +507,7 @@ pub struct ServeConfig {
     /// Eras served on the one endpoint.
     pub era: ServedEras,
     /// Restrict to these protocol versions (empty: every version of the era).
+    #[schemars(schema_with = "versions_schema")]
     pub versions: Vec<String>,
     /// JSON or SSE answers over HTTP.
     pub answer: AnswerMode,
@@ -582,9 +635,9 @@ pub struct ServeConfig {
     /// HTTP: every MCP request needs a bearer token of this target's own authorization
     /// server, served on the same port (docs/target.md, "Authorization").
     pub auth: bool,
-    /// The one client the authorization server knows, and the environment variable holding
-    /// its secret (read when the target starts).
+    /// The one client the authorization server knows.
     pub auth_client_id: String,
+    /// The environment variable holding that client's secret (read when the target starts).
     pub auth_client_secret_env: String,
     /// The client's public key (PEM), for `private_key_jwt`.
     pub auth_client_key: Option<std::path::PathBuf>,
@@ -620,6 +673,11 @@ pub struct ServeConfig {
     /// stdio: serve requests (`initialize` and notifications aside) one at a time in the
     /// order read, each after the previous one was answered (a single-threaded server).
     pub serial: bool,
+}
+
+/// Schema of `versions`: the revisions [`ServeConfig::served_versions`] knows.
+fn versions_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "array", "items": {"enum": SERVABLE.map(Revision::as_str)}})
 }
 
 impl Default for ServeConfig {

@@ -6,7 +6,9 @@
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 use std::str::FromStr;
@@ -133,6 +135,14 @@ fn parse_pairs<T: Copy + Default, const K: usize>(
 }
 
 /// A period (every Nth, N > 0).
+/// The text [`parse_pairs`] reads: comma-separated `NAME=VALUE` parts (empty parts
+/// skipped), each name one of `names`, each value of the form `value`. A name given twice is
+/// refused only when read.
+fn pairs_pattern(names: &[&str], value: &str) -> String {
+    let pair = format!(r"\s*(?:(?:{})\s*=\s*{value}\s*)?", names.join("|"));
+    format!("^{pair}(?:,{pair})*$")
+}
+
 fn period(v: &str) -> Option<u64> {
     v.parse::<u64>().ok().filter(|n| *n > 0)
 }
@@ -192,6 +202,22 @@ impl FromStr for FaultOdds {
             });
         }
         Ok(FaultOdds(odds))
+    }
+}
+
+impl JsonSchema for FaultOdds {
+    fn schema_name() -> Cow<'static, str> {
+        "FaultOdds".into()
+    }
+
+    /// What [`FaultOdds::from_str`] reads (the sum at most 1 is checked when read).
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let names = FaultKind::ALL.map(FaultKind::name);
+        json_schema!({
+            "type": "string",
+            "pattern": pairs_pattern(&names, r"(?:0*\.[0-9]+|0+(?:\.[0-9]*)?|0*1(?:\.0*)?)"),
+            "examples": ["drop=0.01,truncate=0.001"],
+        })
     }
 }
 
@@ -274,6 +300,18 @@ impl<A: Anomaly> TryFrom<String> for Periods<A> {
     type Error = SyntaxError;
     fn try_from(s: String) -> Result<Self, SyntaxError> {
         s.parse()
+    }
+}
+
+impl<A: Anomaly> JsonSchema for Periods<A> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("Periods_{}", A::WHAT.replace(' ', "_")).into()
+    }
+
+    /// What [`Periods::from_str`] reads: `KIND=N` parts, N a whole number above 0.
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let names: Vec<&str> = A::ALL.iter().map(|k| k.name()).collect();
+        json_schema!({"type": "string", "pattern": pairs_pattern(&names, "0*[1-9][0-9]*")})
     }
 }
 

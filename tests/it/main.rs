@@ -23,6 +23,7 @@ mod probe_isolation;
 mod probe_races;
 mod probe_servers;
 mod probe_tasks;
+mod profile_schema;
 mod report_browser;
 mod report_ci;
 mod report_folder;
