@@ -87,8 +87,12 @@ impl ProfileCommand {
     fn run(self) -> anyhow::Result<()> {
         match self {
             ProfileCommand::Schema => {
-                print!("{}", mcpload::profile::schema::text());
-                Ok(())
+                let text = mcpload::profile::schema::text();
+                match std::io::stdout().lock().write_all(text.as_bytes()) {
+                    // A reader that stopped early (`| head`) took what it wanted.
+                    Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                    _ => Ok(()),
+                }
             }
             ProfileCommand::Check { file } => {
                 mcpload::run::check(&file).map_err(|e| UsageError(e.into()))?;

@@ -72,6 +72,25 @@ fn the_shipped_schema_is_the_generated_one() {
     );
 }
 
+/// `mcpload profile schema | head`: a reader that stops early ends the command quietly, with
+/// exit 0 and no panic about a broken pipe.
+#[test]
+fn a_reader_that_stops_early_is_no_error() {
+    use std::io::Read;
+    let mut child = bin()
+        .args(["profile", "schema"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe's read end is dropped here, with most of the schema unread.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(out.stderr.is_empty(), "{}", text(&out));
+}
+
 #[test]
 fn every_shipped_profile_passes_check_jsonschema_tombi_taplo_and_profile_check() {
     let profiles = shipped_profiles();
