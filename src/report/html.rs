@@ -3,6 +3,7 @@
 //! it. Drawn from the run folder alone: summary.json's figures, timeseries.csv, latency.hlog.
 
 use super::ci::{Outcome, run_verdict};
+use super::plots::count;
 use super::terminal::{
     by_operation, callouts, error_codes, failures_line, generator_lines, iteration_rows,
     knee_facts, knee_sentence, load_phrase, ms, num, polls, rate_unit, rps, scenarios,
@@ -168,7 +169,9 @@ fn steps_table(run: &RunSummary) -> Markup {
         cols.extend(judged);
     }
     let rest: [Col<StepRow<'_>>; 14] = [
-        col("requests", View::More, |r| td(r.rec.figures.requests)),
+        col("requests", View::More, |r| {
+            td(count(r.rec.figures.requests))
+        }),
         col("req/s", more_rate, |r| {
             td(rps(r.rec.figures.throughput_rps))
         }),
@@ -192,8 +195,8 @@ fn steps_table(run: &RunSummary) -> Markup {
         col("in flight max", View::More, |r| {
             td(r.rec.figures.in_flight_max)
         }),
-        col("anomalies", View::Main, |r| td(r.rec.anomalies)),
-        col("rejected", View::More, |r| td(r.rec.rejected)),
+        col("anomalies", View::Main, |r| td(count(r.rec.anomalies))),
+        col("rejected", View::More, |r| td(count(r.rec.rejected))),
         col("duration s", View::More, |r| {
             td(format!("{:.1}", r.rec.figures.duration_s))
         }),
@@ -221,11 +224,11 @@ fn ops_table(run: &RunSummary) -> Markup {
         col("error rate", View::Main, |o| td(pct(o.error_rate))),
         col("p50 ms", View::Main, |o| td(ms(o.p50_ms))),
         col("p99 ms", View::Main, |o| td(ms(o.p99_ms))),
-        col("requests", View::More, |o| td(o.requests)),
+        col("requests", View::More, |o| td(count(o.requests))),
         col("p90 ms", View::More, |o| td(ms(o.p90_ms))),
         col("max ms", View::More, |o| td(ms(o.max_ms))),
-        col("anomalies", View::More, |o| td(o.anomalies())),
-        col("rejected", View::More, |o| td(o.rejected())),
+        col("anomalies", View::More, |o| td(count(o.anomalies()))),
+        col("rejected", View::More, |o| td(count(o.rejected()))),
     ];
     split_table(&cols, &shown_op_rows(run))
 }
@@ -240,16 +243,16 @@ fn scenarios_table(run: &RunSummary) -> Markup {
         col("scenario", View::Key, |r| td(&r.scenario)),
         col("step", View::Key, |r| td(r.step)),
         col("iterations/s", View::Main, |r| td(rps(r.completed_per_s))),
-        col("completed", View::Main, |r| td(r.completed)),
-        col("failed", View::Main, |r| td(r.failed)),
+        col("completed", View::Main, |r| td(count(r.completed))),
+        col("failed", View::Main, |r| td(count(r.failed))),
         col("error rate", View::Main, |r| td(pct(r.error_rate))),
         col("p99 ms", View::Main, |r| td(ms(r.p99_ms))),
-        col("started", View::More, |r| td(r.started)),
-        col("interrupted", View::More, |r| td(r.interrupted)),
+        col("started", View::More, |r| td(count(r.started))),
+        col("interrupted", View::More, |r| td(count(r.interrupted))),
         col("p50 ms", View::More, |r| td(ms(r.p50_ms))),
         col("polls/iteration", View::More, |r| td(polls(r.polls_mean))),
         col("assertion failures", View::More, |r| {
-            td(r.assertion_failures)
+            td(count(r.assertion_failures))
         }),
     ];
     html! {
@@ -385,7 +388,7 @@ fn worst_line(run: &RunSummary) -> Markup {
         .map(|s| s.figures.step)
         .collect();
     let said = |c: &super::terminal::Callout| {
-        html! { code { (c.counter) } " " (plots::count(c.total)) " in " (step_list(&c.steps)) ": " (c.hint) "." }
+        html! { code { (c.counter) } " " (count(c.total)) " in " (step_list(&c.steps)) ": " (c.hint) "." }
     };
     match worst_callout(run) {
         Some((c, false)) => said(&c),
@@ -393,7 +396,7 @@ fn worst_line(run: &RunSummary) -> Markup {
             html! { "none; most frequent otherwise: " (said(&c)) }
         }
         _ if rejected > 0 => html! {
-            "none; " (plots::count(rejected)) " requests rejected (HTTP 429 + 503) in " (step_list(&rejected_steps)) "."
+            "none; " (count(rejected)) " requests rejected (HTTP 429 + 503) in " (step_list(&rejected_steps)) "."
         },
         _ => html! { "none: no anomaly, loss or rejection was counted" },
     }

@@ -488,7 +488,7 @@ pub(super) fn worst_callout(run: &RunSummary) -> Option<(Callout, bool)> {
     let other_only = worst.is_empty();
     let pick = if other_only { &mut other } else { &mut worst };
     // A stable sort: of equal totals, the one listed first in CALLOUTS.
-    pick.sort_by(|a, b| b.total.cmp(&a.total));
+    pick.sort_by_key(|c| std::cmp::Reverse(c.total));
     (!pick.is_empty()).then(|| (pick.remove(0), other_only))
 }
 
