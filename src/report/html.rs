@@ -26,13 +26,12 @@ pub(super) const STYLE: &str = "
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; padding: 0 1rem; }
 h1 { font-size: 1.5rem; overflow-wrap: anywhere; } h2 { font-size: 1.2rem; margin-top: 2rem; }
 .meta { color: #666; overflow-wrap: anywhere; }
-.knee { font-size: 1.15rem; border-left: 4px solid #1f77b4; padding: .4rem .8rem; background: #f4f8fb; }
 .card { border: 1px solid #ccc; border-left: 6px solid #999; padding: .6rem 1rem; margin: 1rem 0; background: #fafafa; }
 .card.pass { border-left-color: #2ca02c; } .card.fail { border-left-color: #d62728; } .card.unfinished { border-left-color: #b8860b; }
 .card dl { display: grid; grid-template-columns: max-content 1fr; gap: .35rem 1rem; margin: 0; }
 .card dt { font-weight: bold; } .card dd { margin: 0; overflow-wrap: anywhere; }
 .card .verdict { font-size: 1.15rem; font-weight: bold; }
-figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
+figure { margin: 1.5rem 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; box-sizing: border-box; }
 figcaption { color: #666; font-size: .9rem; }
 .note { color: #555; font-size: .9rem; }
 table { border-collapse: collapse; font-size: .8rem; }
