@@ -141,10 +141,13 @@ fn steps_table(run: &RunSummary) -> Markup {
         "calls/s" => "call ",
         _ => "",
     };
-    let (more_rate, more_lat) = if requests {
-        (View::Main, View::Main)
-    } else {
-        (View::More, View::More)
+    let more_rate = if requests { View::Main } else { View::More };
+    // The requests' latency: shown with requests judged, behind the details with iterations,
+    // and not again with calls (a call's latency is its requests', docs/metrics.md).
+    let latency = match unit {
+        "req/s" => Some(View::Main),
+        "calls/s" => None,
+        _ => Some(View::More),
     };
     let mut cols: Vec<Col<StepRow<'_>>> = vec![
         col("step", View::Key, |r| td(r.rec.figures.step)),
@@ -153,44 +156,46 @@ fn steps_table(run: &RunSummary) -> Markup {
         }),
     ];
     if !requests {
-        let judged: [Col<StepRow<'_>>; 4] = [
-            col(unit, View::Main, |r| td(rps(r.judged.throughput_rps))),
-            col(format!("{of}error rate"), View::Main, |r| {
-                td(pct(r.judged.error_rate))
-            }),
-            col(format!("{of}p50 ms"), View::Main, |r| {
-                td(ms(r.judged.p50_ms))
-            }),
-            col(format!("{of}p99 ms"), View::Main, |r| {
-                td(ms(r.judged.p99_ms))
-            }),
-        ];
-        cols.extend(judged);
+        cols.push(col(unit, View::Main, |r| td(rps(r.judged.throughput_rps))));
+        cols.push(col(format!("{of}error rate"), View::Main, |r| {
+            td(pct(r.judged.error_rate))
+        }));
+        cols.push(col(format!("{of}p50 ms"), View::Main, |r| {
+            td(ms(r.judged.p50_ms))
+        }));
+        cols.push(col(format!("{of}p99 ms"), View::Main, |r| {
+            td(ms(r.judged.p99_ms))
+        }));
     }
-    let rest: [Col<StepRow<'_>>; 14] = [
-        col("requests", View::More, |r| {
-            td(count(r.rec.figures.requests))
-        }),
-        col("req/s", more_rate, |r| {
-            td(rps(r.rec.figures.throughput_rps))
-        }),
-        col("goodput/s", View::More, |r| {
-            td(rps(r.rec.figures.goodput_rps))
-        }),
-        col(
-            if requests {
-                "error rate"
-            } else {
-                "request error rate"
-            },
-            more_rate,
-            |r| td(pct(r.rec.figures.error_rate)),
-        ),
-        col("p50 ms", more_lat, |r| td(ms(r.rec.figures.p50_ms))),
-        col("p90 ms", View::More, |r| td(ms(r.rec.figures.p90_ms))),
-        col("p99 ms", more_lat, |r| td(ms(r.rec.figures.p99_ms))),
-        col("p99.9 ms", View::More, |r| td(ms(r.rec.figures.p999_ms))),
-        col("max ms", View::More, |r| td(ms(r.rec.figures.max_ms))),
+    cols.push(col("requests", View::More, |r| {
+        td(count(r.rec.figures.requests))
+    }));
+    cols.push(col("req/s", more_rate, |r| {
+        td(rps(r.rec.figures.throughput_rps))
+    }));
+    cols.push(col("goodput/s", View::More, |r| {
+        td(rps(r.rec.figures.goodput_rps))
+    }));
+    let error_rate = if requests {
+        "error rate"
+    } else {
+        "request error rate"
+    };
+    cols.push(col(error_rate, more_rate, |r| {
+        td(pct(r.rec.figures.error_rate))
+    }));
+    if let Some(view) = latency {
+        cols.push(col("p50 ms", view, |r| td(ms(r.rec.figures.p50_ms))));
+    }
+    cols.push(col("p90 ms", View::More, |r| td(ms(r.rec.figures.p90_ms))));
+    if let Some(view) = latency {
+        cols.push(col("p99 ms", view, |r| td(ms(r.rec.figures.p99_ms))));
+    }
+    cols.push(col("p99.9 ms", View::More, |r| {
+        td(ms(r.rec.figures.p999_ms))
+    }));
+    cols.push(col("max ms", View::More, |r| td(ms(r.rec.figures.max_ms))));
+    let rest: [Col<StepRow<'_>>; 5] = [
         col("in flight max", View::More, |r| {
             td(r.rec.figures.in_flight_max)
         }),
