@@ -463,7 +463,7 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         .map(|s| s.throughput_rps)
         .chain(samples.iter().map(|p| p.1))
         .fold(1.0, f64::max)
-        * 1.15;
+        * HEADROOM;
     let mut chart =
         frame(area, "Universal Scalability Law fit").build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
     mesh(
@@ -502,7 +502,15 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         .draw_series(verdict_dots(&steps))?
         .label("measured (colour: verdict)")
         .legend(|(x, y)| Circle::new((x + 10, y), 5, GREEN_.filled()));
-    legend(&mut chart, SeriesLabelPosition::LowerRight, 13)?;
+    // Above the data (the headroom): the curve rises from the lower left and the failed
+    // steps' dots sit low on the right, so the upper left is free; without a fit the note
+    // takes it.
+    let corner = if fit.is_some() {
+        SeriesLabelPosition::UpperLeft
+    } else {
+        SeriesLabelPosition::UpperRight
+    };
+    legend(&mut chart, corner, 13)?;
     if fit.is_none() {
         let why = if run.knee.model == Some(Model::Open) {
             "no USL fit: the law applies to closed-loop (concurrency) sweeps"
