@@ -384,25 +384,41 @@ fn unit_note(run: &RunSummary) -> Option<&'static str> {
 }
 
 /// The summary card's worst anomaly: the most frequent anomaly with what it usually means;
-/// without any, "none", and the most frequent loss, error or rejection if there was one.
+/// without any, "none", and the most frequent of the other counters called out, the
+/// rejections and the error responses, if any was counted.
 fn worst_line(run: &RunSummary) -> Markup {
-    let rejected: u64 = run.steps.iter().map(|s| s.rejected).sum();
-    let rejected_steps: Vec<u32> = (run.steps.iter())
-        .filter(|s| s.rejected > 0)
-        .map(|s| s.figures.step)
-        .collect();
     let said = |c: &super::terminal::Callout| {
         html! { code { (c.counter) } " " (count(c.total)) " in " (step_list(&c.steps)) ": " (c.hint) "." }
     };
-    match worst_callout(run) {
-        Some((c, false)) => said(&c),
-        Some((c, true)) if c.total >= rejected => {
-            html! { "none; most frequent otherwise: " (said(&c)) }
-        }
-        _ if rejected > 0 => html! {
-            "none; " (count(rejected)) " requests rejected (HTTP 429 + 503) in " (step_list(&rejected_steps)) "."
-        },
-        _ => html! { "none: no anomaly, loss or rejection was counted" },
+    let worst = worst_callout(run);
+    if let Some((c, false)) = &worst {
+        return said(c);
+    }
+    let over_steps = |get: fn(&crate::report::StepRecord) -> u64| {
+        let steps: Vec<u32> = (run.steps.iter())
+            .filter(|s| get(s) > 0)
+            .map(|s| s.figures.step)
+            .collect();
+        (run.steps.iter().map(get).sum::<u64>(), steps)
+    };
+    let (rejected, rejected_in) = over_steps(|s| s.rejected);
+    let (errors, errors_in) = over_steps(|s| s.figures.errors);
+    let mut others: Vec<(u64, Markup)> = worst.iter().map(|(c, _)| (c.total, said(c))).collect();
+    if rejected > 0 {
+        others.push((
+            rejected,
+            html! { (count(rejected)) " requests rejected (HTTP 429 + 503) in " (step_list(&rejected_in)) "." },
+        ));
+    }
+    if errors > 0 {
+        others.push((
+            errors,
+            html! { (count(errors)) " JSON-RPC error responses in " (step_list(&errors_in)) "." },
+        ));
+    }
+    match others.into_iter().max_by_key(|o| o.0) {
+        Some((_, other)) => html! { "none; most frequent otherwise: " (other) },
+        None => html! { "none: no anomaly, loss, rejection or error response was counted" },
     }
 }
 

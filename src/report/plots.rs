@@ -443,7 +443,9 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
     let steps: Vec<&StepSummary> = judged.iter().collect();
     let unit = super::terminal::rate_unit(run);
     let fit = run.knee.usl.as_ref();
-    let max_n = steps.iter().map(|s| s.load()).fold(1.0, f64::max);
+    // Without a closed-loop step, a few clients wide: whole clients on the empty axis.
+    let least = if steps.is_empty() { 8.0 } else { 1.0 };
+    let max_n = steps.iter().map(|s| s.load()).fold(least, f64::max);
     let x_max = fit
         .and_then(|f| f.peak_concurrency)
         .map_or(max_n, |p| max_n.max(p * 1.3).min(max_n * 4.0))
