@@ -148,20 +148,40 @@ fn level(s: &StepSummary) -> String {
     load_phrase(Some(s.model), s.load())
 }
 
-/// The Markdown summary of a run: the verdict first, then the steps, each operation's rows,
-/// the failed gates, the checks that did not pass, and a line naming the run folder (with a
-/// link to the workflow run where GitHub's variables say where it is).
-pub fn render_run_markdown(run: &RunSummary, dir: &Path) -> String {
-    let mut out = String::new();
-    let failed: Vec<&GateResult> = run.gates.iter().filter(|g| !g.holds).collect();
+/// How a run ended, as a reader's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// Complete, and every threshold and check held.
+    Pass,
+    /// Complete, with a failed threshold or check.
+    Fail,
+    /// Aborted, interrupted, or still running.
+    Unfinished,
+}
+
+impl Outcome {
+    /// Its CSS class in report.html.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::Unfinished => "unfinished",
+        }
+    }
+}
+
+/// The run's verdict and its sentence: unfinished runs first, then failed thresholds, then
+/// failed checks (what the exit code follows), e.g. "2 of 5 thresholds failed".
+pub(super) fn run_verdict(run: &RunSummary) -> (Outcome, String) {
+    let failed = run.gates.iter().filter(|g| !g.holds).count();
     let failed_checks = run
         .checks
         .iter()
         .filter(|c| c.status == CheckStatus::Fail)
         .count();
-    let (icon, verdict) = match run.status {
+    match run.status {
         RunStatus::Aborted | RunStatus::Interrupted | RunStatus::Running => (
-            "⚠️",
+            Outcome::Unfinished,
             format!(
                 "the run was {}{}",
                 run.status.as_str(),
@@ -171,17 +191,35 @@ pub fn render_run_markdown(run: &RunSummary, dir: &Path) -> String {
                     .unwrap_or_default()
             ),
         ),
-        RunStatus::Complete if !failed.is_empty() => (
-            "❌",
-            format!("{} of {} thresholds failed", failed.len(), run.gates.len()),
+        RunStatus::Complete if failed > 0 => (
+            Outcome::Fail,
+            format!("{failed} of {} thresholds failed", run.gates.len()),
         ),
         RunStatus::Complete if failed_checks > 0 => {
-            ("❌", format!("{failed_checks} check(s) failed"))
+            (Outcome::Fail, format!("{failed_checks} check(s) failed"))
         }
-        RunStatus::Complete if run.gates.is_empty() => {
-            ("✅", "complete (no thresholds were set)".to_owned())
-        }
-        RunStatus::Complete => ("✅", format!("all {} thresholds hold", run.gates.len())),
+        RunStatus::Complete if run.gates.is_empty() => (
+            Outcome::Pass,
+            "complete (no thresholds were set)".to_owned(),
+        ),
+        RunStatus::Complete => (
+            Outcome::Pass,
+            format!("all {} thresholds hold", run.gates.len()),
+        ),
+    }
+}
+
+/// The Markdown summary of a run: the verdict first, then the steps, each operation's rows,
+/// the failed gates, the checks that did not pass, and a line naming the run folder (with a
+/// link to the workflow run where GitHub's variables say where it is).
+pub fn render_run_markdown(run: &RunSummary, dir: &Path) -> String {
+    let mut out = String::new();
+    let failed: Vec<&GateResult> = run.gates.iter().filter(|g| !g.holds).collect();
+    let (outcome, verdict) = run_verdict(run);
+    let icon = match outcome {
+        Outcome::Pass => "✅",
+        Outcome::Fail => "❌",
+        Outcome::Unfinished => "⚠️",
     };
     let _ = writeln!(
         out,

@@ -141,17 +141,15 @@ pub fn correctness_html(totals: &[Total], findings: &[Finding]) -> maud::Markup 
                 @for t in totals.iter().filter(|t| t.count > 0) {
                     h3 { (headline(t)) }
                     p { "Likely cause: " (t.defect.cause()) }
-                    div class="wide" {
-                        table {
-                            thead { tr { th { "count" } th { "where" } th { "requests" } th { "values seen" } } }
-                            tbody {
-                                @for f in findings.iter().filter(|f| f.defect == t.defect).take(SHOWN_HTML) {
-                                    tr {
-                                        td { (f.count) }
-                                        td { (place(f)) }
-                                        td { (f.request_ids.join(", ")) }
-                                        td { code { (serde_json::Value::Object(f.values.clone())) } }
-                                    }
+                    table {
+                        thead { tr { th { "count" } th { "where" } th { "requests" } th { "values seen" } } }
+                        tbody {
+                            @for f in findings.iter().filter(|f| f.defect == t.defect).take(SHOWN_HTML) {
+                                tr {
+                                    td { (f.count) }
+                                    td { (place(f)) }
+                                    td { (f.request_ids.join(", ")) }
+                                    td { code { (serde_json::Value::Object(f.values.clone())) } }
                                 }
                             }
                         }

@@ -4,7 +4,7 @@
 //! the per-second time series, and, with several operations or any scenario, latency and
 //! error rate per operation and iterations per scenario against load.
 
-use super::terminal::{by_operation, iteration_rows, op_rows, operations, scenarios};
+use super::terminal::{by_operation, iteration_rows, load_phrase, op_rows, operations, scenarios};
 use super::{ReportError, ResourcePoint, RunSummary, TimeseriesRow};
 use crate::metrics::{Model, StepSummary, Verdict};
 use hdrhistogram::Histogram;
@@ -20,6 +20,8 @@ const SIZE: (u32, u32) = (900, 440);
 /// How far the y axes reach above the data, leaving the upper part to the legend.
 const HEADROOM: f64 = 1.45;
 const FONT: &str = "sans-serif";
+/// The least top of a count axis (before headroom): plotters then ticks whole counts.
+const MIN_COUNT: u64 = 6;
 
 /// One plot: the file it is saved as beside report.html, its title, and its SVG text.
 pub(super) struct Plot {
@@ -50,8 +52,9 @@ fn frame<'a, 'b>(area: &'a Area<'b>, caption: &str) -> ChartBuilder<'a, 'static,
     builder
 }
 
-/// Draws the mesh of every plot: both axis descriptions in the one label font; `extra` adds
-/// what one plot's axes need beyond that (tick counts, formats, no light lines).
+/// Draws the mesh of every plot: both axis descriptions in the one label font, every tick as
+/// [`tick`] writes it; `extra` adds what one plot's axes need beyond that (tick counts, other
+/// formats, no light lines).
 fn mesh<'a, X, Y>(
     chart: &mut Chart<'a, X, Y>,
     x_desc: &str,
@@ -59,39 +62,104 @@ fn mesh<'a, X, Y>(
     extra: impl FnOnce(&mut MeshStyle<'a, '_, X, Y, SVGBackend<'a>>),
 ) -> Drawn
 where
-    X: Ranged + ValueFormatter<X::ValueType>,
-    Y: Ranged + ValueFormatter<Y::ValueType>,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
+    let spec = chart.as_coord_spec();
+    let (x_top, y_top) = (reach(spec.x_spec().range()), reach(spec.y_spec().range()));
+    let x_tick = move |v: &f64| tick(*v, x_top);
+    let y_tick = move |v: &f64| tick(*v, y_top);
     let mut m = chart.configure_mesh();
-    m.x_desc(x_desc).y_desc(y_desc).label_style((FONT, 13));
+    m.x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style((FONT, 13))
+        .x_label_formatter(&x_tick)
+        .y_label_formatter(&y_tick);
     extra(&mut m);
     m.draw()?;
     Ok(())
 }
 
+/// The largest magnitude an axis reaches.
+fn reach(range: std::ops::Range<f64>) -> f64 {
+    range.start.abs().max(range.end.abs())
+}
+
+/// An axis tick as a person writes it: no needless `.0` (`900`, not `900.0`), the thousands
+/// separated (`12,500`), and on an axis reaching 100,000 or more in thousands (`150k`), a
+/// million or more in millions (`1.5M`); `top`, the axis's largest magnitude, picks the form
+/// so that every tick of one axis is written alike. Small values keep two significant digits
+/// (`0.25`, `0.0015`).
+pub(super) fn tick(v: f64, top: f64) -> String {
+    if v == 0.0 || v.abs() < top.abs() * 1e-9 {
+        return "0".to_owned();
+    }
+    let (scaled, suffix) = if top >= 1e6 {
+        (v / 1e6, "M")
+    } else if top >= 1e5 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let decimals = if scaled.abs() >= 1.0 {
+        2
+    } else {
+        ((-scaled.abs().log10()).ceil() as usize + 1).min(6)
+    };
+    let text = format!("{scaled:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    let (sign, digits) = text.strip_prefix('-').map_or(("", text), |t| ("-", t));
+    let (whole, fraction) = digits.split_once('.').map_or((digits, ""), |(w, f)| (w, f));
+    let dot = if fraction.is_empty() { "" } else { "." };
+    format!("{sign}{}{dot}{fraction}{suffix}", thousands(whole))
+}
+
+/// A count with its thousands separated: `16674` → `16,674`.
+pub(super) fn count(n: u64) -> String {
+    thousands(&n.to_string())
+}
+
+/// A string of digits with a comma before every third from the right.
+fn thousands(digits: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A chart with a left axis from 0 to `top` and a right latency axis from 0 to `top_ms` ms,
-/// its mesh and both axes drawn.
+/// its mesh and both axes drawn; `x` makes the one x axis, for each side.
 fn dual_chart<'b, X>(
     area: &Area<'b>,
     caption: &str,
-    x: X,
+    x: impl Fn() -> X,
     (top, top_ms): (f64, f64),
     (x_desc, y_desc, y2_desc): (&str, &str, &str),
     extra: impl FnOnce(&mut MeshStyle<'b, '_, X::CoordDescType, RangedCoordf64, SVGBackend<'b>>),
 ) -> Result<DualChart<'b, X::CoordDescType>, Box<dyn Error>>
 where
-    X: AsRangedCoord + Clone,
-    X::CoordDescType: ValueFormatter<X::Value>,
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
 {
     let mut chart = frame(area, caption)
         .right_y_label_area_size(60)
-        .build_cartesian_2d(x.clone(), 0.0..top)?
-        .set_secondary_coord(x, 0.0..top_ms);
+        .build_cartesian_2d(x(), 0.0..top)?
+        .set_secondary_coord(x(), 0.0..top_ms);
     mesh(&mut chart, x_desc, y_desc, extra)?;
+    let y2_tick = move |v: &f64| tick(*v, top_ms);
     chart
         .configure_secondary_axes()
         .y_desc(y2_desc)
         .label_style((FONT, 13))
+        .y_label_formatter(&y2_tick)
         .draw()?;
     Ok(chart)
 }
@@ -207,11 +275,6 @@ fn verdict_dots<'s>(
     })
 }
 
-/// A load tick: the load to two decimals at most.
-fn load_tick(v: &f64) -> String {
-    super::terminal::num((v * 100.0).round() / 100.0)
-}
-
 /// A step tick: whole steps only.
 fn step_tick(x: &f64) -> String {
     if x.fract() == 0.0 {
@@ -223,40 +286,66 @@ fn step_tick(x: &f64) -> String {
 
 fn load_label(model: Option<Model>) -> &'static str {
     match model {
-        Some(Model::Open) => "target rate (req/s, log scale)",
-        _ => "concurrency (log scale)",
+        Some(Model::Open) => "offered rate (req/s, log scale)",
+        _ => "concurrency (clients, log scale)",
     }
 }
 
-/// The load axis of every plot against load: logarithmic around the steps' loads.
+/// The load axis of every plot against load: logarithmic around the steps' loads, ticked at
+/// each step's load (a sweep of 2, 4, 8, 12 shows 12 too).
 fn load_axis(
-    run: &RunSummary,
     steps: &[&StepSummary],
-) -> impl AsRangedCoord<CoordDescType: ValueFormatter<f64>, Value = f64> + Clone {
+) -> impl AsRangedCoord<CoordDescType: ValueFormatter<f64>, Value = f64> {
     let (lo, hi) = span(steps.iter().map(|s| s.load()), f64::MIN_POSITIVE);
-    // Sweeps usually double their load: base 2 puts the ticks on the steps.
-    let base = if run.knee.model == Some(Model::Closed) {
-        2.0
-    } else {
-        10.0
-    };
-    (lo / 1.3..hi * 1.3).log_scale().base(base)
+    let mut loads: Vec<f64> = steps.iter().map(|s| s.load()).collect();
+    loads.sort_by(f64::total_cmp);
+    loads.dedup();
+    (lo / 1.3..hi * 1.3).log_scale().with_key_points(loads)
 }
 
+/// What a latency of the judged figures is of: an iteration's, a call's or a request's.
+fn latency_of(unit: &str) -> &'static str {
+    match unit {
+        "iterations/s" => "iteration ",
+        "calls/s" => "call ",
+        _ => "",
+    }
+}
+
+/// Throughput and latency against load in the unit the knee judged (docs/metrics.md): with
+/// scenarios iterations, with calls of several requests calls, else requests; where that is
+/// not requests, the requests' own rate is drawn thin and grey, named as not judged.
 fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
-    let steps = load_steps(run);
-    let x = load_axis(run, &steps);
+    let unit = super::terminal::rate_unit(run);
+    let judged: Vec<StepSummary> = load_steps(run)
+        .into_iter()
+        .map(StepSummary::judged)
+        .collect();
+    let steps: Vec<&StepSummary> = judged.iter().collect();
+    let raw = load_steps(run);
+    let requests_too = unit != "req/s";
     // Headroom above the data keeps the legend clear of it.
-    let top_rps = steps.iter().map(|s| s.throughput_rps).fold(1.0, f64::max) * HEADROOM;
+    let rates = steps.iter().map(|s| s.throughput_rps);
+    let rates = rates.chain(
+        raw.iter()
+            .filter(|_| requests_too)
+            .map(|s| s.throughput_rps),
+    );
+    let top_rps = rates.fold(1.0, f64::max) * HEADROOM;
     let top_ms = steps.iter().filter_map(|s| s.p99_ms).fold(1.0, f64::max) * HEADROOM;
+    let y_desc = if requests_too {
+        format!("throughput ({unit}; grey: req/s)")
+    } else {
+        format!("throughput ({unit})")
+    };
     let mut chart = dual_chart(
         area,
         "Throughput and latency against load",
-        x,
+        || load_axis(&steps),
         (top_rps, top_ms),
-        (load_label(run.knee.model), "throughput (req/s)", LATENCY_MS),
+        (load_label(run.knee.model), &y_desc, LATENCY_MS),
         |m| {
-            m.light_line_style(WHITE).x_label_formatter(&load_tick);
+            m.light_line_style(WHITE);
         },
     )?;
     if steps.is_empty() {
@@ -268,21 +357,38 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
             .filter_map(|s| f(s).map(|v| (s.load(), v)))
             .collect()
     };
+    let judged_label = if requests_too {
+        format!("{unit} (what the knee judges)")
+    } else {
+        format!("throughput ({unit})")
+    };
     chart
         .draw_series(LineSeries::new(
             pts(&|s| Some(s.throughput_rps)),
             BLUE_.stroke_width(3),
         ))?
-        .label("throughput (req/s)")
+        .label(judged_label)
         .legend(line_key(BLUE_, 3));
+    if requests_too {
+        chart
+            .draw_series(DashedLineSeries::new(
+                raw.iter().map(|s| (s.load(), s.throughput_rps)),
+                4,
+                4,
+                GREY_.stroke_width(1),
+            ))?
+            .label("req/s (every request; not judged)")
+            .legend(line_key(GREY_, 1));
+    }
     chart.draw_series(verdict_dots(&steps))?;
+    let of = latency_of(unit);
     for (name, color, f) in [
         (
-            "p50 (ms)",
+            format!("{of}p50 (ms)"),
             GREEN_,
             (|s: &StepSummary| s.p50_ms) as fn(&StepSummary) -> Option<f64>,
         ),
-        ("p99 (ms)", ORANGE_, |s: &StepSummary| s.p99_ms),
+        (format!("{of}p99 (ms)"), ORANGE_, |s: &StepSummary| s.p99_ms),
     ] {
         chart
             .draw_secondary_series(LineSeries::new(pts(&f), color.stroke_width(2)))?
@@ -290,15 +396,27 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
             .legend(line_key(color, 2));
     }
     let k = &run.knee;
+    let at = |step: Option<u32>| steps.iter().find(|s| Some(s.step) == step);
+    let rate_at = |step| {
+        at(step).map_or_else(String::new, |s| {
+            format!(", {} {unit}", super::terminal::rps(s.throughput_rps))
+        })
+    };
     let markers = [
-        (k.saturation_point, GOLD_, "saturation point"),
+        (
+            k.saturation_point,
+            GOLD_,
+            "saturation point",
+            rate_at(k.saturation_step),
+        ),
         (
             k.failure_point.as_ref().map(|f| f.load),
             RED_,
             "failure point",
+            String::new(),
         ),
     ];
-    for (load, color, name) in markers {
+    for (load, color, name, rate) in markers {
         if let Some(l) = load {
             chart
                 .draw_series(DashedLineSeries::new(
@@ -307,7 +425,7 @@ fn throughput_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
                     5,
                     color.stroke_width(2),
                 ))?
-                .label(format!("{name}: {}", super::terminal::num(l)))
+                .label(format!("{name}: {}{rate}", load_phrase(k.model, l)))
                 .legend(line_key(color, 2));
         }
     }
@@ -325,7 +443,9 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
     let steps: Vec<&StepSummary> = judged.iter().collect();
     let unit = super::terminal::rate_unit(run);
     let fit = run.knee.usl.as_ref();
-    let max_n = steps.iter().map(|s| s.load()).fold(1.0, f64::max);
+    // Without a closed-loop step, a few clients wide: whole clients on the empty axis.
+    let least = if steps.is_empty() { 8.0 } else { 1.0 };
+    let max_n = steps.iter().map(|s| s.load()).fold(least, f64::max);
     let x_max = fit
         .and_then(|f| f.peak_concurrency)
         .map_or(max_n, |p| max_n.max(p * 1.3).min(max_n * 4.0))
@@ -345,12 +465,12 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         .map(|s| s.throughput_rps)
         .chain(samples.iter().map(|p| p.1))
         .fold(1.0, f64::max)
-        * 1.15;
+        * HEADROOM;
     let mut chart =
         frame(area, "Universal Scalability Law fit").build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
     mesh(
         &mut chart,
-        "concurrency",
+        "concurrency (clients)",
         &format!("throughput ({unit})"),
         |_| {},
     )?;
@@ -358,8 +478,11 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         chart
             .draw_series(LineSeries::new(samples, PURPLE_.stroke_width(2)))?
             .label(format!(
-                "USL: sigma {:.4}, kappa {:.6}, lambda {:.1} (R² {:.3})",
-                f.sigma, f.kappa, f.lambda, f.r_squared
+                "USL: sigma {:.4}, kappa {:.6}, lambda {} {unit} per client (R² {:.3})",
+                f.sigma,
+                f.kappa,
+                super::terminal::rps(f.lambda),
+                f.r_squared
             ))
             .legend(line_key(PURPLE_, 2));
         if let (Some(n), Some(x)) = (f.peak_concurrency, f.peak_throughput_rps) {
@@ -369,7 +492,11 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
                     8,
                     PURPLE_.filled(),
                 )))?
-                .label(format!("predicted peak: {x:.1} {unit} at {n:.1}"))
+                .label(format!(
+                    "predicted peak: {} {unit} at {}",
+                    super::terminal::rps(x),
+                    load_phrase(Some(Model::Closed), (n * 10.0).round() / 10.0)
+                ))
                 .legend(|(x, y)| TriangleMarker::new((x + 10, y), 6, PURPLE_.filled()));
         }
     }
@@ -377,7 +504,15 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         .draw_series(verdict_dots(&steps))?
         .label("measured (colour: verdict)")
         .legend(|(x, y)| Circle::new((x + 10, y), 5, GREEN_.filled()));
-    legend(&mut chart, SeriesLabelPosition::LowerRight, 13)?;
+    // Above the data (the headroom): the curve rises from the lower left and the failed
+    // steps' dots sit low on the right, so the upper left is free; without a fit the note
+    // takes it.
+    let corner = if fit.is_some() {
+        SeriesLabelPosition::UpperLeft
+    } else {
+        SeriesLabelPosition::UpperRight
+    };
+    legend(&mut chart, corner, 13)?;
     if fit.is_none() {
         let why = if run.knee.model == Some(Model::Open) {
             "no USL fit: the law applies to closed-loop (concurrency) sweeps"
@@ -387,6 +522,24 @@ fn usl_curve(area: &Area<'_>, run: &RunSummary) -> Drawn {
         note(area, why)?;
     }
     Ok(())
+}
+
+/// The ticks of a log axis over `[lo, hi]`: 1, 2 and 5 times each power of ten in it; every
+/// whole multiple where that leaves fewer than four, the powers alone where it is more than
+/// twelve.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let marks = |multiples: &[f64]| -> Vec<f64> {
+        let (first, last) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        (first..=last)
+            .flat_map(|e| multiples.iter().map(move |m| m * 10f64.powi(e)))
+            .filter(|v| (lo..=hi).contains(v))
+            .collect()
+    };
+    match marks(&[1.0, 2.0, 5.0]) {
+        few if few.len() < 4 => marks(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]),
+        many if many.len() > 12 => marks(&[1.0]),
+        ticks => ticks,
+    }
 }
 
 /// HDR-style x position of a quantile: log10(1 / (1 − q)), so 90% is 1, 99% is 2, 99.9% is 3.
@@ -429,13 +582,20 @@ fn spectrum(area: &Area<'_>, run: &RunSummary, hists: &BTreeMap<u32, Histogram<u
     );
     let mut chart = frame(area, "Latency by percentile, per step")
         .margin_right(40)
-        .build_cartesian_2d(0.0..x_max, (lo / 1.3..hi * 1.3).log_scale())?;
-    mesh(&mut chart, "percentile", "latency (ms, log scale)", |m| {
-        m.x_labels(x_max as usize + 1)
-            .x_label_formatter(&nines_label)
-            .y_labels(5)
-            .light_line_style(WHITE);
-    })?;
+        .build_cartesian_2d(0.0..x_max, {
+            let (lo, hi) = (lo / 1.3, hi * 1.3);
+            (lo..hi).log_scale().with_key_points(log_ticks(lo, hi))
+        })?;
+    mesh(
+        &mut chart,
+        "percentile (%)",
+        "latency (ms, log scale)",
+        |m| {
+            m.x_labels(x_max as usize + 1)
+                .x_label_formatter(&nines_label)
+                .light_line_style(WHITE);
+        },
+    )?;
     if curves.is_empty() {
         return note(area, "no latency recorded");
     }
@@ -449,14 +609,16 @@ fn spectrum(area: &Area<'_>, run: &RunSummary, hists: &BTreeMap<u32, Histogram<u
         // A step with seconds in the log but no row yet was cut off by a crash.
         let label = loads.get(&step).map_or_else(
             || format!("step {step} (unfinished)"),
-            |l| format!("step {step} (load {})", super::terminal::num(*l)),
+            |l| format!("step {step} ({})", load_phrase(run.knee.model, *l)),
         );
         chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
             .label(label)
             .legend(line_key(color, 2));
     }
-    legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
+    // Lower right: latency rises with the percentile, and few steps reach the last nines, so
+    // that corner is the emptiest (the upper left holds the slow steps' first rise).
+    legend(&mut chart, SeriesLabelPosition::LowerRight, 12)?;
     Ok(())
 }
 
@@ -470,10 +632,17 @@ fn anomalies(area: &Area<'_>, run: &RunSummary) -> Drawn {
         })
         .collect();
     let n = steps.iter().map(|s| s.0).max().unwrap_or(1) as f64;
-    let top = steps.iter().flat_map(|s| s.1).max().unwrap_or(0).max(1) as f64 * HEADROOM;
+    // At least a few counts high, so the ticks are whole counts.
+    let top = steps
+        .iter()
+        .flat_map(|s| s.1)
+        .max()
+        .unwrap_or(0)
+        .max(MIN_COUNT) as f64
+        * HEADROOM;
     let mut chart = frame(area, "Anomalies, rejections and losses per step")
         .build_cartesian_2d(0.5..n + 0.5, 0.0..top)?;
-    mesh(&mut chart, "step", "count", |m| {
+    mesh(&mut chart, "step (number)", "count (per step)", |m| {
         m.x_labels(n as usize).x_label_formatter(&step_tick);
     })?;
     let series = [
@@ -498,19 +667,21 @@ fn anomalies(area: &Area<'_>, run: &RunSummary) -> Drawn {
                 .filter(|(_, c)| c[k] > 0)
                 .map(|(step, counts)| {
                     Text::new(
-                        counts[k].to_string(),
+                        count(counts[k]),
                         (f64::from(*step) + left, counts[k] as f64 + top * 0.02),
                         (FONT, 11).into_font().color(&color),
                     )
                 }),
         )?;
     }
-    legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
     if steps.iter().all(|s| s.1 == [0, 0, 0]) {
+        // No bar to name: the note alone, where the legend would be.
         note(
             area,
             "none: every step was free of anomalies, rejections and losses",
         )?;
+    } else {
+        legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
     }
     Ok(())
 }
@@ -523,16 +694,16 @@ fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
         .map(|r| r.requests.max(r.ok))
         .max()
         .unwrap_or(0)
-        .max(1) as f64
+        .max(MIN_COUNT) as f64
         * HEADROOM
         * 1.2;
     let top_ms = rows.iter().filter_map(|r| r.p99_ms).fold(1.0, f64::max) * HEADROOM;
     let mut chart = dual_chart(
         area,
         "Per second",
-        0.0..t_max,
+        || 0.0..t_max,
         (top, top_ms),
-        ("seconds since the start", "per second", LATENCY_MS),
+        ("time since the start (s)", "count (per second)", LATENCY_MS),
         |_| {},
     )?;
     if rows.is_empty() {
@@ -547,7 +718,8 @@ fn timeseries(area: &Area<'_>, rows: &[TimeseriesRow]) -> Drawn {
         chart.draw_series(LineSeries::new(vec![(*t, 0.0), (*t, top)], GREY_.mix(0.4)))?;
         chart.draw_series(std::iter::once(Text::new(
             format!("step {step}"),
-            (*t + 0.1, top * 0.97),
+            // Below the legend (upper right), above the counts (at most 1 / 1.74 of the top).
+            (*t + 0.1, top * 0.66),
             (FONT, 11).into_font().color(&GREY_),
         )))?;
     }
@@ -599,10 +771,10 @@ fn server_resources(area: &Area<'_>, rows: &[ResourcePoint]) -> Drawn {
     let mut chart = dual_chart(
         area,
         "The server's resources",
-        0.0..t_max,
+        || 0.0..t_max,
         (top, top_cpu),
         (
-            "seconds since the start",
+            "time since the start (s)",
             "RSS (MiB)",
             "CPU (% of one core)",
         ),
@@ -673,20 +845,20 @@ fn axis_top<'a>(lines: impl Iterator<Item = &'a [(f64, f64)]>, min_top: f64) -> 
 }
 
 /// Lines against load on one axis from 0 to the data's top (at least `min_top`), headroom
-/// left for the legend.
+/// left for the legend, but never above `max_top`.
 fn lines_vs_load(
     area: &Area<'_>,
     run: &RunSummary,
     caption: &str,
     y_desc: &str,
-    min_top: f64,
+    (min_top, max_top): (f64, f64),
     lines: &[Line],
 ) -> Drawn {
     let steps = load_steps(run);
-    let top = axis_top(lines.iter().map(|l| l.points.as_slice()), min_top);
-    let mut chart = frame(area, caption).build_cartesian_2d(load_axis(run, &steps), 0.0..top)?;
+    let top = axis_top(lines.iter().map(|l| l.points.as_slice()), min_top).min(max_top);
+    let mut chart = frame(area, caption).build_cartesian_2d(load_axis(&steps), 0.0..top)?;
     mesh(&mut chart, load_label(run.knee.model), y_desc, |m| {
-        m.light_line_style(WHITE).x_label_formatter(&load_tick);
+        m.light_line_style(WHITE);
     })?;
     if lines.iter().all(|l| l.points.is_empty()) {
         return note(area, "nothing measured against load");
@@ -733,7 +905,7 @@ fn ops_latency(area: &Area<'_>, run: &RunSummary) -> Drawn {
         run,
         "Latency per operation against load",
         "latency (ms)",
-        1.0,
+        (1.0, f64::INFINITY),
         &lines,
     )
 }
@@ -775,7 +947,8 @@ fn error_rates(area: &Area<'_>, run: &RunSummary) -> Drawn {
         run,
         "Error rate per operation and scenario against load",
         "error rate (%)",
-        1.0,
+        // No rate above 100%, even where the legend needs headroom.
+        (1.0, 100.0),
         &lines,
     )
 }
@@ -802,18 +975,18 @@ fn scenarios_vs_load(area: &Area<'_>, run: &RunSummary) -> Drawn {
     let mut chart = dual_chart(
         area,
         "Scenario iterations against load",
-        load_axis(run, &steps),
+        || load_axis(&steps),
         (
             axis_top(series.iter().map(|s| s.2.as_slice()), 1.0),
             axis_top(series.iter().map(|s| s.3.as_slice()), 1.0),
         ),
         (
             load_label(run.knee.model),
-            "iterations completed per second",
+            "iterations completed (iterations/s)",
             LATENCY_MS,
         ),
         |m| {
-            m.light_line_style(WHITE).x_label_formatter(&load_tick);
+            m.light_line_style(WHITE);
         },
     )?;
     if series.iter().all(|s| s.2.is_empty()) {
@@ -886,3 +1059,56 @@ pub(super) const ERROR_RATES_SVG: &str = "error-rates.svg";
 pub(super) const SCENARIOS_SVG: &str = "scenarios.svg";
 /// Drawn only when the server was watched.
 pub(super) const RESOURCES_SVG: &str = "resources.svg";
+
+#[cfg(test)]
+mod tests {
+    use super::{count, log_ticks, tick};
+
+    #[test]
+    fn ticks_are_written_as_a_person_writes_them() {
+        // Integers without ".0", the thousands separated.
+        assert_eq!(tick(900.0, 1000.0), "900");
+        assert_eq!(tick(0.0, 1000.0), "0");
+        assert_eq!(tick(2500.0, 5000.0), "2,500");
+        assert_eq!(tick(12345.0, 20000.0), "12,345");
+        assert_eq!(tick(99999.0, 99999.0), "99,999");
+        // An axis reaching 100,000 is in thousands, a million in millions: every tick alike.
+        assert_eq!(tick(100000.0, 150000.0), "100k");
+        assert_eq!(tick(20000.0, 150000.0), "20k");
+        assert_eq!(tick(12500.0, 150000.0), "12.5k");
+        assert_eq!(tick(1_500_000.0, 2e6), "1.5M");
+        assert_eq!(tick(500_000.0, 2e6), "0.5M");
+        assert_eq!(tick(1_000_000.0, 1e6), "1M");
+        // Fractions: float noise gone, small values keep two significant digits.
+        assert_eq!(tick(0.6000000001, 1.0), "0.6");
+        assert_eq!(tick(2.5, 3.0), "2.5");
+        assert_eq!(tick(1.25, 3.0), "1.25");
+        assert_eq!(tick(0.25, 1.0), "0.25");
+        assert_eq!(tick(0.001, 0.01), "0.001");
+        assert_eq!(tick(0.0015, 0.01), "0.0015");
+        // Float noise around zero on an axis is zero; negatives keep their sign.
+        assert_eq!(tick(1e-13, 1000.0), "0");
+        assert_eq!(tick(-1500.0, 2000.0), "-1,500");
+        // Counts are exact, however large.
+        assert_eq!(count(16674), "16,674");
+        assert_eq!(count(150_000), "150,000");
+        assert_eq!(count(999), "999");
+    }
+
+    #[test]
+    fn log_axes_tick_one_two_five_or_every_multiple() {
+        assert_eq!(log_ticks(0.8, 60.0), [1.0, 2.0, 5.0, 10.0, 20.0, 50.0]);
+        assert_eq!(
+            log_ticks(0.001, 1e5).len(),
+            9,
+            "8 decades: the powers of ten alone"
+        );
+        // Less than a decade: every multiple, so the axis still reads.
+        assert_eq!(
+            log_ticks(150.0, 1100.0),
+            [
+                200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0, 900.0, 1000.0
+            ]
+        );
+    }
+}

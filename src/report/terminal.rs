@@ -130,6 +130,9 @@ fn verdict_style(v: Verdict) -> Style {
 /// Reads one counter of a step.
 type Count = fn(&StepSummary) -> u64;
 
+/// How many of [`CALLOUTS`] come first as docs/metrics.md's anomalies.
+const ANOMALY_CALLOUTS: usize = 7;
+
 /// Counters called out under the table when they are not zero, with what they usually mean.
 /// The first seven are docs/metrics.md's anomalies.
 const CALLOUTS: [(&str, Count); 24] = [
@@ -389,7 +392,11 @@ pub(super) fn usl_line(run: &RunSummary) -> Option<String> {
     };
     let unit = rate_unit(run);
     let prediction = match (u.peak_concurrency, u.peak_throughput_rps) {
-        (Some(n), Some(x)) => format!("predicts a peak of {} {unit} at {n:.1} concurrent", rps(x)),
+        (Some(n), Some(x)) => format!(
+            "predicts a peak of {} {unit} at {}",
+            rps(x),
+            load_phrase(Some(Model::Closed), (n * 10.0).round() / 10.0)
+        ),
         (None, Some(x)) => format!("predicts a ceiling of {} {unit}", rps(x)),
         _ => "scales linearly over the measured range".to_owned(),
     };
@@ -469,6 +476,20 @@ pub(super) fn callouts(run: &RunSummary) -> Vec<Callout> {
             })
         })
         .collect()
+}
+
+/// The callout a reader should see first: the most frequent anomaly (docs/metrics.md), and
+/// `false`; without any anomaly the most frequent other counter called out, and `true`.
+pub(super) fn worst_callout(run: &RunSummary) -> Option<(Callout, bool)> {
+    let anomalies: Vec<&str> = CALLOUTS[..ANOMALY_CALLOUTS].iter().map(|c| c.0).collect();
+    let (mut worst, mut other): (Vec<Callout>, Vec<Callout>) = callouts(run)
+        .into_iter()
+        .partition(|c| anomalies.contains(&c.counter));
+    let other_only = worst.is_empty();
+    let pick = if other_only { &mut other } else { &mut worst };
+    // A stable sort: of equal totals, the one listed first in CALLOUTS.
+    pick.sort_by_key(|c| std::cmp::Reverse(c.total));
+    (!pick.is_empty()).then(|| (pick.remove(0), other_only))
 }
 
 /// Error responses by JSON-RPC code over the whole run, as "-32603 × 40".

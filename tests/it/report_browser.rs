@@ -4,11 +4,13 @@
 //! fetched: the file names no external resource, its CSP forbids fetches, and a trap proxy on
 //! loopback that Chromium must send every HTTP(S) request through sees no request but
 //! Chromium's own service traffic (a control page with an external image proves the trap
-//! catches one).
+//! catches one). And nothing is wider than the window: at 1,400 px no element scrolls or
+//! sticks out sideways (every `<details>` opened), at 800 px neither does any element but the
+//! "more columns" views behind `<details>`, which may scroll.
 
 use crate::support::machine;
 use crate::support::scratch::scratch;
-use crate::support::synthetic::synthetic_run;
+use crate::support::synthetic::{synthetic_run, workflow_run};
 use std::fs;
 use std::io::{ErrorKind, Read};
 use std::net::TcpListener;
@@ -264,4 +266,131 @@ fn report_html_renders_every_plot_and_fetches_nothing() {
         seen.iter().any(|l| l.contains("trap.invalid")),
         "the trap proxy missed the control page's request: {seen:?}"
     );
+}
+
+/// Measures a page's layout in Chromium: opens every `<details>`, then lists the page when it
+/// is wider than the window, and each element that is wider than its own box (scrolls or
+/// clips sideways) or reaches past the window's right edge, but those matching `SCROLLS`
+/// (and what they hold).
+const PROBE: &str = r#"<script>
+(function () {
+  for (const d of document.querySelectorAll('details')) d.open = true;
+  const root = document.documentElement, vw = root.clientWidth, out = [];
+  const name = e => e.tagName.toLowerCase() + (e.getAttribute('class') ? '.' + e.getAttribute('class') : '')
+    + ' "' + (e.textContent || '').trim().slice(0, 40) + '"';
+  if (root.scrollWidth > vw) out.push('page ' + root.scrollWidth + ' px wide in ' + vw);
+  {
+    for (const e of document.body.querySelectorAll('*')) {
+      if (e.closest('svg') && e.tagName.toLowerCase() !== 'svg') continue;
+      if (e.closest('SCROLLS')) continue;
+      const right = e.getBoundingClientRect().right;
+      if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)
+        out.push(name(e) + ': content ' + e.scrollWidth + ' px in ' + e.clientWidth);
+      else if (right > vw + 1) out.push(name(e) + ': reaches ' + Math.round(right) + ' px of ' + vw);
+    }
+  }
+  const p = document.createElement('pre');
+  p.id = 'overflow-probe';
+  p.textContent = JSON.stringify(out);
+  document.body.appendChild(p);
+})();
+</script>"#;
+
+/// What overflows sideways in `page` shown `width` px wide, elements matching the CSS
+/// selector `scrolls` left out: a copy of it without its Content-Security-Policy (which
+/// forbids the probe's script) and with [`PROBE`] at its end, dumped by Chromium.
+fn overflow(trap: &Trap, profile: &Path, page: &Path, width: u32, scrolls: &str) -> Vec<String> {
+    let html = fs::read_to_string(page).unwrap();
+    let csp = html.find("<meta http-equiv=\"Content-Security-Policy\"");
+    let html = match csp {
+        Some(at) => {
+            let end = at + html[at..].find('>').unwrap() + 1;
+            format!("{}{}", &html[..at], &html[end..])
+        }
+        None => html,
+    };
+    let probe = PROBE.replace("SCROLLS", scrolls);
+    let probed = page.with_file_name(format!("probed-{width}.html"));
+    fs::write(&probed, html.replace("</body>", &format!("{probe}</body>"))).unwrap();
+    let dom = browse(
+        trap,
+        &probed,
+        profile,
+        &["--dump-dom", &format!("--window-size={width},900")],
+    );
+    let found = dom
+        .split("<pre id=\"overflow-probe\">")
+        .nth(1)
+        .and_then(|t| t.split("</pre>").next())
+        .unwrap_or_else(|| panic!("the probe did not run at {width} px"));
+    let json = found
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+/// A selector no element of report.html matches: nothing may scroll.
+const NONE: &str = "no-such-element";
+
+#[test]
+fn report_html_fits_1400_and_800_px_without_scrolling_sideways() {
+    let _share = machine::loading();
+    let sweep = scratch("browser_fit_sweep");
+    synthetic_run(&sweep, &["anomalies==0"]);
+    let workflow = scratch("browser_fit_workflow");
+    workflow_run(&workflow, &["p99_ms<1000"], |_, _| {});
+    let trap = Trap::start();
+    let profile = scratch("browser_fit_profile");
+    for dir in [&sweep, &workflow] {
+        let page = fs::canonicalize(dir.join("report.html")).unwrap();
+        let html = fs::read_to_string(&page).unwrap();
+        assert!(html.contains("<details>"), "no columns behind <details>");
+        assert_eq!(
+            overflow(&trap, &profile, &page, 1400, NONE),
+            Vec::<String>::new(),
+            "{} at 1,400 px",
+            page.display()
+        );
+        assert_eq!(
+            overflow(&trap, &profile, &page, 800, ".more"),
+            Vec::<String>::new(),
+            "{} at 800 px",
+            page.display()
+        );
+    }
+
+    // Control: the probe does see a table too wide for the window, in a scrolling wrapper
+    // (an element scrolling sideways) and in the page.
+    let page = fs::canonicalize(sweep.join("report.html")).unwrap();
+    let control = sweep.join("control-wide.html");
+    let wide: String = (0..60).map(|i| format!("<td>column {i}</td>")).collect();
+    fs::write(
+        &control,
+        fs::read_to_string(&page).unwrap().replace(
+            "<h2>Steps</h2>",
+            &format!(
+                "<div style=\"overflow-x: auto\"><table><tr>{wide}</tr></table></div>\
+                 <table><tr>{wide}</tr></table><h2>Steps</h2>"
+            ),
+        ),
+    )
+    .unwrap();
+    let found = overflow(&trap, &profile, &control, 1400, NONE);
+    assert!(
+        found.iter().any(|f| f.starts_with("div ")),
+        "the scrolling wrapper: {found:?}"
+    );
+    assert!(
+        found.iter().any(|f| f.starts_with("page ")),
+        "the page: {found:?}"
+    );
+    assert!(
+        overflow(&trap, &profile, &control, 800, ".more")
+            .iter()
+            .any(|f| f.starts_with("page ")),
+        "the page at 800 px"
+    );
+    assert_eq!(trap.requests(), Vec::<String>::new());
 }

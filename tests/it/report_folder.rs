@@ -1,11 +1,13 @@
 //! The run folder written through `RunFolder`: both CSVs exactly as docs/metrics.md specifies,
 //! steps.csv equal to summary.json number for number, latency.hlog decoding back to the
-//! step's figures, the knee, redaction, a summary.json valid after every step, and
-//! resources.csv's columns as docs/results.md lists them.
+//! step's figures, the knee, redaction, a summary.json valid after every step,
+//! resources.csv's columns as docs/results.md lists them, and report.html's reading order: a
+//! summary card first, tables of few columns with the rest behind `<details>`, the settings
+//! as a table, the knee's unit named.
 
 use crate::support::run::{first_line, table};
 use crate::support::scratch::scratch;
-use crate::support::synthetic::{CONCURRENCY, SECONDS_PER_STEP, synthetic_run};
+use crate::support::synthetic::{CONCURRENCY, SECONDS_PER_STEP, synthetic_run, workflow_run};
 use hdrhistogram::Histogram;
 use mcpload::analysis::{StopCriteria, SweepJudge};
 use mcpload::metrics::{Stats, StepFacts, Verdict, us_to_ms};
@@ -474,4 +476,157 @@ fn resources_csv_has_results_md_columns_and_a_fleet_fills_its_own() {
     assert_eq!(row["child_rss_p50_bytes"], row["rss_bytes"], "{row:?}");
     assert_eq!(row["child_rss_max_bytes"], row["rss_bytes"], "{row:?}");
     drop(child);
+}
+
+/// The text of the first element of `html` that starts with `open` (up to its `close`).
+fn element<'a>(html: &'a str, open: &str, close: &str) -> &'a str {
+    let start = html
+        .find(open)
+        .unwrap_or_else(|| panic!("no {open} in report.html"));
+    let len = html[start..].find(close).expect("closed") + close.len();
+    &html[start..start + len]
+}
+
+#[test]
+fn report_html_leads_with_a_card_and_keeps_tables_narrow() {
+    let dir = scratch("report_html_card");
+    // The synthetic sweep has anomalies, so this threshold fails.
+    synthetic_run(&dir, &["anomalies==0"]);
+    let html = fs::read_to_string(dir.join("report.html")).unwrap();
+
+    // The card comes first, before any plot, and holds the verdict, the knee, the worst
+    // anomaly (late and unknown_id both 3: the first listed) and the checks.
+    let card = element(
+        &html,
+        "<section class=\"card fail\" id=\"summary\">",
+        "</section>",
+    );
+    assert!(html.find(card).unwrap() < html.find("<svg").unwrap());
+    for needle in [
+        "<dt>Verdict</dt><dd class=\"verdict fail\">1 of 1 thresholds failed</dd>",
+        "<dt>Knee</dt><dd>saturates at 8 concurrent",
+        "<dt>Worst anomaly</dt><dd><code>late</code> 3 in step 6: answers came after",
+        "<dt>Checks</dt>",
+    ] {
+        assert!(card.contains(needle), "{needle} not in the card: {card}");
+    }
+
+    // The steps table shows few columns; the rest are behind <details>, beside the step's
+    // key columns.
+    let steps = &html[html.find("<h2>Steps</h2>").unwrap()..];
+    let main = element(steps, "<table>", "</table>");
+    let heads = |table: &str| -> Vec<String> {
+        table
+            .split("<th>")
+            .skip(1)
+            .map(|h| h.split("</th>").next().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        heads(main),
+        [
+            "step",
+            "load",
+            "req/s",
+            "error rate",
+            "p50 ms",
+            "p99 ms",
+            "anomalies",
+            "verdict"
+        ]
+    );
+    let more = element(steps, "<details>", "</details>");
+    assert!(
+        more.contains("<summary>More columns: requests, goodput/s, p90 ms, p99.9 ms, max ms"),
+        "{more}"
+    );
+    assert_eq!(
+        heads(element(more, "<table>", "</table>")),
+        [
+            "step",
+            "load",
+            "requests",
+            "goodput/s",
+            "p90 ms",
+            "p99.9 ms",
+            "max ms",
+            "in flight max",
+            "rejected",
+            "duration s"
+        ]
+    );
+    assert!(main.contains("<td>32 concurrent</td>"), "{main}");
+
+    // The settings are a table in a person's words, not JSON.
+    assert!(!html.contains("<pre"), "a <pre> left in report.html");
+    let settings = element(&html, "<table class=\"settings\">", "</table>");
+    for row in [
+        "<th colspan=\"2\">run</th>",
+        "<td>timeout_ms</td><td>5000</td>",
+        "<th colspan=\"2\">sweep</th>",
+        "<td>concurrency</td><td>1, 2, 4, 8, 16, 32</td>",
+        "<td>url</td><td>http://[redacted]@127.0.0.1:9/mcp</td>",
+    ] {
+        assert!(settings.contains(row), "{row} not in {settings}");
+    }
+    // No JSON: no braces, no quoted strings.
+    assert!(
+        !settings.contains('{') && !settings.contains("&quot;"),
+        "{settings}"
+    );
+}
+
+#[test]
+fn report_html_names_the_unit_the_knee_judged() {
+    let dir = scratch("report_html_unit");
+    workflow_run(&dir, &[], |_, _| {});
+    let html = fs::read_to_string(dir.join("report.html")).unwrap();
+    let card = element(&html, "<section class=\"card", "</section>");
+    assert!(
+        card.contains("judge whole scenario iterations (iterations/s"),
+        "{card}"
+    );
+    // The steps table leads with the iterations' figures, the requests' behind <details>.
+    let steps = &html[html.find("<h2>Steps</h2>").unwrap()..];
+    let main = element(steps, "<table>", "</table>");
+    assert!(
+        main.starts_with(
+            "<table><tr><th>step</th><th>load</th><th>iterations/s</th>\
+             <th>iteration error rate</th><th>iteration p50 ms</th><th>iteration p99 ms</th>"
+        ),
+        "{main}"
+    );
+    assert!(!main.contains("<th>req/s</th>"), "{main}");
+    assert!(element(steps, "<details>", "</details>").contains("<th>req/s</th>"));
+    // The throughput plot draws iterations/s as judged, and req/s as what it is.
+    let plot = fs::read_to_string(dir.join("throughput.svg")).unwrap();
+    for label in [
+        "iterations/s (what the knee judges)",
+        "req/s (every request; not judged)",
+        "throughput (iterations/s; grey: req/s)",
+        "iteration p99 (ms)",
+    ] {
+        assert!(plot.contains(label), "{label} not in throughput.svg");
+    }
+    // No tick of any plot is a float with a needless ".0".
+    for file in [
+        "throughput.svg",
+        "usl.svg",
+        "timeseries.svg",
+        "scenarios.svg",
+    ] {
+        let svg = fs::read_to_string(dir.join(file)).unwrap();
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+            .collect();
+        assert!(texts.len() > 5, "{file}: {texts:?}");
+        for t in texts {
+            assert!(
+                !(t.ends_with(".0") && t.trim_end_matches(".0").parse::<f64>().is_ok()),
+                "{file}: tick {t:?}"
+            );
+        }
+    }
 }
