@@ -33,9 +33,16 @@ const PROBE_DURATION: Duration = Duration::from_millis(500);
 const PROBES_AT_ONCE: usize = 4;
 /// Tools not yet probed when this much of `init` has passed are left out, unprobed.
 const PROBE_BUDGET: Duration = Duration::from_secs(30);
-/// The calibration's levels (closed loop), each measured this long after a short warm-up.
-const CALIBRATION_LEVELS: &str = "1..64 x2";
+/// The calibration's levels (closed loop) at most, 1 to 64 doubling; each measured this long
+/// after a short warm-up.
+const CALIBRATION_LEVELS: u64 = 7;
 const CALIBRATION_STEP: Duration = Duration::from_secs(1);
+/// A calibration level's worst case besides its measured time: the warm-up, its drain and the
+/// step's drain, each bounded by the probe timeout (2 s), and a graceful stop for calls.
+const CALIBRATION_LEVEL_BOUND: Duration = Duration::from_secs(7);
+/// What `init` aims to finish within: the calibration takes fewer levels when the probes
+/// left less (two at least).
+const INIT_BUDGET: Duration = Duration::from_secs(60);
 const CALIBRATION_WARMUP: Duration = Duration::from_millis(250);
 /// The longest the listing of tools, prompts or resources may take.
 const LIST_WAIT: Duration = Duration::from_secs(15);
@@ -129,7 +136,9 @@ pub async fn init(opts: &InitOptions) -> Result<Written, InitError> {
         tools[i].task = task;
         tools[i].probe = Some(result);
     }
-    let calibration = calibrate(opts, target, &tools).await;
+    let left = INIT_BUDGET.saturating_sub(started.elapsed());
+    let levels = (left.as_secs() / CALIBRATION_LEVEL_BOUND.as_secs()).clamp(2, CALIBRATION_LEVELS);
+    let calibration = calibrate(opts, target, &tools, levels).await;
     let written = write::profile(opts, target, &listing, &tools, &calibration);
     check_text(&opts.file_name, &written).map_err(|e| {
         InitError::Failed(format!(
@@ -145,12 +154,12 @@ pub async fn init(opts: &InitOptions) -> Result<Written, InitError> {
 }
 
 /// What the server lists.
-pub struct Listing {
-    pub server: ServerInfo,
+struct Listing {
+    server: ServerInfo,
     /// Each tool as listed, and as the client reads it.
-    pub tools: Vec<(Value, ToolInfo)>,
-    pub prompts: Vec<Value>,
-    pub resources: Vec<Value>,
+    tools: Vec<(Value, ToolInfo)>,
+    prompts: Vec<Value>,
+    resources: Vec<Value>,
 }
 
 /// Connects once and lists tools, prompts and resources (a listing refused counts as empty,
@@ -303,7 +312,7 @@ impl Refused {
 }
 
 /// What a probe's step says of its tool: the latency of its calls, or why it is left out.
-pub fn judge_probe(step: &StepRecord, probe_timeout: Duration) -> Result<Probed, String> {
+fn judge_probe(step: &StepRecord, probe_timeout: Duration) -> Result<Probed, String> {
     let s = &step.figures;
     if let Some(why) = &s.target_down {
         return Err(format!("the server went down during the probe: {why}"));
@@ -373,14 +382,19 @@ pub fn judge_probe(step: &StepRecord, probe_timeout: Duration) -> Result<Probed,
     })
 }
 
-/// One more short run: the kept tools (or `tools/list`) swept at [`CALIBRATION_LEVELS`],
-/// a second a level; the levels and gates of the profile come from it.
-async fn calibrate(opts: &InitOptions, target: &write::Target, tools: &[ToolEntry]) -> Calibration {
+/// One more short run: the kept tools (or `tools/list`) swept at `levels` levels from 1,
+/// doubling, a second a level; the levels and gates of the profile come from it.
+async fn calibrate(
+    opts: &InitOptions,
+    target: &write::Target,
+    tools: &[ToolEntry],
+    levels: u64,
+) -> Calibration {
     let text = write::calibration_profile(target, tools, opts.probe_timeout);
     let overrides = Overrides {
-        levels: Some(LevelsFlag::Concurrency(
-            Levels::parse(CALIBRATION_LEVELS).unwrap_or(Levels(vec![1.0])),
-        )),
+        levels: Some(LevelsFlag::Concurrency(Levels(
+            (0..levels).map(|i| (1u64 << i) as f64).collect(),
+        ))),
         duration: Some(CALIBRATION_STEP),
         warmup: Some(CALIBRATION_WARMUP),
         timeout: Some(opts.probe_timeout),

@@ -976,7 +976,7 @@ fn nice_ceiling_ms(ms: f64) -> Duration {
 /// A duration as a profile writes it: `2s`, `500ms`.
 pub(super) fn duration_text(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
