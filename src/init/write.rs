@@ -170,6 +170,13 @@ pub(super) fn sweep_levels(steps: &[CalStep]) -> (Vec<u64>, String) {
         .skip(1)
         .position(|s| s.verdict == "failed" || s.p50_ms.is_none_or(|p| p >= 2.0 * base));
     let (upto, why) = match doubled {
+        _ if first.verdict == "failed" => (
+            1,
+            format!(
+                "The first level, {} concurrent, already failed: it, then two beyond",
+                first.level
+            ),
+        ),
         Some(i) => {
             let s = &steps[i + 1];
             let what = if s.verdict == "failed" {
@@ -1020,6 +1027,10 @@ mod tests {
         // Never doubled: every level, then two beyond.
         let steps = [step(1, 3.0, "ok"), step(2, 3.0, "ok")];
         assert_eq!(sweep_levels(&steps).0, [1, 2, 4, 8]);
+        // Failed from the first level: it, then two beyond.
+        let (levels, why) = sweep_levels(&[step(1, 3.0, "failed"), step(2, 9.0, "failed")]);
+        assert_eq!(levels, [1, 2, 4]);
+        assert!(why.contains("already failed"), "{why}");
     }
 
     #[test]

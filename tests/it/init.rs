@@ -253,3 +253,40 @@ fn init_against_the_python_sdk_server_over_stdio() {
     assert_timeouts_and_sweep(&p, &text);
     assert_runs_clean(&file, &dir.join("run"), &[]);
 }
+
+#[test]
+fn init_falls_back_to_tools_list_when_no_tool_qualifies() {
+    let _share = machine::loading();
+    let dir = scratch("init-fallback");
+    // Every request takes 500 ms, more than the probe allows a call: every tool is left out.
+    let (out, file) = init(
+        &dir,
+        &[
+            "--builtin",
+            "--builtin-knob",
+            "service_ms=500",
+            "--probe-timeout",
+            "200ms",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (text, p) = written(&file);
+    assert!(p.target.get_ref().builtin.is_some(), "{text}");
+    assert!(text.contains("builtin = { service_ms = 500 }"), "{text}");
+    assert!(loaded(&p).is_empty(), "{text}");
+    let methods: Vec<Method> = p.mix.iter().map(|m| m.get_ref().method).collect();
+    assert_eq!(methods, [Method::ToolsList], "{text}");
+    assert!(
+        text.contains("LEFT OUT echo: ran past the probe:") && text.contains("within 200ms"),
+        "{text}"
+    );
+    assert!(
+        text.contains("No tool qualified (above): the mix is tools/list"),
+        "{text}"
+    );
+    assert!(
+        stdout.contains("sweep          concurrency 1, 2, 4"),
+        "{stdout}"
+    );
+    assert_runs_clean(&file, &dir.join("run"), &[]);
+}
