@@ -1136,12 +1136,13 @@ pub(crate) struct InitArgs {
     /// A knob of the built-in target, KEY=VALUE as in [target.builtin] (repeatable).
     #[arg(long, value_name = "KEY=VALUE", value_parser = knob, requires = "builtin")]
     pub builtin_knob: Vec<(String, String)>,
-    /// An HTTP header 'Name: value' (repeatable); the profile gets a ${VAR} reference in
-    /// place of a value written out, and init says which variable to set.
-    #[arg(long = "header", short = 'H', value_name = "HEADER", value_parser = split_header)]
+    /// With --url: an HTTP header 'Name: value' (repeatable); the profile gets a ${VAR}
+    /// reference in place of a value written out, and init says which variable to set.
+    #[arg(long = "header", short = 'H', value_name = "HEADER", value_parser = split_header, requires = "url")]
     pub headers: Vec<(String, String)>,
-    /// A static bearer token, read from this environment variable ([target.auth] bearer_env).
-    #[arg(long, value_name = "VAR")]
+    /// With --url: a static bearer token, read from this environment variable
+    /// ([target.auth] bearer_env).
+    #[arg(long, value_name = "VAR", requires = "url")]
     pub bearer_env: Option<String>,
     /// auto (detect the era) or a revision to pin: 2025-03-26, 2025-06-18, 2025-11-25,
     /// 2026-07-28.

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 /// `mcpload init ARGS -o DIR/mcpload.toml`: its output, and the file.
-fn init(dir: &Path, args: &[&str]) -> (Output, PathBuf) {
+fn init(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Output, PathBuf) {
     let file = dir.join("mcpload.toml");
     let out = bin()
         .arg("init")
@@ -24,6 +24,7 @@ fn init(dir: &Path, args: &[&str]) -> (Output, PathBuf) {
         .arg("-o")
         .arg(&file)
         .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert!(
@@ -116,7 +117,7 @@ fn assert_runs_clean(file: &Path, out_dir: &Path, env: &[(&str, &str)]) {
 fn init_against_the_builtin_target_places_probes_and_runs() {
     let _share = machine::loading();
     let dir = scratch("init-builtin");
-    let (out, file) = init(&dir, &["--builtin"]);
+    let (out, file) = init(&dir, &["--builtin"], &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (text, p) = written(&file);
     let tools = loaded(&p);
@@ -181,9 +182,18 @@ fn init_against_the_everything_server_leaves_out_its_slow_tool_and_no_secret() {
     let _share = machine::loading();
     let dir = scratch("init-everything");
     let server = start_http(&everything_cmd("streamableHttp"));
+    let token = [("MCPLOAD_INIT_TOKEN", "t0ken-value")];
     let (out, file) = init(
         &dir,
-        &["--url", &server.url, "-H", "X-Api-Key: s3cret-value"],
+        &[
+            "--url",
+            &server.url,
+            "-H",
+            "X-Api-Key: s3cret-value",
+            "--bearer-env",
+            "MCPLOAD_INIT_TOKEN",
+        ],
+        &token,
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (text, p) = written(&file);
@@ -227,11 +237,23 @@ fn init_against_the_everything_server_leaves_out_its_slow_tool_and_no_secret() {
         stdout.contains("set MCP_HEADER_X_API_KEY before running"),
         "{stdout}"
     );
+    assert!(!text.contains("t0ken"), "{text}");
+    assert!(
+        text.contains("bearer_env = \"MCPLOAD_INIT_TOKEN\""),
+        "{text}"
+    );
+    assert!(
+        stdout.contains("set MCPLOAD_INIT_TOKEN before running"),
+        "{stdout}"
+    );
     assert_timeouts_and_sweep(&p, &text);
     assert_runs_clean(
         &file,
         &dir.join("run"),
-        &[("MCP_HEADER_X_API_KEY", "s3cret-value")],
+        &[
+            ("MCP_HEADER_X_API_KEY", "s3cret-value"),
+            ("MCPLOAD_INIT_TOKEN", "t0ken-value"),
+        ],
     );
 }
 
@@ -240,7 +262,7 @@ fn init_against_the_python_sdk_server_over_stdio() {
     let _share = machine::loading();
     let dir = scratch("init-python");
     let cmd = line(&python_cmd(&["stdio"]));
-    let (_, file) = init(&dir, &["--stdio", &cmd]);
+    let (_, file) = init(&dir, &["--stdio", &cmd], &[]);
     let (text, p) = written(&file);
     assert_eq!(p.target.get_ref().stdio.as_deref(), Some(cmd.as_str()));
     let tools = loaded(&p);
@@ -268,6 +290,7 @@ fn init_falls_back_to_tools_list_when_no_tool_qualifies() {
             "--probe-timeout",
             "200ms",
         ],
+        &[],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (text, p) = written(&file);
