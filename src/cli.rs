@@ -1205,10 +1205,10 @@ impl InitArgs {
         for t in &written.tools {
             let (mark, why) = match (&t.placed, &t.probe) {
                 (_, Some(Ok(p))) => ("loaded", format!("timeout {:?}", p.timeout())),
-                (_, Some(Err(why))) => ("left out", why.clone()),
-                (Placed::Write { why } | Placed::Invalid { why } | Placed::Load { why }, None) => {
-                    ("commented out", why.clone())
+                (_, Some(Err(why))) | (Placed::Invalid { why } | Placed::Load { why }, None) => {
+                    ("left out", why.clone())
                 }
+                (Placed::Write { why }, None) => ("commented out", why.clone()),
             };
             writeln!(out, "{:<14} {}: {why}", mark, t.name())?;
         }

@@ -117,11 +117,24 @@ fn assert_runs_clean(file: &Path, out_dir: &Path, env: &[(&str, &str)]) {
 fn init_against_the_builtin_target_places_probes_and_runs() {
     let _share = machine::loading();
     let dir = scratch("init-builtin");
-    let (out, file) = init(&dir, &["--builtin"], &[]);
+    // With the tools of SEP-2243: one whose arguments travel in headers, five whose
+    // annotations are invalid.
+    let (out, file) = init(
+        &dir,
+        &["--builtin", "--builtin-knob", "header_tools=true"],
+        &[],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let (text, p) = written(&file);
     let tools = loaded(&p);
-    for t in ["echo", "sleep", "counter_read", "ask_input", "task_only"] {
+    for t in [
+        "echo",
+        "sleep",
+        "counter_read",
+        "ask_input",
+        "task_only",
+        "region_echo",
+    ] {
         assert!(
             tools.contains(&t.to_owned()),
             "{t} not loaded: {tools:?}\n{text}"
@@ -141,6 +154,10 @@ fn init_against_the_builtin_target_places_probes_and_runs() {
             "WARNING: counter_add is not loaded: no annotations, and its name says \"add\"",
         ),
         ("job_start", "WARNING: job_start is not loaded"),
+        (
+            "bad_header_empty",
+            "LEFT OUT bad_header_empty: its x-mcp-header annotations are invalid",
+        ),
     ] {
         assert!(!tools.contains(&t.to_owned()), "{t} loaded\n{text}");
         assert!(text.contains(why), "{why}\n{text}");
@@ -163,6 +180,10 @@ fn init_against_the_builtin_target_places_probes_and_runs() {
     assert!(text.contains(" uri = \"mem://item/1\""), "{text}");
     assert!(text.contains(" prompt = \"greet\""), "{text}");
     assert!(stdout.contains("left out       fail:"), "{stdout}");
+    assert!(
+        text.contains("Argument `region` also travels in the Mcp-Param-Region header"),
+        "{text}"
+    );
     assert_timeouts_and_sweep(&p, &text);
     assert_runs_clean(&file, &dir.join("run"), &[]);
 
