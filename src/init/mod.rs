@@ -25,7 +25,8 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The longest one probe call may take: a tool slower than this is left out.
+/// The longest one probe call may take by default (`--probe-timeout`): a tool slower than
+/// this is left out.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Each tool's probe: calls one after the other for this long (one virtual user).
 const PROBE_DURATION: Duration = Duration::from_millis(500);
@@ -40,10 +41,10 @@ const CALIBRATION_STEP: Duration = Duration::from_secs(1);
 /// A calibration level's worst case besides its measured time: the warm-up, its drain and the
 /// step's drain, each bounded by the probe timeout (2 s), and a graceful stop for calls.
 const CALIBRATION_LEVEL_BOUND: Duration = Duration::from_secs(7);
+const CALIBRATION_WARMUP: Duration = Duration::from_millis(250);
 /// What `init` aims to finish within: the calibration takes fewer levels when the probes
 /// left less (two at least).
 const INIT_BUDGET: Duration = Duration::from_secs(60);
-const CALIBRATION_WARMUP: Duration = Duration::from_millis(250);
 /// The longest the listing of tools, prompts or resources may take.
 const LIST_WAIT: Duration = Duration::from_secs(15);
 
