@@ -429,3 +429,91 @@ pub fn check_text(file: &str, text: &str) -> Result<crate::profile::Profile, Str
     .parse()
     .map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Stats, StepFacts, StepSummary};
+
+    /// A probe's step of ten calls, all answered, changed by `set`.
+    fn step(set: impl FnOnce(&mut StepSummary, &mut StepRecord)) -> StepRecord {
+        let mut figures = StepSummary::new(StepFacts::closed(1, 1, 0.5), &Stats::default());
+        figures.requests = 10;
+        figures.responses = 10;
+        figures.ok = 10;
+        figures.p50_ms = Some(0.4);
+        figures.p99_ms = Some(0.9);
+        figures.max_ms = Some(1.3);
+        let mut r = StepRecord {
+            figures: figures.clone(),
+            anomalies: 0,
+            rejected: 0,
+            errors_by_code: Default::default(),
+            retries_by_cause: Default::default(),
+            tripped: Vec::new(),
+            ops: Vec::new(),
+            scenarios: Vec::new(),
+            flows: None,
+            findings: Vec::new(),
+            input_unanswered_by_kind: Default::default(),
+            input_refused_by_kind: Default::default(),
+        };
+        set(&mut figures, &mut r);
+        r.figures = figures;
+        r
+    }
+
+    #[test]
+    fn a_probe_keeps_a_tool_only_when_every_call_was_answered_well() {
+        let t = Duration::from_secs(2);
+        let kept = judge_probe(&step(|_, _| {}), t).unwrap();
+        assert_eq!(
+            (kept.calls, kept.max_ms, kept.input_rounds),
+            (10, 1.3, false)
+        );
+        let why =
+            |set: fn(&mut StepSummary, &mut StepRecord)| judge_probe(&step(set), t).unwrap_err();
+        assert_eq!(
+            why(|s, _| {
+                s.ok = 0;
+                s.timeouts = 1;
+                s.requests = 1;
+            }),
+            "ran past the probe: 1 of 1 calls unanswered within 2s"
+        );
+        assert_eq!(
+            why(|s, _| {
+                s.ok = 7;
+                s.tool_errors = 3;
+            }),
+            "answered isError: true (3 of 10 calls)"
+        );
+        assert_eq!(
+            why(|s, r| {
+                s.ok = 0;
+                s.errors = 10;
+                r.errors_by_code.insert("-32602".into(), 10);
+            }),
+            "answered a JSON-RPC error -32602 (10 of 10 calls)"
+        );
+        assert_eq!(
+            why(|s, r| {
+                s.ok = 9;
+                s.input_unanswered = Some(1);
+                r.input_unanswered_by_kind.elicitation = 1;
+            }),
+            "asked for input that cannot be answered: elicitation (1 of 10 calls)"
+        );
+        assert_eq!(
+            why(|s, _| {
+                s.ok = 8;
+                s.http_503 = 2;
+            }),
+            "2 of 10 calls failed"
+        );
+        assert_eq!(
+            why(|s, _| s.target_down = Some("exited with code 3".into())),
+            "the server went down during the probe: exited with code 3"
+        );
+    }
+}
