@@ -430,23 +430,31 @@ const WRITE_WORDS: &[&str] = &[
     "write",
 ];
 
-/// The first word of a tool's name (split at `_`, `-`, `.`, spaces and camelCase) or the
-/// first word of its description that is a write verb (`adds` counts as `add`), and where.
+/// Verbs of tools that only read: a name that starts with one (`get_post`, `list_orders`)
+/// reads, whatever nouns follow it.
+const READ_WORDS: &[&str] = &[
+    "check", "count", "describe", "echo", "fetch", "find", "get", "inspect", "list", "lookup",
+    "query", "read", "retrieve", "search", "show", "view",
+];
+
+/// Whether `word` is one of `words`, or is one with an `s`, `es`, `d` or `ed` added
+/// (`adds` counts as `add`, `created` as `create`).
+fn is_one_of(word: &str, words: &[&str]) -> bool {
+    let w = word.to_ascii_lowercase();
+    let stems = [
+        Some(w.as_str()),
+        w.strip_suffix("es"),
+        w.strip_suffix('s'),
+        w.strip_suffix("ed"),
+        w.strip_suffix('d'),
+    ];
+    stems.into_iter().flatten().any(|s| words.contains(&s))
+}
+
+/// The word of a tool's name (split at `_`, `-`, `.`, spaces and camelCase) that is a write
+/// verb, unless the name starts with a read verb; else the first word of its description
+/// when that is a write verb; and where it was found.
 pub(super) fn write_word(name: &str, description: Option<&str>) -> Option<(String, &'static str)> {
-    let verb = |w: &str| {
-        let w = w.to_ascii_lowercase();
-        let stems = [
-            Some(w.as_str()),
-            w.strip_suffix("es"),
-            w.strip_suffix('s'),
-            w.strip_suffix("ed"),
-            w.strip_suffix('d'),
-        ];
-        stems
-            .into_iter()
-            .flatten()
-            .any(|s| WRITE_WORDS.contains(&s))
-    };
     let mut words = Vec::new();
     let mut word = String::new();
     let mut prev_lower = false;
@@ -460,13 +468,15 @@ pub(super) fn write_word(name: &str, description: Option<&str>) -> Option<(Strin
         prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
     }
     words.push(word);
-    if let Some(w) = words.into_iter().find(|w| verb(w)) {
+    words.retain(|w| !w.is_empty());
+    let reads = words.first().is_some_and(|w| is_one_of(w, READ_WORDS));
+    if !reads && let Some(w) = words.into_iter().find(|w| is_one_of(w, WRITE_WORDS)) {
         return Some((w.to_ascii_lowercase(), "name"));
     }
     let first = description?
         .split(|c: char| !c.is_ascii_alphabetic())
         .find(|w| !w.is_empty())?;
-    verb(first).then(|| (first.to_ascii_lowercase(), "description"))
+    is_one_of(first, WRITE_WORDS).then(|| (first.to_ascii_lowercase(), "description"))
 }
 
 /// The canned answers the probes give and the profile keeps when a tool asked for input.
@@ -1076,6 +1086,13 @@ mod tests {
             Some(("adds".into(), "description"))
         );
         assert_eq!(write_word("get-sum", Some("Returns the sum")), None);
+        // A name that starts by reading reads, whatever nouns follow.
+        assert_eq!(write_word("get_post", None), None);
+        assert_eq!(write_word("listOrders", Some("Lists the orders")), None);
+        assert_eq!(
+            write_word("job_start", None),
+            Some(("start".into(), "name"))
+        );
         assert_eq!(write_word("echo", Some("Echoes the message")), None);
         assert!(matches!(
             placed(json!({"name": "echo"})),
