@@ -65,6 +65,10 @@ pub(crate) enum Command {
     /// checked without running it.
     #[command(subcommand)]
     Profile(ProfileCommand),
+    /// Write a starter profile from what a server lists and does: read-only tools in the mix,
+    /// writes commented out with a warning, each tool probed for its timeout (the slow and the
+    /// failing left out, with the reason), a sweep and gates from a short calibration.
+    Init(Box<InitArgs>),
 }
 
 /// `mcpload profile …`.
@@ -114,6 +118,7 @@ impl Command {
             Command::Merge(args) => args.run(),
             Command::Probe(args) => args.run().await,
             Command::Profile(command) => command.run(),
+            Command::Init(args) => args.run().await,
         }
     }
 }
@@ -1153,6 +1158,113 @@ impl ProbeArgs {
             ..ConnectOptions::default()
         };
         Ok(Connector::new(target, opts)?)
+    }
+}
+
+/// Arguments of `mcpload init`: one target, and where the profile goes.
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["url", "stdio", "builtin"])))]
+pub(crate) struct InitArgs {
+    /// The server's Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Run the server as a child process and speak stdio: "COMMAND ARGS".
+    #[arg(long, value_name = "COMMAND")]
+    pub stdio: Option<String>,
+    /// The built-in reference server (its knobs from --builtin-knob).
+    #[arg(long)]
+    pub builtin: bool,
+    /// A knob of the built-in target, KEY=VALUE as in [target.builtin] (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = knob, requires = "builtin")]
+    pub builtin_knob: Vec<(String, String)>,
+    /// With --url: an HTTP header 'Name: value' (repeatable); the profile gets a ${VAR}
+    /// reference in place of a value written out, and init says which variable to set.
+    #[arg(long = "header", short = 'H', value_name = "HEADER", value_parser = split_header, requires = "url")]
+    pub headers: Vec<(String, String)>,
+    /// With --url: a static bearer token, read from this environment variable
+    /// ([target.auth] bearer_env).
+    #[arg(long, value_name = "VAR", requires = "url")]
+    pub bearer_env: Option<String>,
+    /// auto (detect the era) or a revision to pin: 2025-03-26, 2025-06-18, 2025-11-25,
+    /// 2026-07-28.
+    #[arg(long, default_value = "auto", value_name = "REVISION")]
+    pub protocol: mcpload::client::ProtocolChoice,
+    /// The longest a probe call may take: a tool slower than this is left out.
+    #[arg(long, default_value = "2s", value_name = "DURATION", value_parser = positive_duration)]
+    pub probe_timeout: Duration,
+    /// Where the profile goes.
+    #[arg(long, short = 'o', value_name = "FILE", default_value = "mcpload.toml")]
+    pub out: PathBuf,
+    /// Replace FILE when it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl InitArgs {
+    pub(crate) async fn run(self) -> anyhow::Result<()> {
+        use mcpload::init::{InitError, InitOptions, InitTarget, Placed};
+        if self.out.exists() && !self.force {
+            return Err(UsageError(anyhow::anyhow!(
+                "{} exists: give another file with -o FILE, or --force to replace it",
+                self.out.display()
+            ))
+            .into());
+        }
+        let target = match (self.url, self.stdio) {
+            (Some(url), _) => InitTarget::Url(url),
+            (None, Some(cmd)) => InitTarget::Stdio(cmd),
+            (None, None) => InitTarget::Builtin(self.builtin_knob),
+        };
+        let scratch = std::env::temp_dir().join(format!(
+            "mcpload-init-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
+        std::fs::create_dir_all(&scratch)
+            .with_context(|| format!("creating {}", scratch.display()))?;
+        let opts = InitOptions {
+            target,
+            headers: self.headers,
+            bearer_env: self.bearer_env,
+            protocol: self.protocol,
+            probe_timeout: self.probe_timeout,
+            scratch: scratch.clone(),
+            file_name: self.out.display().to_string(),
+        };
+        let written = mcpload::init::init(&opts).await;
+        let _ = std::fs::remove_dir_all(&scratch);
+        let written = match written {
+            Ok(w) => w,
+            Err(InitError::Usage(e)) => return Err(UsageError(anyhow::anyhow!(e)).into()),
+            Err(e) => return Err(e.into()),
+        };
+        std::fs::write(&self.out, &written.text)
+            .with_context(|| format!("writing {}", self.out.display()))?;
+        let mut out = std::io::stdout().lock();
+        for t in &written.tools {
+            let (mark, why) = match (&t.placed, &t.probe) {
+                (_, Some(Ok(p))) => ("loaded", format!("timeout {:?}", p.timeout())),
+                (_, Some(Err(why))) | (Placed::Invalid { why } | Placed::Load { why }, None) => {
+                    ("left out", why.clone())
+                }
+                (Placed::Write { why }, None) => ("commented out", why.clone()),
+            };
+            writeln!(out, "{:<14} {}: {why}", mark, t.name())?;
+        }
+        let levels: Vec<String> = written.levels.iter().map(u64::to_string).collect();
+        writeln!(out, "sweep          concurrency {}", levels.join(", "))?;
+        for v in &written.env {
+            writeln!(out, "set {} before running: {}", v.name, v.what)?;
+        }
+        writeln!(
+            out,
+            "wrote {}; run it: mcpload run {}",
+            self.out.display(),
+            self.out.display()
+        )?;
+        Ok(())
     }
 }
 

@@ -30,6 +30,8 @@
 //!   folders compared by sets; the A/B verdict's record and reports.
 //! - [`probe`]: `mcpload probe`: one verdict per pairing edge case; tasks and input rounds;
 //!   `--races`, the race checks; `--isolation`, head-of-line blocking.
+//! - [`init`]: `mcpload init`: a starter profile written from a server's listing, each tool
+//!   probed and the sweep calibrated through `run`'s own plan and engine.
 
 pub mod ab;
 pub mod analysis;
@@ -37,6 +39,7 @@ pub mod auth;
 pub mod client;
 pub mod correlator;
 pub mod engine;
+pub mod init;
 pub mod jsonrpc;
 pub mod load;
 pub mod merge;

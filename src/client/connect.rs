@@ -5,7 +5,7 @@
 use super::ops::{Operation, client_info};
 use super::{
     Attempt, ConnectOptions, Endpoint, Era, McpError, ProtocolChoice, Revision, ServerInfo,
-    TaskSupport, ToolInfo, TransportChoice, TransportKind, expand_env,
+    ToolInfo, TransportChoice, TransportKind, expand_env,
 };
 use crate::jsonrpc::Id;
 use crate::protocol::codes;
@@ -25,7 +25,7 @@ use tokio::time::Instant;
 /// The longest wait for an answer to `server/discover` over stdio: a legacy server may
 /// ignore a method it does not know.
 const STDIO_DISCOVER_WAIT: Duration = Duration::from_secs(5);
-/// Pages of `tools/list` read at most.
+/// Pages of a listing (`tools/list`, …) read at most.
 const MAX_TOOL_PAGES: usize = 100;
 
 /// A connected server: what was learnt, and a transport ready for load.
@@ -832,30 +832,51 @@ async fn list_tools(
     revision: Revision,
     opts: &ConnectOptions,
 ) -> Result<Vec<ToolInfo>, McpError> {
-    const STEP: &str = "tools/list";
-    let mut tools = Vec::new();
+    let listed = list_all(t, revision, List::Tools, opts.handshake_timeout).await?;
+    Ok(listed
+        .iter()
+        .filter_map(|tool| ToolInfo::of_listing(tool, revision))
+        .collect())
+}
+
+/// What [`list_all`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum List {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+impl List {
+    /// The method, and the member of its result that holds the items.
+    fn method_and_key(self) -> (&'static str, &'static str) {
+        match self {
+            List::Tools => ("tools/list", "tools"),
+            List::Prompts => ("prompts/list", "prompts"),
+            List::Resources => ("resources/list", "resources"),
+        }
+    }
+}
+
+/// Every item of a paginated listing as the server wrote it, page after page by
+/// `nextCursor` (at most 100 pages), each page waited for up to `wait`.
+pub async fn list_all(
+    t: &mut AnyTransport,
+    revision: Revision,
+    list: List,
+    wait: Duration,
+) -> Result<Vec<Value>, McpError> {
+    let (step, key) = list.method_and_key();
+    let mut items = Vec::new();
     let mut cursor: Option<String> = None;
     for page in 0..MAX_TOOL_PAGES {
         let params = cursor.as_ref().map(|c| json!({ "cursor": c }));
-        let op = Operation::new(revision, STEP, params.as_ref())?;
-        let id = Id::Str(format!("mcpload-tools-{page}").into());
-        let answer = call(t, &op, &id, opts.handshake_timeout).await?;
-        let result =
-            handshake_result(answer.response, answer.status, STEP, opts.handshake_timeout)?;
-        for tool in result
-            .get("tools")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(name) = tool.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            let input_schema = tool.get("inputSchema").cloned().unwrap_or(json!({}));
-            let mut info = ToolInfo::new(name.to_owned(), input_schema, revision);
-            info.task_support = TaskSupport::of(tool);
-            info.output_schema = tool.get("outputSchema").cloned();
-            tools.push(info);
+        let op = Operation::new(revision, step, params.as_ref())?;
+        let id = Id::Str(format!("mcpload-{key}-{page}").into());
+        let answer = call(t, &op, &id, wait).await?;
+        let mut result = handshake_result(answer.response, answer.status, step, wait)?;
+        if let Some(Value::Array(page)) = result.get_mut(key).map(Value::take) {
+            items.extend(page);
         }
         cursor = result
             .get("nextCursor")
@@ -865,7 +886,7 @@ async fn list_tools(
             break;
         }
     }
-    Ok(tools)
+    Ok(items)
 }
 
 /// The strings of a JSON array (none when it is absent or not an array).

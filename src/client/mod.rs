@@ -19,7 +19,7 @@
 mod connect;
 mod ops;
 
-pub use connect::{Connected, Connector};
+pub use connect::{Connected, Connector, List, list_all};
 pub use ops::{Operation, client_info, header_value, modern_meta};
 
 pub use crate::protocol::headers::ParamHeader;
@@ -314,6 +314,22 @@ impl ToolInfo {
             task_support: TaskSupport::Forbidden,
             output_schema: None,
         }
+    }
+}
+
+impl ToolInfo {
+    /// A tool as a `tools/list` page lists it (`None` without a name): its input schema
+    /// (`{}` when absent), `execution.taskSupport` and `outputSchema`.
+    pub fn of_listing(tool: &Value, revision: Revision) -> Option<ToolInfo> {
+        let name = tool.get("name").and_then(Value::as_str)?;
+        let input_schema = tool
+            .get("inputSchema")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({}));
+        let mut info = ToolInfo::new(name.to_owned(), input_schema, revision);
+        info.task_support = TaskSupport::of(tool);
+        info.output_schema = tool.get("outputSchema").cloned();
+        Some(info)
     }
 }
 

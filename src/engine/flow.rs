@@ -94,6 +94,9 @@ struct Call {
     /// Its requests carry a progress token (the operation's `progress = true`).
     progress: bool,
     flow: OpFlow,
+    /// How long each of its requests may wait for an answer: the entry's own timeout, else
+    /// the load's.
+    timeout: Duration,
     due: Instant,
     written: Instant,
     deadline: Instant,
@@ -192,10 +195,11 @@ impl Flows {
         now: Instant,
         user: bool,
     ) {
+        let timeout = op.timeout.unwrap_or(s.timeout);
         let flow = op.flow.unwrap_or(OpFlow {
             task: false,
             poll_interval: None,
-            timeout: s.timeout,
+            timeout,
             confirm: false,
         });
         s.corr.flow_stats().counters.calls += 1;
@@ -203,6 +207,7 @@ impl Flows {
             op: op.op,
             progress: op.progress,
             flow,
+            timeout,
             due,
             written: now,
             deadline: due + flow.timeout,
@@ -258,7 +263,7 @@ impl Flows {
         let sent = Sent {
             due,
             written: now,
-            deadline: now + s.timeout,
+            deadline: now + self.calls.get(slot).timeout,
         };
         if s.corr.register_tagged(id.clone(), sent, tag).is_err() {
             return false;

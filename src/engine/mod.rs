@@ -51,7 +51,11 @@ pub struct Workload {
     pub batch: Option<BatchShape>,
     pub duration: Duration,
     pub warmup: Duration,
+    /// A request's timeout, unless its mix entry sets its own.
     pub timeout: Duration,
+    /// The longest a drain waits for requests still in flight: the longest request timeout
+    /// of the load's and the mix entries' own.
+    pub drain_timeout: Duration,
     pub think_time: Duration,
     pub spacing: Spacing,
     /// Open loop: a worker sends at most once per this window (zero: at each arrival).
@@ -82,8 +86,8 @@ impl Workload {
         SlotShape {
             warmup: self.warmup,
             duration: self.duration,
-            warmup_drain: self.timeout,
-            drain: self.timeout
+            warmup_drain: self.drain_timeout,
+            drain: self.drain_timeout
                 + if lasting_units {
                     self.graceful_stop
                 } else {

@@ -373,7 +373,7 @@ impl Runner {
         let sent = Sent {
             due,
             written: now,
-            deadline: now + s.timeout,
+            deadline: now + call.op.timeout.unwrap_or(s.timeout),
         };
         let tag = Tag {
             op: call.op.op,

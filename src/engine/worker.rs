@@ -9,7 +9,7 @@ use super::users::Users;
 use super::{Order, Report, StepOrder, Workload};
 use crate::correlator::{Correlator, Ledger, Sent, Tag};
 use crate::jsonrpc::{BatchWriter, Id, encode_notification};
-use crate::load::mix::Renderer;
+use crate::load::mix::{MixOp, Renderer};
 use crate::load::schedule::Arrivals;
 use crate::metrics::{Counters, LatencyHistogram, Model, ScenarioStats};
 use crate::transport::{AnyTransport, Event, Outgoing, Transport};
@@ -302,7 +302,8 @@ impl Worker {
         }
         iterations == 0
             && s.corr.in_flight() == 0
-            && (self.transport.open_exchanges() == 0 || now >= st.drain_began + self.work.timeout)
+            && (self.transport.open_exchanges() == 0
+                || now >= st.drain_began + self.work.drain_timeout)
     }
 
     /// Moves the step through its phases; true when the step is over. A transport that is down
@@ -528,10 +529,11 @@ impl Worker {
         now: Instant,
     ) -> Option<Vec<Id>> {
         let w = &self.work;
-        let sent = Sent {
+        // Each request's deadline is its entry's own timeout, else the load's.
+        let sent = |op: &MixOp| Sent {
             due,
             written: now,
-            deadline: now + w.timeout,
+            deadline: now + op.timeout.unwrap_or(w.timeout),
         };
         s.buf.clear();
         let (slot, owner) = users.as_mut().map(|u| u.take()).unzip();
@@ -548,7 +550,7 @@ impl Worker {
                     part_of_call: false,
                     progress: op.progress,
                 };
-                if s.corr.register_tagged(id.clone(), sent, tag).is_ok() {
+                if s.corr.register_tagged(id.clone(), sent(op), tag).is_ok() {
                     registered = 1;
                     let body = Bytes::copy_from_slice(s.buf);
                     self.transport
@@ -570,7 +572,7 @@ impl Worker {
                         part_of_call: false,
                         progress: op.progress,
                     };
-                    if s.corr.register_tagged(id.clone(), sent, tag).is_ok() {
+                    if s.corr.register_tagged(id.clone(), sent(op), tag).is_ok() {
                         ids.push(id);
                     }
                 }
@@ -706,7 +708,7 @@ pub(super) struct Sending<'a> {
     pub workers: u32,
     /// The run's segment (request sequence numbers are unique over the segments).
     pub segment: Segment,
-    /// How long a request may wait for its answer.
+    /// How long a request may wait for its answer when its entry sets no timeout of its own.
     pub timeout: Duration,
     /// Each virtual user's requests name it (closed loop: a token or a child of its own).
     pub per_user: bool,

@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Rows of a CSV file, read once.
 #[derive(Debug)]
@@ -75,6 +76,8 @@ pub struct MixOp {
     name_per_request: bool,
     /// A call that may take more than one request: a task, input rounds.
     pub flow: Option<OpFlow>,
+    /// The entry's own request timeout (`[[mix]] timeout`); `None`: the load's.
+    pub timeout: Option<Duration>,
     /// The `Mcp-Param-*` headers read from each rendered request: those whose argument holds
     /// a template hole (`None` for every other operation).
     params_per_request: Option<Box<[Mirror]>>,
@@ -184,6 +187,7 @@ impl Mix {
                     )?);
                     if let Some(o) = out.last_mut() {
                         o.flow = flow;
+                        o.timeout = op.timeout;
                         tools.push((o.op, t.name.clone()));
                     }
                     weights.push(share);
@@ -218,6 +222,7 @@ impl Mix {
                 )?);
                 if let Some(o) = out.last_mut() {
                     o.flow = flow;
+                    o.timeout = op.timeout;
                     if op.method == Method::ToolsCall
                         && let Some(tool) = &op.tool
                     {
@@ -260,6 +265,12 @@ impl Mix {
             modern,
             tools,
         })
+    }
+
+    /// The longest request timeout an entry of the mix sets for itself (`[[mix]] timeout`),
+    /// if any sets one: a step's drain waits for it.
+    pub fn longest_timeout(&self) -> Option<Duration> {
+        self.ops.iter().filter_map(|o| o.timeout).max()
     }
 
     /// The tool each `tools/call` operation calls: (operation number, tool name).
@@ -629,6 +640,7 @@ fn compile(
         progress: req.progress,
         body,
         flow: None,
+        timeout: None,
         name_per_request: modern && resource,
         params_per_request,
         headers,

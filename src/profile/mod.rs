@@ -392,6 +392,12 @@ pub struct Op {
     /// Each request carries a progress token, and the progress reported for it is followed.
     #[serde(default)]
     pub progress: bool,
+    /// A request of this entry unanswered this long ends as `timeouts` (in place of
+    /// `load.timeout`, for an operation known to be slower or faster than the rest); the
+    /// step's drain waits for the longest of them.
+    #[serde(default, deserialize_with = "values::optional_duration")]
+    #[schemars(schema_with = "values::duration_schema")]
+    pub timeout: Option<Duration>,
 }
 
 /// Whether a `tools/call` runs as a task.
@@ -864,6 +870,7 @@ impl Source {
         let zero = [
             ("poll_interval", o.poll_interval),
             ("task_timeout", o.task_timeout),
+            ("timeout", o.timeout),
         ];
         if let Some((field, _)) = zero.iter().find(|(_, d)| d.is_some_and(|d| d.is_zero())) {
             return Err(self.error(

@@ -375,6 +375,16 @@ mod tests {
         walk(&value());
     }
 
+    /// Every `Duration` field is written as text and has the text's schema: serde's own
+    /// schema of a `Duration` (an object of `secs` and `nanos`) is nowhere.
+    #[test]
+    fn every_duration_is_described_as_text() {
+        assert!(
+            !text().contains("\"secs\""),
+            "a Duration field lacks #[schemars(schema_with = \"values::duration_schema\")]"
+        );
+    }
+
     /// TOML has no null: the schema offers none.
     #[test]
     fn no_null_anywhere() {

@@ -7,7 +7,9 @@ mod plan;
 mod segment;
 mod signals;
 
-pub use plan::{LevelsFlag, Overrides, Plan, PlanError, TargetFlag, check, plan};
+pub use plan::{
+    LevelsFlag, Overrides, Plan, PlanError, TargetFlag, builtin_knob_value, check, plan,
+};
 pub use segment::{segment_from, start_at_from};
 pub use signals::{signals, stop_on_signals};
 
@@ -622,6 +624,9 @@ fn workload(
 ) -> Workload {
     let l = &plan.load;
     let batch_size = plan.batch.as_ref().map_or(1, |b| b.size);
+    let drain_timeout = mix
+        .longest_timeout()
+        .map_or(l.timeout, |t| t.max(l.timeout));
     let (scenarios, op_names) = match scenarios {
         Some((s, names)) => (Some(s), names),
         None => (None, mix.names().to_vec()),
@@ -639,6 +644,7 @@ fn workload(
         duration: l.duration,
         warmup: l.warmup,
         timeout: l.timeout,
+        drain_timeout,
         think_time: l.think_time,
         spacing: l.spacing,
         send_window: l.send_window,

@@ -439,19 +439,22 @@ fn set_builtin_knobs(
     }
     let mut table: toml::Table = serde_json::from_value(raw.clone()).unwrap_or_default();
     for (key, value) in knobs {
-        let read = toml::from_str::<toml::Table>(&format!("v = {value}"))
-            .ok()
-            .and_then(|mut t| t.remove("v"));
-        table.insert(
-            key.clone(),
-            read.unwrap_or_else(|| toml::Value::String(value.clone())),
-        );
+        table.insert(key.clone(), builtin_knob_value(value));
     }
     let cfg = ServeConfig::deserialize(toml::Value::Table(table.clone()))
         .map_err(|e| PlanError::Usage(format!("--builtin-knob: {e}")))?;
     target.builtin = Some(cfg);
     *raw = serde_json::to_value(&table).unwrap_or(Value::Null);
     Ok(())
+}
+
+/// The value of a `--builtin-knob KEY=VALUE`: read as TOML (`3`, `true`, `[1, 2]`), else
+/// taken as a string (`sticky`).
+pub fn builtin_knob_value(text: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(text.to_owned()))
 }
 
 /// A mix of one operation: `tools/call` of `tool`.
@@ -471,6 +474,7 @@ fn tool_call(tool: &str, args: Option<Map<String, Value>>) -> Op {
         task_timeout: None,
         task_confirm: false,
         progress: false,
+        timeout: None,
     }
 }
 

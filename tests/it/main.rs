@@ -17,6 +17,7 @@ mod correlator_progress;
 mod correlator_rows;
 mod deploy_kubernetes;
 mod hostile;
+mod init;
 mod layering;
 mod merge;
 mod probe_isolation;

@@ -78,3 +78,101 @@ args = { ms = 2 }
         assert_eq!(count(mine[2], "requests"), 0.0);
     }
 }
+
+/// ops.csv's rows of one step, by operation name.
+fn ops_of_step(
+    dir: &std::path::Path,
+    step: &str,
+) -> std::collections::HashMap<String, std::collections::HashMap<String, String>> {
+    table(dir, "ops.csv")
+        .into_iter()
+        .filter(|r| r["step"] == step)
+        .map(|r| (r["op"].clone(), r))
+        .collect()
+}
+
+#[test]
+fn a_mix_entry_has_a_timeout_of_its_own() {
+    let dir = scratch("run-ops-entry-timeout");
+    // The slow entry's own timeout is shorter than its calls: every one of them times out,
+    // while the echo beside it, under the load's timeout, never does.
+    let p = profile(
+        &dir,
+        "short",
+        r#"
+[target]
+builtin = {}
+
+[load]
+concurrency = [2]
+duration = "1s"
+warmup = "0s"
+timeout = "5s"
+
+[[mix]]
+method = "tools/call"
+tool = "sleep"
+args = { ms = 400 }
+timeout = "100ms"
+
+[[mix]]
+method = "tools/call"
+tool = "echo"
+"#,
+    );
+    let out_dir = dir.join("short-run");
+    let out = run(&[p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    assert!(out.status.code().is_some(), "{out:?}");
+    let ops = ops_of_step(&out_dir, "1");
+    let sleep = &ops["sleep"];
+    assert!(num(sleep, "requests") > 0.0, "{sleep:?}");
+    assert_eq!(num(sleep, "timeouts"), num(sleep, "requests"), "{sleep:?}");
+    assert_eq!(num(sleep, "ok"), 0.0, "{sleep:?}");
+    let echo = &ops["echo"];
+    assert!(num(echo, "ok") > 0.0, "{echo:?}");
+    assert_eq!(num(echo, "timeouts"), 0.0, "{echo:?}");
+
+    // The other way round: a load timeout shorter than the slow entry's calls, the entry's
+    // own longer; the drain waits for it, so none of its calls times out.
+    let p = profile(
+        &dir,
+        "long",
+        r#"
+[target]
+builtin = {}
+
+[load]
+concurrency = [1]
+duration = "500ms"
+warmup = "0s"
+timeout = "100ms"
+
+[[mix]]
+method = "tools/call"
+tool = "sleep"
+args = { ms = 300 }
+timeout = "3s"
+"#,
+    );
+    let out_dir = dir.join("long-run");
+    let out = run(&[p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = &steps(&out_dir)[0];
+    assert!(num(s, "requests") >= 1.0, "{s:?}");
+    assert_eq!(num(s, "ok"), num(s, "requests"), "{s:?}");
+    assert_eq!(num(s, "timeouts"), 0.0, "{s:?}");
+
+    // A zero timeout is refused, naming the field.
+    let p = profile(
+        &dir,
+        "zero",
+        "[target]\nbuiltin = {}\n\n[[mix]]\nmethod = \"tools/call\"\ntool = \"echo\"\ntimeout = \"0s\"\n",
+    );
+    let out = run(&[p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("field `mix.timeout`: must be more than 0s"),
+        "{err}"
+    );
+}
