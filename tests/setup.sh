@@ -10,3 +10,4 @@ bash "$here/interop_servers/setup.sh"  # the "everything" server and the Python 
 bash "$here/conformance/setup.sh"      # the MCP conformance harness (and the Node 22 it needs)
 bash "$here/report_py/setup.sh"        # hdrh, an independent reader of latency.hlog
 bash "$here/report_browser/setup.sh"   # chromium, to render report.html
+bash "$here/prometheus/setup.sh"       # Prometheus, the receiver of --prometheus-remote-write

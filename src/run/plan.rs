@@ -11,8 +11,9 @@ use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
     AuthMethod, AuthSpec, Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method, Op,
-    ProcessMode, Profile, ProfileError, Source, Spacing, TargetSpec, TaskMode, TlsSpec,
+    ProcessMode, PrometheusOutput, Profile, ProfileError, Source, Spacing, TargetSpec, TaskMode, TlsSpec,
 };
+use crate::report::remote_write::RemoteWriteConfig;
 use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
 use crate::transport::{Credentials, StdioOptions, TlsOptions};
@@ -116,6 +117,8 @@ pub struct Overrides {
     pub segment: Segment,
     /// The common start of every segment's first step.
     pub start_at: Option<SystemTime>,
+    /// `--prometheus-remote-write URL`: in place of `output.prometheus.url`.
+    pub prometheus_remote_write: Option<String>,
 }
 
 /// Why a run could not start: exit code 2.
@@ -154,6 +157,8 @@ pub struct Plan {
     pub(super) seed: u64,
     pub(super) quiet: bool,
     pub(super) segment: Segment,
+    /// Live metrics by Prometheus remote write, when asked for.
+    pub(super) remote_write: Option<RemoteWriteConfig>,
     /// How results are read: tool errors, output schemas (the profile's, or their flags).
     pub(super) answers: AnswerSettings,
 }
@@ -199,6 +204,10 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
     };
     override_load(&mut p.load, &o);
     let (model, levels) = levels(&p.load)?;
+    let remote_write = remote_write(
+        p.output.prometheus.take(),
+        o.prometheus_remote_write.as_deref(),
+    )?;
     if model == Model::Open
         && p.target
             .get_ref()
@@ -277,7 +286,36 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         seed: o.seed.unwrap_or(0x006d_6370_6c6f_6164),
         quiet: o.quiet,
         segment: o.segment,
+        remote_write,
     })
+}
+
+/// `[output.prometheus]` with `--prometheus-remote-write` in place of its URL: the pusher's
+/// settings, checked (a profile's own were checked where it was parsed).
+fn remote_write(
+    output: Option<PrometheusOutput>,
+    flag: Option<&str>,
+) -> Result<Option<RemoteWriteConfig>, PlanError> {
+    let mut out = match (output, flag) {
+        (None, None) => return Ok(None),
+        (out, _) => out.unwrap_or_default(),
+    };
+    if let Some(url) = flag {
+        out.url = Some(url.to_owned());
+    }
+    out.check().map_err(|(_, message)| {
+        PlanError::Usage(message.replace(
+            "field `output.prometheus.url`",
+            "--prometheus-remote-write",
+        ))
+    })?;
+    let mut c = RemoteWriteConfig::new(out.url.unwrap_or_default());
+    c.labels = out.labels;
+    c.interval = out.interval.unwrap_or(c.interval);
+    c.timeout = out.timeout.unwrap_or(c.timeout);
+    c.backlog = out.backlog.unwrap_or(c.backlog);
+    c.retries = out.retries.unwrap_or(c.retries);
+    Ok(Some(c))
 }
 
 /// The target: a flag replaces the kind of target (headers, env, cwd and protocol stay);
@@ -584,6 +622,7 @@ fn flags_only_profile() -> Profile {
         thresholds: Vec::new(),
         races_table: None,
         races: None,
+        output: Default::default(),
     }
 }
 
