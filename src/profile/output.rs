@@ -72,8 +72,7 @@ impl PrometheusOutput {
             let why = if RESERVED_LABELS.contains(&name.as_str()) {
                 format!("set by mcpload itself ({})", RESERVED_LABELS.join(", "))
             } else if !is_label_name(name) {
-                "not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)"
-                    .into()
+                "not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with __)".into()
             } else {
                 continue;
             };

@@ -67,8 +67,7 @@ pub use progress::Progress;
 pub use raw::{AuthTotals, COUNTS_JSONL, HISTOGRAMS_HLOG, Names, Outline, Record, RecordedSecond};
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
 pub use summary::{
-    Export,
-    MergedFrom, Misaligned, OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION,
+    Export, MergedFrom, Misaligned, OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION,
     SegmentRecord, StepRecord, StepWindowRecord,
 };
 pub use tables::{TimeseriesRow, read_ops, read_scenarios, read_steps, read_timeseries};

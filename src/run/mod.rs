@@ -198,12 +198,9 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
                     run_id: run_id(&plan.dir),
                     segment: plan.segment.index,
                     ops: work.op_names.clone(),
-                    scenarios: work
-                        .scenarios
-                        .as_ref()
-                        .map_or_else(Vec::new, |s| {
-                            s.names().into_iter().map(|n| n.scenario).collect()
-                        }),
+                    scenarios: work.scenarios.as_ref().map_or_else(Vec::new, |s| {
+                        s.names().into_iter().map(|n| n.scenario).collect()
+                    }),
                 },
             )
         })
@@ -297,8 +294,10 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
 
 /// The run's id, as its series and CI reports name it: the run folder's name.
 fn run_id(dir: &std::path::Path) -> String {
-    dir.file_name()
-        .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned())
+    dir.file_name().map_or_else(
+        || dir.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// What watches the server as a process, if anything does: the sources the plan names

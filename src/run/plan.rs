@@ -11,7 +11,8 @@ use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
     AuthMethod, AuthSpec, Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method, Op,
-    ProcessMode, PrometheusOutput, Profile, ProfileError, Source, Spacing, TargetSpec, TaskMode, TlsSpec,
+    ProcessMode, Profile, ProfileError, PrometheusOutput, Source, Spacing, TargetSpec, TaskMode,
+    TlsSpec,
 };
 use crate::report::remote_write::RemoteWriteConfig;
 use crate::report::{self, ProfileCopy, RunSpec, Secrets};
@@ -304,10 +305,9 @@ fn remote_write(
         out.url = Some(url.to_owned());
     }
     out.check().map_err(|(_, message)| {
-        PlanError::Usage(message.replace(
-            "field `output.prometheus.url`",
-            "--prometheus-remote-write",
-        ))
+        PlanError::Usage(
+            message.replace("field `output.prometheus.url`", "--prometheus-remote-write"),
+        )
     })?;
     let mut c = RemoteWriteConfig::new(out.url.unwrap_or_default());
     c.labels = out.labels;

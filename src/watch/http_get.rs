@@ -13,7 +13,13 @@ const MAX_RESPONSE: usize = 16 << 20;
 /// GETs `url` within `timeout`; the body of a 200, or why not (e.g. "connection refused",
 /// "HTTP 404").
 pub(super) fn get(url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
-    match exchange(url, "GET", "Accept: text/plain;version=0.0.4\r\n", &[], timeout)? {
+    match exchange(
+        url,
+        "GET",
+        "Accept: text/plain;version=0.0.4\r\n",
+        &[],
+        timeout,
+    )? {
         (200, body) => Ok(body),
         (code, _) => Err(format!("HTTP {code}")),
     }

@@ -13,9 +13,7 @@ pub use sender::PushCounts;
 
 use crate::analysis::JudgedStep;
 use crate::engine::{MeasuredStep, Second, SinkError, StepSink, StepStart, SweepEnd};
-use crate::metrics::{
-    Counters, GeneratorFacts, LatencyHistogram, Model, NO_OP, ScenarioStats,
-};
+use crate::metrics::{Counters, GeneratorFacts, LatencyHistogram, Model, NO_OP, ScenarioStats};
 use native::Native;
 use proto::{Label, MetricMetadata, Sample, TimeSeries, WriteRequest};
 use std::collections::BTreeMap;
@@ -189,7 +187,9 @@ impl StepSink for RemoteWrite {
             level: format!("{}", start.level),
             model: start.model,
             level_value: start.level,
-            ops: (0..self.run.ops.len()).map(|_| OpSeries::default()).collect(),
+            ops: (0..self.run.ops.len())
+                .map(|_| OpSeries::default())
+                .collect(),
             residual: OpSeries::default(),
             in_flight: 0,
             achieved: 0.0,
@@ -272,18 +272,38 @@ impl StepSeries {
     fn series(&self, run: &RunLabels, out: &mut Series<'_>, live: bool) {
         let step = self.step.to_string();
         let base = [("step", step.as_str()), ("level", self.level.as_str())];
-        let named = self.ops.iter().enumerate().map(|(i, o)| (run.ops[i].as_str(), o));
+        let named = self
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (run.ops[i].as_str(), o));
         let residual = (NO_OP, &self.residual);
-        let ops = named.chain((self.residual.counters != Counters::default()).then_some(residual));
+        // The counts of no operation (an unknown id, a parse error) as ops.csv's `-` row, once
+        // there are any.
+        let c = &self.residual.counters;
+        let any = c.requests > 0
+            || classes(c).iter().any(|(_, n)| *n > 0)
+            || anomalies(c).iter().any(|(_, n)| *n > 0);
+        let ops = named.chain(any.then_some(residual));
         for (name, op) in ops {
             let with_op = [base[0], base[1], ("operation", name)];
             let c = &op.counters;
             out.sample("mcpload_requests_total", &with_op, &[], c.requests as f64);
             for (class, n) in classes(c) {
-                out.sample("mcpload_responses_total", &with_op, &[("class", class)], n as f64);
+                out.sample(
+                    "mcpload_responses_total",
+                    &with_op,
+                    &[("class", class)],
+                    n as f64,
+                );
             }
             for (kind, n) in anomalies(c) {
-                out.sample("mcpload_anomalies_total", &with_op, &[("kind", kind)], n as f64);
+                out.sample(
+                    "mcpload_anomalies_total",
+                    &with_op,
+                    &[("kind", kind)],
+                    n as f64,
+                );
             }
             if !op.latency.is_empty() {
                 out.histogram("mcpload_request_duration_seconds", &with_op, &op.latency);
@@ -297,7 +317,12 @@ impl StepSeries {
         }
         for (i, n) in self.scenarios.iter().enumerate() {
             let with_sc = [base[0], base[1], ("scenario", run.scenarios[i].as_str())];
-            out.sample("mcpload_iterations_started_total", &with_sc, &[], n[0] as f64);
+            out.sample(
+                "mcpload_iterations_started_total",
+                &with_sc,
+                &[],
+                n[0] as f64,
+            );
             for (outcome, v) in ["completed", "failed", "interrupted"].iter().zip(&n[1..]) {
                 let extra = [("outcome", *outcome)];
                 out.sample("mcpload_iterations_total", &with_sc, &extra, *v as f64);
@@ -342,9 +367,19 @@ impl StepSeries {
             };
             out.sample("mcpload_load_level", &base, &model, self.level_value);
             out.sample("mcpload_in_flight", &base, &[], self.in_flight as f64);
-            out.sample("mcpload_achieved_rate_per_second", &base, &[], self.achieved);
+            out.sample(
+                "mcpload_achieved_rate_per_second",
+                &base,
+                &[],
+                self.achieved,
+            );
             if self.model == Model::Open {
-                out.sample("mcpload_target_rate_per_second", &base, &[], self.level_value);
+                out.sample(
+                    "mcpload_target_rate_per_second",
+                    &base,
+                    &[],
+                    self.level_value,
+                );
             }
         }
     }
@@ -453,28 +488,116 @@ fn metadata() -> Vec<MetricMetadata> {
     const GAUGE: i32 = 2;
     const HISTOGRAM: i32 = 3;
     let families: [(&str, i32, &str); 22] = [
-        ("mcpload_requests_total", COUNTER, "Requests sent or attempted (steps.csv requests)."),
-        ("mcpload_responses_total", COUNTER, "Requests ended, by the class they ended as."),
-        ("mcpload_anomalies_total", COUNTER, "Anomalies of pairing and framing, by kind."),
-        ("mcpload_request_duration_seconds", HISTOGRAM, "Pairing latency of the step."),
-        ("mcpload_request_duration_seconds_p50", GAUGE, "Median latency of the last second."),
-        ("mcpload_request_duration_seconds_p90", GAUGE, "p90 latency of the last second."),
-        ("mcpload_request_duration_seconds_p99", GAUGE, "p99 latency of the last second."),
-        ("mcpload_request_duration_seconds_max", GAUGE, "Largest latency of the last second."),
-        ("mcpload_in_flight", GAUGE, "Requests in flight at the end of the last second."),
-        ("mcpload_load_level", GAUGE, "The step's concurrency or arrival rate."),
-        ("mcpload_target_rate_per_second", GAUGE, "Open loop: arrivals asked per second."),
-        ("mcpload_achieved_rate_per_second", GAUGE, "Responses per second, the last second."),
-        ("mcpload_iterations_started_total", COUNTER, "Scenario iterations started."),
-        ("mcpload_iterations_total", COUNTER, "Scenario iterations ended, by outcome."),
-        ("mcpload_calls_total", COUNTER, "Task and input-round calls ended, by outcome."),
-        ("mcpload_generator_cpu_percent", GAUGE, "The generator's CPU, % of its cores."),
-        ("mcpload_generator_wait_percent", GAUGE, "The generator's run-queue wait, %."),
-        ("mcpload_generator_loop_delay_p99_seconds", GAUGE, "p99 lateness of the workers' timer wakes."),
-        ("mcpload_generator_late_sends_total", COUNTER, "Open loop: sends later than allowed."),
-        ("mcpload_generator_dropped_no_worker_total", COUNTER, "Open loop: arrivals no worker could take."),
-        ("mcpload_dropped_arrivals_total", COUNTER, "Open loop: arrivals dropped at max_in_flight."),
-        ("mcpload_generator_bound", GAUGE, "1 when the generator, not the server, limited the step."),
+        (
+            "mcpload_requests_total",
+            COUNTER,
+            "Requests sent or attempted (steps.csv requests).",
+        ),
+        (
+            "mcpload_responses_total",
+            COUNTER,
+            "Requests ended, by the class they ended as.",
+        ),
+        (
+            "mcpload_anomalies_total",
+            COUNTER,
+            "Anomalies of pairing and framing, by kind.",
+        ),
+        (
+            "mcpload_request_duration_seconds",
+            HISTOGRAM,
+            "Pairing latency of the step.",
+        ),
+        (
+            "mcpload_request_duration_seconds_p50",
+            GAUGE,
+            "Median latency of the last second.",
+        ),
+        (
+            "mcpload_request_duration_seconds_p90",
+            GAUGE,
+            "p90 latency of the last second.",
+        ),
+        (
+            "mcpload_request_duration_seconds_p99",
+            GAUGE,
+            "p99 latency of the last second.",
+        ),
+        (
+            "mcpload_request_duration_seconds_max",
+            GAUGE,
+            "Largest latency of the last second.",
+        ),
+        (
+            "mcpload_in_flight",
+            GAUGE,
+            "Requests in flight at the end of the last second.",
+        ),
+        (
+            "mcpload_load_level",
+            GAUGE,
+            "The step's concurrency or arrival rate.",
+        ),
+        (
+            "mcpload_target_rate_per_second",
+            GAUGE,
+            "Open loop: arrivals asked per second.",
+        ),
+        (
+            "mcpload_achieved_rate_per_second",
+            GAUGE,
+            "Responses per second, the last second.",
+        ),
+        (
+            "mcpload_iterations_started_total",
+            COUNTER,
+            "Scenario iterations started.",
+        ),
+        (
+            "mcpload_iterations_total",
+            COUNTER,
+            "Scenario iterations ended, by outcome.",
+        ),
+        (
+            "mcpload_calls_total",
+            COUNTER,
+            "Task and input-round calls ended, by outcome.",
+        ),
+        (
+            "mcpload_generator_cpu_percent",
+            GAUGE,
+            "The generator's CPU, % of its cores.",
+        ),
+        (
+            "mcpload_generator_wait_percent",
+            GAUGE,
+            "The generator's run-queue wait, %.",
+        ),
+        (
+            "mcpload_generator_loop_delay_p99_seconds",
+            GAUGE,
+            "p99 lateness of the workers' timer wakes.",
+        ),
+        (
+            "mcpload_generator_late_sends_total",
+            COUNTER,
+            "Open loop: sends later than allowed.",
+        ),
+        (
+            "mcpload_generator_dropped_no_worker_total",
+            COUNTER,
+            "Open loop: arrivals no worker could take.",
+        ),
+        (
+            "mcpload_dropped_arrivals_total",
+            COUNTER,
+            "Open loop: arrivals dropped at max_in_flight.",
+        ),
+        (
+            "mcpload_generator_bound",
+            GAUGE,
+            "1 when the generator, not the server, limited the step.",
+        ),
     ];
     families
         .iter()
@@ -507,7 +630,10 @@ mod tests {
             without_userinfo("http://u:p@127.0.0.1:9/w"),
             "http://127.0.0.1:9/w"
         );
-        assert_eq!(without_userinfo("http://127.0.0.1:9/a@b"), "http://127.0.0.1:9/a@b");
+        assert_eq!(
+            without_userinfo("http://127.0.0.1:9/a@b"),
+            "http://127.0.0.1:9/a@b"
+        );
     }
 
     #[test]
@@ -524,6 +650,9 @@ mod tests {
         };
         out.sample("m", &[("step", "2")], &[("class", "ok")], 1.0);
         let names: Vec<_> = out.list[0].labels.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["__name__", "class", "run_id", "segment", "step", "testid"]);
+        assert_eq!(
+            names,
+            ["__name__", "class", "run_id", "segment", "step", "testid"]
+        );
     }
 }

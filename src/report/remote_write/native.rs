@@ -113,7 +113,10 @@ mod tests {
             let i = bucket_of(v);
             let upper = 2f64.powf(f64::from(i) / 256.0);
             let lower = 2f64.powf(f64::from(i - 1) / 256.0);
-            assert!(lower < v && v <= upper * (1.0 + 1e-12), "{v}: ({lower}, {upper}]");
+            assert!(
+                lower < v && v <= upper * (1.0 + 1e-12),
+                "{v}: ({lower}, {upper}]"
+            );
         }
         assert_eq!(bucket_of(1.0), 0);
         assert_eq!(bucket_of(2.0), 256);
@@ -143,7 +146,10 @@ mod tests {
         // 4 ms is two powers of two (512 buckets) above 1 ms.
         let first = m.positive_spans[0].offset;
         let last = first
-            + m.positive_spans.iter().map(|s| s.length as i32).sum::<i32>()
+            + m.positive_spans
+                .iter()
+                .map(|s| s.length as i32)
+                .sum::<i32>()
             + m.positive_spans[1..].iter().map(|s| s.offset).sum::<i32>()
             - 1;
         assert_eq!(last - first, 512);

@@ -167,10 +167,7 @@ fn run(shared: &Shared, settings: &SenderSettings) {
                 if s.closed {
                     return;
                 }
-                s = shared
-                    .changed
-                    .wait(s)
-                    .unwrap_or_else(|e| e.into_inner());
+                s = shared.changed.wait(s).unwrap_or_else(|e| e.into_inner());
             }
         };
         let outcome = send(shared, settings, &body);
@@ -193,8 +190,7 @@ fn send(shared: &Shared, settings: &SenderSettings, body: &[u8]) -> Result<(), S
     let mut backoff = BACKOFF_FIRST;
     let mut attempt = 0;
     loop {
-        let why = match http_get::exchange(&settings.url, "POST", HEADERS, body, settings.timeout)
-        {
+        let why = match http_get::exchange(&settings.url, "POST", HEADERS, body, settings.timeout) {
             Ok((code, _)) if (200..300).contains(&code) => return Ok(()),
             Ok((code, _)) if code == 429 || code >= 500 => format!("HTTP {code}"),
             Ok((code, answer)) => {

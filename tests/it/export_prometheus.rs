@@ -1,0 +1,281 @@
+//! `--prometheus-remote-write` and `[output.prometheus]` against real receivers: a real
+//! Prometheus (its remote write receiver, native histograms on) whose HTTP API gives back
+//! exactly what steps.csv counts, the p99 of the native histogram within HDR's precision and a
+//! bucket, and data for every panel of deploy/grafana/mcpload.json; and a receiver that
+//! answers 500, then 429, then never, which the run outlives with its counts untouched.
+
+use crate::support::machine;
+use crate::support::prometheus::{FaultyReceiver, Prometheus, by_label, value};
+use crate::support::run::{num, profile, run, steps, summary};
+use crate::support::scratch::scratch;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long Prometheus may take to show what was pushed (ingestion is asynchronous).
+const INGEST: Duration = Duration::from_secs(30);
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// An open loop of two steps and two operations, a warm-up the counters must leave out.
+fn load_profile(url: &str, testid: &str) -> String {
+    format!(
+        r#"
+[target]
+builtin = {{}}
+
+[load]
+rate = [150, 300]
+duration = "3s"
+warmup = "1s"
+stop_on_failure = false
+
+[[mix]]
+method = "tools/call"
+tool = "echo"
+args = {{ message = "hi" }}
+weight = 3
+
+[[mix]]
+method = "tools/call"
+tool = "sleep"
+args = {{ ms = 1 }}
+weight = 1
+
+[output.prometheus]
+url = "{url}"
+labels = {{ testid = "{testid}", team = "search" }}
+"#
+    )
+}
+
+#[test]
+fn prometheus_holds_what_steps_csv_counts() {
+    let _share = machine::loading();
+    let dir = scratch("export-prometheus");
+    let prom = Prometheus::start(&dir);
+    let testid = "export-it";
+    let started = unix_now();
+    let p = profile(&dir, "export", &load_profile(&prom.write_url(), testid));
+    let out_dir = dir.join("run");
+    let out = run(&[p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let pushes = &summary(&out_dir)["export"]["prometheus_remote_write"];
+    assert_eq!(pushes["failed"], 0, "{pushes}");
+    assert_eq!(pushes["dropped"], 0, "{pushes}");
+    assert_eq!(pushes["unsent_at_end"], 0, "{pushes}");
+    assert_eq!(pushes["sent"], pushes["pushes"], "{pushes}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Remote write: "), "{text}");
+
+    let rows = steps(&out_dir);
+    assert_eq!(rows.len(), 2);
+    let total: f64 = rows.iter().map(|r| num(r, "requests")).sum();
+    assert!(total > 0.0);
+    let sel = format!(r#"testid="{testid}""#);
+    // The sum over every series of mcpload_requests_total is steps.csv's, warm-up left out.
+    let got = prom.wait_for(
+        &format!("sum(mcpload_requests_total{{{sel}}})"),
+        INGEST,
+        |r| r.first().map(value) == Some(total),
+    );
+    assert_eq!(got.first().map(value), Some(total), "{got:?}");
+
+    let by_step = |promql: String| by_label(&prom.query(&promql), "step");
+    let requests = by_step(format!("sum by (step) (mcpload_requests_total{{{sel}}})"));
+    let ops = prom.query(&format!(
+        "sum by (operation) (mcpload_requests_total{{{sel}}})"
+    ));
+    assert_eq!(
+        by_label(&ops, "operation").keys().collect::<Vec<_>>(),
+        ["echo", "sleep"],
+        "one series per operation, no unlabelled aggregate"
+    );
+    let classes = [
+        "ok",
+        "tool_errors",
+        "output_schema_violations",
+        "input_unanswered",
+        "errors",
+        "both_result_error",
+        "invalid_jsonrpc",
+        "missing",
+        "timeouts",
+        "http_429",
+        "http_503",
+        "http_other",
+        "transport_errors",
+        "expired_unsent",
+    ];
+    let kinds = [
+        "duplicate_id",
+        "late",
+        "unknown_id",
+        "null_id",
+        "both_result_error",
+        "invalid_jsonrpc",
+        "parse_errors",
+    ];
+    let duration_count = by_step(format!(
+        "histogram_count(sum by (step) (mcpload_request_duration_seconds{{{sel}}}))"
+    ));
+    let p99 = by_step(format!(
+        "histogram_quantile(0.99, sum by (step) (mcpload_request_duration_seconds{{{sel}}}))"
+    ));
+    for row in &rows {
+        let step = row["step"].clone();
+        assert_eq!(requests[&step], num(row, "requests"), "step {step}");
+        for class in classes {
+            let r = prom.query(&format!(
+                r#"sum(mcpload_responses_total{{{sel},step="{step}",class="{class}"}})"#
+            ));
+            assert_eq!(
+                r.first().map(value),
+                Some(num(row, class)),
+                "{class}, step {step}"
+            );
+        }
+        for kind in kinds {
+            let r = prom.query(&format!(
+                r#"sum(mcpload_anomalies_total{{{sel},step="{step}",kind="{kind}"}})"#
+            ));
+            assert_eq!(
+                r.first().map(value),
+                Some(num(row, kind)),
+                "{kind}, step {step}"
+            );
+        }
+        // Every paired response has its latency in the native histogram.
+        assert_eq!(duration_count[&step], num(row, "responses"), "step {step}");
+        // Within HDR's precision (1/1024), a bucket of schema 8 (2^(1/256) - 1), and the
+        // microsecond steps.csv rounds to.
+        let hdr = num(row, "p99_ms") / 1000.0;
+        let margin = hdr * (1.0 / 1024.0 + (2f64.powf(1.0 / 256.0) - 1.0)) + 1e-6;
+        assert!(
+            (p99[&step] - hdr).abs() <= margin,
+            "step {step}: histogram_quantile {} vs steps.csv p99 {hdr} (margin {margin})",
+            p99[&step]
+        );
+    }
+    // Every series carries the run's labels and the profile's own.
+    let run_id = out_dir.file_name().unwrap().to_str().unwrap();
+    let series = prom.query(&format!("mcpload_requests_total{{{sel}}}"));
+    for s in &series {
+        let m = &s["metric"];
+        assert_eq!(m["run_id"], run_id, "{m}");
+        assert_eq!(m["segment"], "1", "{m}");
+        assert_eq!(m["team"], "search", "{m}");
+        assert!(m["level"] == "150" || m["level"] == "300", "{m}");
+    }
+
+    // Every panel of the shipped dashboard, query by query, over the run's time.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana/mcpload.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(panels.len() >= 6);
+    let end = unix_now();
+    for panel in panels {
+        let title = panel["title"].as_str().unwrap();
+        let targets = panel["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{title}: no query");
+        for t in targets {
+            let expr = t["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$testid", testid)
+                .replace("$__rate_interval", "10s");
+            let r = prom.query_range(&expr, started, end);
+            let points = r
+                .iter()
+                .flat_map(|s| s["values"].as_array().cloned().unwrap_or_default())
+                .filter(|v| v[1].as_str().is_some_and(|x| x != "NaN"))
+                .count();
+            assert!(points > 0, "panel {title:?}: {expr} returned no data");
+        }
+    }
+}
+
+#[test]
+fn a_failing_receiver_costs_pushes_never_requests() {
+    let _share = machine::loading();
+    let dir = scratch("export-faults");
+    let receiver = FaultyReceiver::start(3, 3);
+    let text = format!(
+        r#"
+[target]
+builtin = {{}}
+
+[load]
+concurrency = [2]
+duration = "4s"
+warmup = "0s"
+
+[output.prometheus]
+url = "{}"
+timeout = "1s"
+retries = 2
+backlog = 2
+"#,
+        receiver.url()
+    );
+    let p = profile(&dir, "faults", &text);
+    let out_dir = dir.join("run");
+    let began = Instant::now();
+    let out = run(&[p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    let took = began.elapsed();
+    assert_eq!(out.status.code(), Some(0));
+    // Bounded: the step, and at most the push timeout more for the end to wait.
+    assert!(took < Duration::from_secs(30), "the run took {took:?}");
+
+    let seen = &receiver.seen;
+    assert!(
+        seen.broken.lock().unwrap().is_empty(),
+        "{:?}",
+        seen.broken.lock().unwrap()
+    );
+    assert_eq!(seen.answered_500.load(Ordering::Relaxed), 3);
+    assert_eq!(seen.answered_429.load(Ordering::Relaxed), 3);
+    assert!(seen.hung.load(Ordering::Relaxed) >= 1);
+
+    let pushes = summary(&out_dir)["export"]["prometheus_remote_write"].clone();
+    let n = |k: &str| {
+        pushes[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {pushes}"))
+    };
+    // Three attempts each (two retries): the 500s end the first push, the 429s the second.
+    assert!(n("retries") >= 4, "{pushes}");
+    assert!(n("failed") >= 2, "{pushes}");
+    assert_eq!(n("sent"), 0, "{pushes}");
+    // A step of 4 s makes more pushes than a backlog of 2 (and one being sent) can hold.
+    assert!(n("dropped") >= 1, "{pushes}");
+    assert!(n("backlog_max") <= 3, "{pushes}");
+    assert_eq!(
+        n("pushes"),
+        n("sent") + n("failed") + n("dropped") + n("unsent_at_end"),
+        "every push accounted for: {pushes}"
+    );
+    let attempts = seen.answered_500.load(Ordering::Relaxed)
+        + seen.answered_429.load(Ordering::Relaxed)
+        + seen.hung.load(Ordering::Relaxed);
+    assert!(
+        attempts <= n("retries") + n("failed") + n("unsent_at_end"),
+        "{pushes}"
+    );
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(terminal.contains("dropped (backlog full)"), "{terminal}");
+
+    // The run itself: every request the target saw is counted, each one answered.
+    let rows = steps(&out_dir);
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("target-stats.json")).unwrap())
+            .unwrap();
+    let echo = stats["operations"]["echo"]["requests"].as_f64().unwrap();
+    assert_eq!(num(&rows[0], "requests"), echo);
+    assert_eq!(num(&rows[0], "ok"), echo);
+}
