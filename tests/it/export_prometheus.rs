@@ -8,6 +8,9 @@ use crate::support::machine;
 use crate::support::prometheus::{FaultyReceiver, Prometheus, by_label, value};
 use crate::support::run::{num, profile, run, steps, summary};
 use crate::support::scratch::scratch;
+use crate::support::servers::serve;
+use crate::support::{bin, mcpload};
+use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -278,4 +281,118 @@ backlog = 2
     let echo = stats["operations"]["echo"]["requests"].as_f64().unwrap();
     assert_eq!(num(&rows[0], "requests"), echo);
     assert_eq!(num(&rows[0], "ok"), echo);
+}
+
+/// Two segments of one run (`--segment`), each its own process pushing with its segment
+/// label and one `testid`: Prometheus adds them up to the merged run (`mcpload merge`), the
+/// native histograms too.
+#[test]
+fn segments_add_up_to_the_merged_run() {
+    let _share = machine::loading();
+    let dir = scratch("export-segments");
+    let prom = Prometheus::start(&dir);
+    let server = serve(&[]);
+    let testid = "export-segments";
+    let text = format!(
+        r#"
+[target]
+url = "{}"
+
+[load]
+concurrency = [2, 4]
+duration = "2s"
+warmup = "0s"
+stop_on_failure = false
+
+[output.prometheus]
+url = "{}"
+labels = {{ testid = "{testid}" }}
+"#,
+        server.url,
+        prom.write_url()
+    );
+    let p = profile(&dir, "segments", &text);
+    let dirs: Vec<_> = (1..=2).map(|i| dir.join(format!("seg{i}"))).collect();
+    let children: Vec<_> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            bin()
+                .args(["run", "--quiet", p.to_str().unwrap(), "--segment"])
+                .arg(format!("{}/2", i + 1))
+                .arg("--out")
+                .arg(d)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let merged = dir.join("merged");
+    let o = mcpload(&[
+        "merge",
+        dirs[0].to_str().unwrap(),
+        dirs[1].to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows = steps(&merged);
+    let total: f64 = rows.iter().map(|r| num(r, "requests")).sum();
+    let sel = format!(r#"testid="{testid}""#);
+    let got = prom.wait_for(
+        &format!("sum(mcpload_requests_total{{{sel}}})"),
+        INGEST,
+        |r| r.first().map(value) == Some(total),
+    );
+    assert_eq!(got.first().map(value), Some(total), "{got:?}");
+    let segments = by_label(
+        &prom.query(&format!(
+            "sum by (segment) (mcpload_requests_total{{{sel}}})"
+        )),
+        "segment",
+    );
+    assert_eq!(segments.keys().collect::<Vec<_>>(), ["1", "2"]);
+    for (i, d) in dirs.iter().enumerate() {
+        let own: f64 = steps(d).iter().map(|r| num(r, "requests")).sum();
+        assert_eq!(segments[&(i + 1).to_string()], own, "segment {}", i + 1);
+    }
+    // The native histograms of both segments, added by Prometheus, are the merged run's.
+    let count = by_label(
+        &prom.query(&format!(
+            "histogram_count(sum by (step) (mcpload_request_duration_seconds{{{sel}}}))"
+        )),
+        "step",
+    );
+    let p99 = by_label(
+        &prom.query(&format!(
+            "histogram_quantile(0.99, sum by (step) (mcpload_request_duration_seconds{{{sel}}}))"
+        )),
+        "step",
+    );
+    for row in &rows {
+        let step = row["step"].clone();
+        assert_eq!(count[&step], num(row, "responses"), "step {step}");
+        let hdr = num(row, "p99_ms") / 1000.0;
+        let margin = hdr * (1.0 / 1024.0 + (2f64.powf(1.0 / 256.0) - 1.0)) + 1e-6;
+        assert!(
+            (p99[&step] - hdr).abs() <= margin,
+            "step {step}: {} vs the merged p99 {hdr}",
+            p99[&step]
+        );
+    }
 }
