@@ -53,7 +53,7 @@ impl RemoteWriteConfig {
 /// What the exporter tells summary.json (`export.prometheus_remote_write`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RemoteWriteSummary {
-    /// The receiver, any `user:password@` left out.
+    /// The receiver, its userinfo and query values redacted (docs/results.md).
     pub url: String,
     #[serde(flatten)]
     pub counts: PushCounts,
@@ -131,7 +131,7 @@ impl RemoteWrite {
         }
         Ok(RemoteWrite {
             sender,
-            url: without_userinfo(&config.url),
+            url: super::redact::redact_url(&config.url),
             wait: config.timeout,
             common,
             run,
@@ -610,31 +610,9 @@ fn metadata() -> Vec<MetricMetadata> {
         .collect()
 }
 
-/// `url` less any `user:password@`.
-fn without_userinfo(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(scheme), Some(at)) if at > scheme && !url[scheme + 3..at].contains('/') => {
-            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_urls_password_is_not_kept() {
-        assert_eq!(
-            without_userinfo("http://u:p@127.0.0.1:9/w"),
-            "http://127.0.0.1:9/w"
-        );
-        assert_eq!(
-            without_userinfo("http://127.0.0.1:9/a@b"),
-            "http://127.0.0.1:9/a@b"
-        );
-    }
 
     #[test]
     fn every_series_has_its_labels_sorted_and_the_run_ones() {
