@@ -396,3 +396,49 @@ labels = {{ testid = "{testid}" }}
         );
     }
 }
+
+/// Bad settings stop the run before it starts (exit 2), naming the file, line and field, or
+/// the flag, and what would be valid.
+#[test]
+fn bad_settings_name_their_place() {
+    let dir = scratch("export-bad-settings");
+    let cases = [
+        (
+            "[output.prometheus]\nurl = \"http://127.0.0.1:9/api/v1/write\"\nlabels = { step = \"x\" }\n",
+            "bad.toml:9:10: field `output.prometheus.labels`: \"step\" is set by mcpload itself",
+        ),
+        (
+            "[output.prometheus]\nurl = \"https://example.invalid/write\"\n",
+            "bad.toml:8:7: field `output.prometheus.url`: \"https://example.invalid/write\" is not an http:// URL",
+        ),
+        (
+            "[output.prometheus]\nurl = \"http://127.0.0.1:9/w\"\npush_every = \"1s\"\n",
+            "bad.toml:9:1: unknown field `push_every`",
+        ),
+        (
+            "[output.prometheus]\nurl = \"http://127.0.0.1:9/w\"\ninterval = \"500ms\"\n",
+            "bad.toml:9:12: field `output.prometheus.interval`: whole seconds",
+        ),
+    ];
+    for (table, want) in cases {
+        let text = format!("[target]\nbuiltin = {{}}\n\n[load]\nduration = \"1s\"\n\n{table}");
+        let p = profile(&dir, "bad", &text);
+        let out = mcpload(&["run", "--quiet", p.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want), "want {want:?} in:\n{err}");
+    }
+    let out = mcpload(&[
+        "run",
+        "--quiet",
+        "--builtin",
+        "--prometheus-remote-write",
+        "ftp://127.0.0.1/w",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--prometheus-remote-write: \"ftp://127.0.0.1/w\" is not an http:// URL"),
+        "{err}"
+    );
+}
