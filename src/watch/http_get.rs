@@ -141,6 +141,10 @@ fn complete_body(response: &[u8], at_eof: bool) -> Result<Option<(u16, Vec<u8>)>
     let Some(code) = head.code else {
         return Err("no status code".to_owned());
     };
+    // These never have a body (RFC 9110): a receiver's 204 is complete at its head.
+    if code == 204 || code == 304 {
+        return Ok(Some((code, Vec::new())));
+    }
     let header = |name: &str| {
         head.headers
             .iter()
@@ -220,6 +224,8 @@ mod tests {
         );
         let missing = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(complete_body(missing, false), Ok(Some((404, Vec::new()))));
+        let taken = b"HTTP/1.1 204 No Content\r\nDate: x\r\n\r\n";
+        assert_eq!(complete_body(taken, false), Ok(Some((204, Vec::new()))));
     }
 
     #[test]

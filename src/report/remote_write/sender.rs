@@ -222,3 +222,34 @@ fn send(shared: &Shared, settings: &SenderSettings, body: &[u8]) -> Result<(), S
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusing_receiver_is_retried_and_a_full_backlog_drops_the_oldest() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let sender = Sender::start(SenderSettings {
+            url: format!("http://127.0.0.1:{port}/api/v1/write"),
+            timeout: Duration::from_secs(1),
+            backlog: 2,
+            retries: 1,
+        })
+        .unwrap();
+        for i in 0..5u8 {
+            sender.push(vec![i]);
+        }
+        let c = sender.finish(Duration::from_secs(5));
+        assert_eq!(c.pushes, 5);
+        assert_eq!(c.sent, 0);
+        assert!(c.dropped >= 1, "{c:?}");
+        assert!(c.backlog_max <= 3, "{c:?}");
+        assert_eq!(c.sent + c.failed + c.dropped + c.unsent_at_end, 5, "{c:?}");
+        assert_eq!(c.retries, c.failed, "one retry per failed push: {c:?}");
+        assert_eq!(c.last_error.as_deref(), Some("connection refused"));
+    }
+}
