@@ -442,3 +442,70 @@ fn bad_settings_name_their_place() {
         "{err}"
     );
 }
+
+/// A scenario's iterations and calls reach Prometheus as scenarios.csv counts them, its calls
+/// as operations of their own.
+#[test]
+fn scenario_iterations_are_pushed_as_scenarios_csv_counts_them() {
+    let _share = machine::loading();
+    let dir = scratch("export-scenarios");
+    let prom = Prometheus::start(&dir);
+    let testid = "export-scenarios";
+    let text = format!(
+        r#"
+[target]
+builtin = {{}}
+
+[load]
+concurrency = [2]
+duration = "2s"
+warmup = "0s"
+
+[[scenario]]
+name = "pair"
+  [[scenario.step]]
+  name = "first"
+  call = {{ method = "tools/call", tool = "echo", args = {{ message = "one" }} }}
+  [[scenario.step]]
+  name = "second"
+  call = {{ method = "tools/call", tool = "echo", args = {{ message = "two" }} }}
+
+[output.prometheus]
+url = "{}"
+labels = {{ testid = "{testid}" }}
+"#,
+        prom.write_url()
+    );
+    let p = profile(&dir, "scenarios", &text);
+    let out_dir = dir.join("run");
+    let out = run(&[p.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let whole = crate::support::run::table(&out_dir, "scenarios.csv")
+        .into_iter()
+        .find(|r| r["scenario"] == "pair" && r["part"] == "*")
+        .expect("the scenario's * row");
+    assert!(num(&whole, "started") > 0.0);
+    let sel = format!(r#"testid="{testid}",scenario="pair""#);
+    let started = prom.wait_for(
+        &format!("sum(mcpload_iterations_started_total{{{sel}}})"),
+        INGEST,
+        |r| r.first().map(value) == Some(num(&whole, "started")),
+    );
+    assert_eq!(started.first().map(value), Some(num(&whole, "started")));
+    let ended = by_label(
+        &prom.query(&format!(
+            "sum by (outcome) (mcpload_iterations_total{{{sel}}})"
+        )),
+        "outcome",
+    );
+    for outcome in ["completed", "failed", "interrupted"] {
+        assert_eq!(ended[outcome], num(&whole, outcome), "{outcome}");
+    }
+    let requests: f64 = steps(&out_dir).iter().map(|r| num(r, "requests")).sum();
+    let ops = prom.query(&format!(
+        r#"sum by (operation) (mcpload_requests_total{{testid="{testid}"}})"#
+    ));
+    let ops = by_label(&ops, "operation");
+    assert_eq!(ops.len(), 2, "one operation per scenario call: {ops:?}");
+    assert_eq!(ops.values().sum::<f64>(), requests);
+}
