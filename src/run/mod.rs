@@ -188,12 +188,18 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
             steps: Vec::new(),
         })?;
     }
-    let mut export = plan
-        .remote_write
-        .clone()
-        .map(|config| {
-            report::remote_write::RemoteWrite::start(
-                config,
+    let listen = plan
+        .metrics_listen
+        .map(|addr| {
+            std::net::TcpListener::bind(addr)
+                .map_err(|e| RunError::Failed(format!("--metrics-listen {addr}: {e}")))
+        })
+        .transpose()?;
+    let mut export = (plan.remote_write.is_some() || listen.is_some())
+        .then(|| {
+            report::remote_write::LiveMetrics::start(
+                plan.remote_write.clone(),
+                listen,
                 report::remote_write::RunLabels {
                     run_id: run_id(&plan.dir),
                     segment: plan.segment.index,
@@ -205,7 +211,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
             )
         })
         .transpose()
-        .map_err(|e| RunError::Failed(format!("cannot start the remote write sender: {e}")))?;
+        .map_err(|e| RunError::Failed(format!("cannot start the live metrics: {e}")))?;
     let mut sinks: Vec<&mut dyn engine::StepSink> = vec![&mut folder, &mut progress];
     if let Some(e) = export.as_mut() {
         sinks.push(e);
@@ -219,8 +225,8 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     )
     .await;
     // The final push went out at the sweep's end; what came of every push is the run's.
-    if let Some(e) = export {
-        folder.record_export(e.finish())?;
+    if let Some(pushes) = export.and_then(report::remote_write::LiveMetrics::finish) {
+        folder.record_export(pushes)?;
     }
     let color = report::use_color(&std::io::stdout());
     let (end, mut transports) = match swept {

@@ -120,6 +120,8 @@ pub struct Overrides {
     pub start_at: Option<SystemTime>,
     /// `--prometheus-remote-write URL`: in place of `output.prometheus.url`.
     pub prometheus_remote_write: Option<String>,
+    /// `--metrics-listen ADDR`: serve the live series as an OpenMetrics page there.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Why a run could not start: exit code 2.
@@ -160,6 +162,8 @@ pub struct Plan {
     pub(super) segment: Segment,
     /// Live metrics by Prometheus remote write, when asked for.
     pub(super) remote_write: Option<RemoteWriteConfig>,
+    /// Where the live metrics' OpenMetrics page is served, when asked for.
+    pub(super) metrics_listen: Option<std::net::SocketAddr>,
     /// How results are read: tool errors, output schemas (the profile's, or their flags).
     pub(super) answers: AnswerSettings,
 }
@@ -288,6 +292,7 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         quiet: o.quiet,
         segment: o.segment,
         remote_write,
+        metrics_listen: o.metrics_listen,
     })
 }
 

@@ -509,3 +509,60 @@ labels = {{ testid = "{testid}" }}
     assert_eq!(ops.len(), 2, "one operation per scenario call: {ops:?}");
     assert_eq!(ops.values().sum::<f64>(), requests);
 }
+
+/// `--metrics-listen`: a real Prometheus scrapes the page (OpenMetrics, its strict parser)
+/// while the run lasts: every scrape succeeds, the series are there with their labels, and the
+/// requests counted never exceed steps.csv's.
+#[test]
+fn a_real_prometheus_scrapes_the_metrics_page() {
+    let _share = machine::loading();
+    let dir = scratch("export-listen");
+    let port = crate::support::prometheus::free_port();
+    let prom = Prometheus::scraping(&dir, &format!("127.0.0.1:{port}"));
+    let out_dir = dir.join("run");
+    let listen = format!("127.0.0.1:{port}");
+    let out = run(&[
+        "--builtin",
+        "-c",
+        "2",
+        "-d",
+        "5s",
+        "--warmup",
+        "0s",
+        "--metrics-listen",
+        &listen,
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let total: f64 = steps(&out_dir).iter().map(|r| num(r, "requests")).sum();
+    // At least one scrape during the run, and none that failed while it lasted.
+    let scraped = prom.wait_for(
+        r#"max_over_time(scrape_samples_scraped{job="mcpload"}[5m])"#,
+        INGEST,
+        |r| r.first().is_some_and(|s| value(s) > 0.0),
+    );
+    assert!(
+        scraped.first().is_some_and(|s| value(s) > 0.0),
+        "{scraped:?}"
+    );
+    let seen = prom.query("sum(max_over_time(mcpload_requests_total[5m]))");
+    let seen = seen.first().map(value).unwrap_or(0.0);
+    assert!(
+        seen > 0.0 && seen <= total,
+        "scraped {seen}, steps.csv {total}"
+    );
+    let series = prom.query("mcpload_requests_total");
+    let run_id = out_dir.file_name().unwrap().to_str().unwrap();
+    assert!(
+        series
+            .iter()
+            .all(|s| s["metric"]["run_id"] == run_id && s["metric"]["operation"] == "echo"),
+        "{series:?}"
+    );
+    // The latency histogram comes as a classic one: its count never above the responses.
+    let count = prom.query("max(max_over_time(mcpload_request_duration_seconds_count[5m]))");
+    let responses: f64 = steps(&out_dir).iter().map(|r| num(r, "responses")).sum();
+    let count = count.first().map(value).unwrap_or(0.0);
+    assert!(count > 0.0 && count <= responses, "{count} of {responses}");
+}

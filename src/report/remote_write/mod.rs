@@ -3,9 +3,11 @@
 //! docs/metrics-export.md. A [`StepSink`]: it keeps each step's counters cumulative, encodes
 //! a push on the coordinator (never on a worker) and hands it to a sender thread through a
 //! bounded backlog ([`sender`]); a final push after the sweep's last drain repeats every
-//! step's totals.
+//! step's totals. `--metrics-listen ADDR` serves the same series as an OpenMetrics page for
+//! scraping ([`page`]), renewed at every push.
 
 mod native;
+mod page;
 mod proto;
 mod sender;
 
@@ -98,11 +100,10 @@ struct StepSeries {
     generator: Option<(GeneratorFacts, Option<u64>)>,
 }
 
-/// The sink.
-pub struct RemoteWrite {
-    sender: sender::Sender,
-    url: String,
-    wait: Duration,
+/// The sink: the pushes, the page, or both.
+pub struct LiveMetrics {
+    sender: Option<(sender::Sender, String, Duration)>,
+    page: Option<page::Page>,
     common: Vec<(String, String)>,
     run: RunLabels,
     steps: Vec<StepSeries>,
@@ -111,48 +112,60 @@ pub struct RemoteWrite {
     last_ms: i64,
 }
 
-impl RemoteWrite {
-    /// Starts the sender thread; `config` is checked already ([`RemoteWriteConfig::check`]).
-    pub fn start(config: RemoteWriteConfig, run: RunLabels) -> std::io::Result<Self> {
-        let sender = sender::Sender::start(sender::SenderSettings {
-            url: config.url.clone(),
-            timeout: config.timeout,
-            backlog: config.backlog,
-            retries: config.retries,
-        })?;
+impl LiveMetrics {
+    /// Starts the sender thread (with `push`, checked already by
+    /// `profile::PrometheusOutput::check`) and the page's (with `listen`, bound already).
+    pub fn start(
+        push: Option<RemoteWriteConfig>,
+        listen: Option<std::net::TcpListener>,
+        run: RunLabels,
+    ) -> std::io::Result<Self> {
         let mut common = vec![
             ("run_id".to_owned(), run.run_id.clone()),
             ("segment".to_owned(), run.segment.to_string()),
             ("testid".to_owned(), run.run_id.clone()),
         ];
-        for (k, v) in &config.labels {
+        for (k, v) in push.iter().flat_map(|c| &c.labels) {
             common.retain(|(name, _)| name != k);
             common.push((k.clone(), v.clone()));
         }
-        Ok(RemoteWrite {
+        let every = push
+            .as_ref()
+            .map_or(1, |c| c.interval.as_secs().max(1) as u32);
+        let sender = push
+            .map(|c| {
+                let s = sender::Sender::start(sender::SenderSettings {
+                    url: c.url.clone(),
+                    timeout: c.timeout,
+                    backlog: c.backlog,
+                    retries: c.retries,
+                })?;
+                Ok::<_, std::io::Error>((s, super::redact::redact_url(&c.url), c.timeout))
+            })
+            .transpose()?;
+        Ok(LiveMetrics {
             sender,
-            url: super::redact::redact_url(&config.url),
-            wait: config.timeout,
+            page: listen.map(page::Page::serve).transpose()?,
             common,
             run,
             steps: Vec::new(),
-            every: config.interval.as_secs().max(1) as u32,
+            every,
             seconds_since_push: 0,
             last_ms: 0,
         })
     }
 
     /// Waits (up to the attempt timeout) for the backlog to go out after the final push;
-    /// what came of every push.
-    pub fn finish(self) -> RemoteWriteSummary {
-        RemoteWriteSummary {
-            url: self.url,
-            counts: self.sender.finish(self.wait),
-        }
+    /// what came of every push (`None` without pushes).
+    pub fn finish(self) -> Option<RemoteWriteSummary> {
+        self.sender.map(|(s, url, wait)| RemoteWriteSummary {
+            url,
+            counts: s.finish(wait),
+        })
     }
 
     /// Encodes and queues a push of the current step (`all`: of every step, totals only for
-    /// the finished ones).
+    /// the finished ones); renews the page with every step's series.
     fn push(&mut self, all: bool) {
         let now = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -160,6 +173,21 @@ impl RemoteWrite {
         // Samples of a series must come in order, even should the wall clock step back.
         let ts = now.max(self.last_ms + 1);
         self.last_ms = ts;
+        self.seconds_since_push = 0;
+        if let Some((sender, _, _)) = &self.sender {
+            let request = WriteRequest {
+                timeseries: self.series(ts, all),
+                metadata: metadata(),
+            };
+            sender.push(proto::body(&request));
+        }
+        if let Some(page) = &self.page {
+            page.renew(&self.series(ts, true), &metadata());
+        }
+    }
+
+    /// The series of the current step (`all`: and the finished steps' totals) at `ts`.
+    fn series(&self, ts: i64, all: bool) -> Vec<TimeSeries> {
         let mut out = Series {
             ts,
             common: &self.common,
@@ -171,16 +199,11 @@ impl RemoteWrite {
                 step.series(&self.run, &mut out, i == last);
             }
         }
-        let request = WriteRequest {
-            timeseries: out.list,
-            metadata: metadata(),
-        };
-        self.sender.push(proto::body(&request));
-        self.seconds_since_push = 0;
+        out.list
     }
 }
 
-impl StepSink for RemoteWrite {
+impl StepSink for LiveMetrics {
     fn step_started(&mut self, start: &StepStart) -> Result<(), SinkError> {
         self.steps.push(StepSeries {
             step: start.step,

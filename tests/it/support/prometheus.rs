@@ -20,11 +20,42 @@ pub(crate) struct Prometheus {
 }
 
 impl Prometheus {
-    /// Starts one with its data and log in `dir`; waits (bounded) until it is ready.
+    /// Starts one with its data and log in `dir`, scraping nothing; waits (bounded) until it
+    /// is ready.
     pub(crate) fn start(dir: &Path) -> Prometheus {
+        Prometheus::start_with(dir, "scrape_configs: []\n")
+    }
+
+    /// Starts one scraping `target` (`HOST:PORT`) every second as job `mcpload`.
+    pub(crate) fn scraping(dir: &Path, target: &str) -> Prometheus {
+        let config = format!(
+            "scrape_configs:\n  - job_name: mcpload\n    scrape_interval: 1s\n    \
+             scrape_timeout: 1s\n    static_configs:\n      - targets: ['{target}']\n"
+        );
+        let p = Prometheus::start_with(dir, &config);
+        // Discovery hands targets to the scrape loop up to 5 s after the start: wait for it.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, body) = get(p.port, "/api/v1/targets").expect("prometheus answers");
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            if v["data"]["activeTargets"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty())
+            {
+                return p;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no scrape target after 60 s: {v}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn start_with(dir: &Path, config_text: &str) -> Prometheus {
         installed("prometheus");
         let config = dir.join("prometheus.yml");
-        std::fs::write(&config, "scrape_configs: []\n").unwrap();
+        std::fs::write(&config, config_text).unwrap();
         let port = free_port();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
         let child = Command::new("prometheus")
@@ -122,7 +153,7 @@ pub(crate) fn by_label(result: &[Value], label: &str) -> std::collections::BTree
         .collect()
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
