@@ -6,37 +6,65 @@
 use super::proto::{Histogram, MetricMetadata, TimeSeries};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The page and the thread serving it.
+/// The page and the thread serving it, which ends (and frees the address) when it is dropped.
 pub(super) struct Page {
     text: Arc<Mutex<Arc<str>>>,
+    stop: Arc<AtomicBool>,
+    addr: SocketAddr,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Page {
     /// Serves `listener` (bound by the caller, so a taken port is an error before the run).
     pub(super) fn serve(listener: TcpListener) -> std::io::Result<Page> {
         let text: Arc<Mutex<Arc<str>>> = Arc::new(Mutex::new(Arc::from("# EOF\n")));
-        let shared = text.clone();
-        std::thread::Builder::new()
+        let stop = Arc::new(AtomicBool::new(false));
+        let addr = listener.local_addr()?;
+        let (shared, stopped) = (text.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
             .name("mcpload-metrics-page".into())
             .spawn(move || {
-                for conn in listener.incoming().flatten() {
+                for conn in listener.incoming() {
+                    if stopped.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let Ok(conn) = conn else { continue };
                     let page = shared
                         .lock()
                         .map_or_else(|e| e.into_inner().clone(), |t| t.clone());
                     answer(conn, &page);
                 }
             })?;
-        Ok(Page { text })
+        Ok(Page {
+            text,
+            stop,
+            addr,
+            thread: Some(thread),
+        })
     }
 
     /// Puts `series` on the page.
     pub(super) fn renew(&self, series: &[TimeSeries], families: &[MetricMetadata]) {
         let page: Arc<str> = Arc::from(render(series, families));
         *self.text.lock().unwrap_or_else(|e| e.into_inner()) = page;
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // A connection wakes the accept, which then sees the stop (a run repeated by
+        // `--repeat` binds the address again).
+        if TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)).is_ok()
+            && let Some(t) = self.thread.take()
+        {
+            let _ = t.join();
+        }
     }
 }
 
@@ -204,5 +232,22 @@ mod tests {
         assert_eq!(buckets[1].1, 3);
         assert!(text.contains("h_bucket{step=\"1\",le=\"+Inf\"} 3\nh_count{step=\"1\"} 3\n"));
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn the_page_is_served_and_its_address_freed_when_dropped() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let page = Page::serve(listener).unwrap();
+        let mut conn = TcpStream::connect(addr).unwrap();
+        conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        assert!(answer.contains("application/openmetrics-text; version=1.0.0"));
+        assert!(answer.ends_with("\r\n\r\n# EOF\n"), "{answer}");
+        drop(page);
+        TcpListener::bind(addr).expect("the address is free again");
     }
 }
