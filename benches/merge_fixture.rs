@@ -90,6 +90,8 @@ fn write_segment(dir: &Path, index: u32, count: u32) {
                 in_flight: level,
                 latency: &s.latency,
                 ops: &s.ops,
+                scenarios: &[],
+                flows: None,
             })
             .unwrap();
             stats += &s;

@@ -1486,6 +1486,15 @@ pub(crate) struct RunArgs {
     /// gates, checks [default: appended to $GITHUB_STEP_SUMMARY when it is set].
     #[arg(long, value_name = "FILE", help_heading = "CI reports")]
     pub summary_md: Option<PathBuf>,
+    /// Push live metrics every second to this Prometheus remote write receiver, e.g.
+    /// http://127.0.0.1:9090/api/v1/write (docs/metrics-export.md; profile
+    /// `[output.prometheus]`).
+    #[arg(long, value_name = "URL", help_heading = "Live metrics")]
+    pub prometheus_remote_write: Option<String>,
+    /// Serve the same live series as an OpenMetrics page for scraping at this address, e.g.
+    /// 127.0.0.1:9464 (docs/metrics-export.md), while the run lasts.
+    #[arg(long, value_name = "ADDR", help_heading = "Live metrics")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Run it all K times, one run folder each: DIR/run-1 … DIR/run-K (DIR: --out or the
     /// default folder), for `compare --baseline DIR --candidate DIR2`.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -1732,6 +1741,8 @@ impl RunArgs {
             quiet: self.quiet,
             segment,
             start_at,
+            prometheus_remote_write: self.prometheus_remote_write,
+            metrics_listen: self.metrics_listen,
         };
         Ok((self.profile, o))
     }

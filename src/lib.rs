@@ -22,7 +22,8 @@
 //!   `StepSink`.
 //! - [`watch`]: the server under test watched as a process: RSS, CPU, threads, fds, heap,
 //!   sampled on a thread of its own from /proc, a cgroup or a Prometheus page.
-//! - [`report`]: sinks and readers: the run folder, terminal, report.html, progress.
+//! - [`report`]: sinks and readers: the run folder, terminal, report.html, progress; live
+//!   metrics pushed by Prometheus remote write.
 //! - [`run`]: `mcpload run`: flags and profile become a plan; the plan runs.
 //! - [`merge`]: `mcpload merge`: the run folders of a run's segments, checked, added up and
 //!   replayed through the judge into one run folder.

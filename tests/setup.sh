@@ -12,3 +12,4 @@ bash "$here/report_py/setup.sh"        # hdrh, an independent reader of latency.
 bash "$here/report_browser/setup.sh"   # chromium, to render report.html
 bash "$here/live/setup.sh"             # tmux, a real terminal for the live view
 bash "$here/profile_schema/setup.sh"   # check-jsonschema, tombi, taplo: readers of schema/profile.json
+bash "$here/prometheus/setup.sh"       # Prometheus, the receiver of --prometheus-remote-write

@@ -511,6 +511,8 @@ async fn collect_step(
                 in_flight: slot.in_flight,
                 latency: &slot.stats.latency,
                 ops: &slot.stats.ops,
+                scenarios: &slot.stats.scenarios,
+                flows: slot.stats.flows.as_deref(),
             })?;
         }
     }

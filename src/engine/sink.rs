@@ -5,7 +5,9 @@
 
 use super::SweepEnd;
 use crate::analysis::JudgedStep;
-use crate::metrics::{Counters, LatencyHistogram, Model, OpStats, Stats, StepFacts};
+use crate::metrics::{
+    Counters, FlowStats, LatencyHistogram, Model, OpStats, ScenarioStats, Stats, StepFacts,
+};
 use std::time::Duration;
 
 /// Why a sink could not take an event (a file that could not be written): the sweep stops.
@@ -43,6 +45,11 @@ pub struct Second<'a> {
     /// This second's figures per operation, by operation number (empty where not kept: a
     /// merged run's seconds).
     pub ops: &'a [OpStats],
+    /// This second's scenario iterations, by scenario number (empty where none ran or not
+    /// kept).
+    pub scenarios: &'a [ScenarioStats],
+    /// This second's tasks and input rounds, when any ran (and were kept).
+    pub flows: Option<&'a FlowStats>,
 }
 
 /// A finished step's measured window on the wall clock: from its measured time's start to the

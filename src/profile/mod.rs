@@ -3,6 +3,7 @@
 
 mod auth;
 pub mod expr;
+mod output;
 pub mod races;
 pub mod scenario;
 pub mod schema;
@@ -10,6 +11,7 @@ pub mod template;
 mod values;
 
 pub use auth::{AuthMethod, AuthSpec, OAuthSpec, TlsSpec};
+pub use output::{Output, PrometheusOutput};
 pub use scenario::{Call, Capture, Member, Poll, PollRules, Scenario, Step, StepKind, Think};
 pub use values::{Levels, Spacing, TemplateText, parse_bytes, parse_duration};
 
@@ -100,6 +102,9 @@ pub struct Profile {
     /// What `probe --races` calls (checked, filled by [`Source::parse`]).
     #[serde(skip)]
     pub races: Option<races::RaceChecks>,
+    /// Where the run's figures go besides its folder: `[output.prometheus]`.
+    #[serde(default)]
+    pub output: Output,
 }
 
 /// Where the load goes: exactly one of `builtin`, `url`, `stdio`.
@@ -669,6 +674,14 @@ impl Source {
             ));
         }
         self.check_auth(t)?;
+        if let Some(prom) = &p.output.prometheus
+            && let Err((field, message)) = prom.check()
+        {
+            let span = self
+                .span_of(&["output", "prometheus", field])
+                .or_else(|| self.span_of(&["output", "prometheus"]));
+            return Err(self.error(span, message));
+        }
         let l = &p.load;
         match (l.model, &l.concurrency, &l.rate) {
             (Some(LoadModel::Closed), _, Some(r)) => {

@@ -785,6 +785,8 @@ mod tests {
             in_flight: 3,
             latency: &latency,
             ops: &[],
+            scenarios: &[],
+            flows: None,
         });
     }
 

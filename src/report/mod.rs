@@ -28,6 +28,8 @@
 //!     in_flight: 4,
 //!     latency: &second.latency,
 //!     ops: &second.ops,
+//!     scenarios: &second.scenarios,
+//!     flows: second.flows.as_deref(),
 //! })?;
 //! // at the end of the step:
 //! let step = judge.judge(facts, &stats);
@@ -53,6 +55,7 @@ mod live;
 mod plots;
 mod raw;
 mod redact;
+pub mod remote_write;
 mod resources;
 mod summary;
 mod tables;
@@ -64,7 +67,7 @@ pub use live::{GateState, LiveMode, LiveState, LiveView, ROLLING_SECONDS, Rollin
 pub use raw::{AuthTotals, COUNTS_JSONL, HISTOGRAMS_HLOG, Names, Outline, Record, RecordedSecond};
 pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
 pub use summary::{
-    MergedFrom, Misaligned, OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION,
+    Export, MergedFrom, Misaligned, OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION,
     SegmentRecord, StepRecord, StepWindowRecord,
 };
 pub use tables::{TimeseriesRow, read_ops, read_scenarios, read_steps, read_timeseries};
@@ -362,6 +365,7 @@ impl RunFolder {
             watch_failures: Vec::new(),
             processes: None,
             fleet: None,
+            export: None,
         };
         let reporters: Vec<Box<dyn Reporter + Send>> = vec![
             Box::new(tables::StepsCsv::create(&dir)?),
@@ -569,6 +573,18 @@ impl RunFolder {
         summary.token_per_user = a.users.is_some();
         summary.users = a.users;
         self.summary.auth = Some(summary);
+        self.each(|r, s| r.changed(s))
+    }
+
+    /// Records what came of the live metrics pushes (`--prometheus-remote-write`), once the
+    /// last one went out or was given up.
+    pub fn record_export(
+        &mut self,
+        pushes: remote_write::RemoteWriteSummary,
+    ) -> Result<(), ReportError> {
+        self.summary.export = Some(Export {
+            prometheus_remote_write: pushes,
+        });
         self.each(|r, s| r.changed(s))
     }
 

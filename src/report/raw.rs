@@ -192,6 +192,8 @@ impl RecordedSecond {
             in_flight: self.in_flight,
             latency: &self.latency,
             ops: &[],
+            scenarios: &[],
+            flows: None,
         }
     }
 }

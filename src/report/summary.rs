@@ -212,6 +212,16 @@ pub struct RunSummary {
     /// ran out first (docs/metrics.md, "stdio children"); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<crate::analysis::fleet::FleetVerdict>,
+    /// What came of the live metrics pushes (`--prometheus-remote-write`); absent without
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export: Option<Export>,
+}
+
+/// summary.json's `export`: the live metrics' pushes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Export {
+    pub prometheus_remote_write: super::remote_write::RemoteWriteSummary,
 }
 
 /// One folder of a merged run.

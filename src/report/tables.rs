@@ -183,6 +183,8 @@ impl TimeseriesCsv {
                 in_flight: 0,
                 latency: &Default::default(),
                 ops: &[],
+                scenarios: &[],
+                flows: None,
             },
             None,
         );

@@ -937,6 +937,10 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
         );
     }
 
+    if let Some(e) = &run.export {
+        let _ = writeln!(out, "\n{}", export_line(&e.prometheus_remote_write, color));
+    }
+
     if !run.gates.is_empty() {
         let _ = writeln!(out, "\n{}", paint("Gates:", BOLD, color));
         for g in &run.gates {
@@ -949,4 +953,36 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
         }
     }
     out
+}
+
+/// What came of the live metrics pushes, in one line; yellow when any was lost.
+fn export_line(e: &super::remote_write::RemoteWriteSummary, color: bool) -> String {
+    let c = &e.counts;
+    let mut line = format!(
+        "{} {} of {} pushes to {} taken",
+        paint("Remote write:", BOLD, color),
+        c.sent,
+        c.pushes,
+        e.url
+    );
+    if c.retries > 0 {
+        let _ = write!(line, ", {} retries", c.retries);
+    }
+    let lost = [
+        (c.dropped, "dropped (backlog full)"),
+        (c.failed, "failed"),
+        (c.unsent_at_end, "unsent at the end"),
+    ];
+    let lost: Vec<String> = lost
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    if lost.is_empty() {
+        return line;
+    }
+    let last = c.last_error.as_deref().unwrap_or("unknown");
+    let tail = format!("; {} (last error: {last})", lost.join(", "));
+    line.push_str(&paint(&tail, YELLOW, color));
+    line
 }

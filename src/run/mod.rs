@@ -195,14 +195,46 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         &plan.thresholds,
         cancel.clone(),
     );
+    let listen = plan
+        .metrics_listen
+        .map(|addr| {
+            std::net::TcpListener::bind(addr)
+                .map_err(|e| RunError::Failed(format!("--metrics-listen {addr}: {e}")))
+        })
+        .transpose()?;
+    let mut export = (plan.remote_write.is_some() || listen.is_some())
+        .then(|| {
+            report::remote_write::LiveMetrics::start(
+                plan.remote_write.clone(),
+                listen,
+                report::remote_write::RunLabels {
+                    run_id: run_id(&plan.dir),
+                    segment: plan.segment.index,
+                    ops: work.op_names.clone(),
+                    scenarios: work.scenarios.as_ref().map_or_else(Vec::new, |s| {
+                        s.names().into_iter().map(|n| n.scenario).collect()
+                    }),
+                },
+            )
+        })
+        .transpose()
+        .map_err(|e| RunError::Failed(format!("cannot start the live metrics: {e}")))?;
+    let mut sinks: Vec<&mut dyn engine::StepSink> = vec![&mut folder, &mut live];
+    if let Some(e) = export.as_mut() {
+        sinks.push(e);
+    }
     let swept = engine::sweep(
         work,
         &plan.sweep,
         transports,
-        &mut FanOut(vec![&mut folder, &mut live]),
+        &mut FanOut(sinks),
         cancel.clone(),
     )
     .await;
+    // The final push went out at the sweep's end; what came of every push is the run's.
+    if let Some(pushes) = export.and_then(report::remote_write::LiveMetrics::finish) {
+        folder.record_export(pushes)?;
+    }
     let color = report::use_color(&std::io::stdout());
     let (end, mut transports) = match swept {
         Ok(done) => done,
@@ -271,6 +303,14 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         failed_gates,
         terminal: done.terminal,
     })
+}
+
+/// The run's id, as its series and CI reports name it: the run folder's name.
+fn run_id(dir: &std::path::Path) -> String {
+    dir.file_name().map_or_else(
+        || dir.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// What watches the server as a process, if anything does: the sources the plan names

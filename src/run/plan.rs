@@ -11,8 +11,10 @@ use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
     AuthMethod, AuthSpec, Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method, Op,
-    ProcessMode, Profile, ProfileError, Source, Spacing, TargetSpec, TaskMode, TlsSpec,
+    ProcessMode, Profile, ProfileError, PrometheusOutput, Source, Spacing, TargetSpec, TaskMode,
+    TlsSpec,
 };
+use crate::report::remote_write::RemoteWriteConfig;
 use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
 use crate::transport::{Credentials, StdioOptions, TlsOptions};
@@ -116,6 +118,10 @@ pub struct Overrides {
     pub segment: Segment,
     /// The common start of every segment's first step.
     pub start_at: Option<SystemTime>,
+    /// `--prometheus-remote-write URL`: in place of `output.prometheus.url`.
+    pub prometheus_remote_write: Option<String>,
+    /// `--metrics-listen ADDR`: serve the live series as an OpenMetrics page there.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Why a run could not start: exit code 2.
@@ -154,6 +160,10 @@ pub struct Plan {
     pub(super) seed: u64,
     pub(super) quiet: bool,
     pub(super) segment: Segment,
+    /// Live metrics by Prometheus remote write, when asked for.
+    pub(super) remote_write: Option<RemoteWriteConfig>,
+    /// Where the live metrics' OpenMetrics page is served, when asked for.
+    pub(super) metrics_listen: Option<std::net::SocketAddr>,
     /// How results are read: tool errors, output schemas (the profile's, or their flags).
     pub(super) answers: AnswerSettings,
 }
@@ -199,6 +209,10 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
     };
     override_load(&mut p.load, &o);
     let (model, levels) = levels(&p.load)?;
+    let remote_write = remote_write(
+        p.output.prometheus.take(),
+        o.prometheus_remote_write.as_deref(),
+    )?;
     if model == Model::Open
         && p.target
             .get_ref()
@@ -277,6 +291,8 @@ pub fn plan(profile: Option<&Path>, o: Overrides) -> Result<Plan, PlanError> {
         seed: o.seed.unwrap_or(0x006d_6370_6c6f_6164),
         quiet: o.quiet,
         segment: o.segment,
+        remote_write,
+        metrics_listen: o.metrics_listen,
     })
 }
 
@@ -294,6 +310,33 @@ pub fn check(profile: &Path) -> Result<Plan, PlanError> {
 /// The built-in target's knobs cannot run.
 pub(super) fn builtin_error(e: impl std::fmt::Display) -> PlanError {
     PlanError::Usage(format!("field `target.builtin`: {e}"))
+}
+
+/// `[output.prometheus]` with `--prometheus-remote-write` in place of its URL: the pusher's
+/// settings, checked (a profile's own were checked where it was parsed).
+fn remote_write(
+    output: Option<PrometheusOutput>,
+    flag: Option<&str>,
+) -> Result<Option<RemoteWriteConfig>, PlanError> {
+    let mut out = match (output, flag) {
+        (None, None) => return Ok(None),
+        (out, _) => out.unwrap_or_default(),
+    };
+    if let Some(url) = flag {
+        out.url = Some(url.to_owned());
+    }
+    out.check().map_err(|(_, message)| {
+        PlanError::Usage(
+            message.replace("field `output.prometheus.url`", "--prometheus-remote-write"),
+        )
+    })?;
+    let mut c = RemoteWriteConfig::new(out.url.unwrap_or_default());
+    c.labels = out.labels;
+    c.interval = out.interval.unwrap_or(c.interval);
+    c.timeout = out.timeout.unwrap_or(c.timeout);
+    c.backlog = out.backlog.unwrap_or(c.backlog);
+    c.retries = out.retries.unwrap_or(c.retries);
+    Ok(Some(c))
 }
 
 /// The target: a flag replaces the kind of target (headers, env, cwd and protocol stay);
@@ -605,6 +648,7 @@ fn flags_only_profile() -> Profile {
         thresholds: Vec::new(),
         races_table: None,
         races: None,
+        output: Default::default(),
     }
 }
 

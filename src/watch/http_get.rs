@@ -1,5 +1,6 @@
-//! One blocking HTTP/1.1 GET of a page over std's `TcpStream`, the whole exchange under one
-//! deadline: the Metrics source's scrape, made on the watch thread, off any async runtime.
+//! One blocking HTTP/1.1 exchange over std's `TcpStream`, the whole of it under one deadline,
+//! off any async runtime: the Metrics source's scrape (a GET, on the watch thread) and
+//! `--prometheus-remote-write`'s pushes (a POST, on the exporter's sender thread).
 //! Reads a `Content-Length`, chunked or close-delimited body; `http://` only.
 
 use std::io::{ErrorKind, Read, Write};
@@ -9,8 +10,31 @@ use std::time::{Duration, Instant};
 /// A page larger than this is refused rather than read on: no metrics page is near it.
 const MAX_RESPONSE: usize = 16 << 20;
 
-/// GETs `url` within `timeout`; the body, or why not (e.g. "connection refused").
+/// GETs `url` within `timeout`; the body of a 200, or why not (e.g. "connection refused",
+/// "HTTP 404").
 pub(super) fn get(url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
+    match exchange(
+        url,
+        "GET",
+        "Accept: text/plain;version=0.0.4\r\n",
+        &[],
+        timeout,
+    )? {
+        (200, body) => Ok(body),
+        (code, _) => Err(format!("HTTP {code}")),
+    }
+}
+
+/// Sends one request (`headers`: whole lines, each ending in CRLF; `body` sent with its
+/// `Content-Length` when not empty) within `timeout`: the answer's status and body, or why
+/// there was none.
+pub(crate) fn exchange(
+    url: &str,
+    method: &str,
+    headers: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>), String> {
     let deadline = Instant::now() + timeout;
     let uri: http::Uri = url.parse().map_err(|e| format!("not a URL: {e}"))?;
     if uri.scheme_str() != Some("http") {
@@ -44,13 +68,19 @@ pub(super) fn get(url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
         }
     }
     let mut stream = stream.ok_or(last_error)?;
+    let length = if body.is_empty() {
+        String::new()
+    } else {
+        format!("Content-Length: {}\r\n", body.len())
+    };
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: mcpload\r\n\
-         Accept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: mcpload\r\n\
+         {headers}{length}Connection: close\r\n\r\n"
     );
     stream
         .set_write_timeout(Some(remaining(deadline, timeout)?))
         .and_then(|()| stream.write_all(request.as_bytes()))
+        .and_then(|()| stream.write_all(body))
         .map_err(|e| describe(&e, timeout))?;
     let mut response = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
@@ -65,8 +95,8 @@ pub(super) fn get(url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
             Err(e) => return Err(describe(&e, timeout)),
         };
         response.extend_from_slice(&chunk[..n]);
-        if let Some(body) = complete_body(&response, n == 0)? {
-            return Ok(body);
+        if let Some(answer) = complete_body(&response, n == 0)? {
+            return Ok(answer);
         }
         if response.len() > MAX_RESPONSE {
             return Err(format!("the page is over {} MiB", MAX_RESPONSE >> 20));
@@ -95,9 +125,9 @@ fn describe(e: &std::io::Error, timeout: Duration) -> String {
     }
 }
 
-/// The body of `response` once it is all there (None while more is to come); `at_eof` when
-/// the peer has closed, so nothing more will.
-fn complete_body(response: &[u8], at_eof: bool) -> Result<Option<Vec<u8>>, String> {
+/// The status and body of `response` once it is all there (None while more is to come);
+/// `at_eof` when the peer has closed, so nothing more will.
+fn complete_body(response: &[u8], at_eof: bool) -> Result<Option<(u16, Vec<u8>)>, String> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut head = httparse::Response::new(&mut headers);
     let head_len = match head.parse(response) {
@@ -108,10 +138,12 @@ fn complete_body(response: &[u8], at_eof: bool) -> Result<Option<Vec<u8>>, Strin
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(format!("not an HTTP response: {e}")),
     };
-    match head.code {
-        Some(200) => {}
-        Some(code) => return Err(format!("HTTP {code}")),
-        None => return Err("no status code".to_owned()),
+    let Some(code) = head.code else {
+        return Err("no status code".to_owned());
+    };
+    // These never have a body (RFC 9110): a receiver's 204 is complete at its head.
+    if code == 204 || code == 304 {
+        return Ok(Some((code, Vec::new())));
     }
     let header = |name: &str| {
         head.headers
@@ -132,7 +164,7 @@ fn complete_body(response: &[u8], at_eof: bool) -> Result<Option<Vec<u8>>, Strin
     };
     match complete {
         None if at_eof => Err("the connection closed mid-body".to_owned()),
-        complete => Ok(complete),
+        complete => Ok(complete.map(|body| (code, body))),
     }
 }
 
@@ -167,11 +199,17 @@ mod tests {
     #[test]
     fn bodies_are_read_by_length_by_chunks_and_to_the_close() {
         let by_length = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
-        assert_eq!(complete_body(by_length, false), Ok(Some(b"hello".to_vec())));
+        assert_eq!(
+            complete_body(by_length, false),
+            Ok(Some((200, b"hello".to_vec())))
+        );
         assert_eq!(complete_body(&by_length[..40], false), Ok(None));
         let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
                         3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-        assert_eq!(complete_body(chunked, false), Ok(Some(b"abcde".to_vec())));
+        assert_eq!(
+            complete_body(chunked, false),
+            Ok(Some((200, b"abcde".to_vec())))
+        );
         assert_eq!(complete_body(&chunked[..55], false), Ok(None));
         assert!(
             complete_body(&chunked[..55], true)
@@ -182,10 +220,12 @@ mod tests {
         assert_eq!(complete_body(to_close, false), Ok(None));
         assert_eq!(
             complete_body(to_close, true),
-            Ok(Some(b"all of it".to_vec()))
+            Ok(Some((200, b"all of it".to_vec())))
         );
         let missing = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
-        assert_eq!(complete_body(missing, false), Err("HTTP 404".to_owned()));
+        assert_eq!(complete_body(missing, false), Ok(Some((404, Vec::new()))));
+        let taken = b"HTTP/1.1 204 No Content\r\nDate: x\r\n\r\n";
+        assert_eq!(complete_body(taken, false), Ok(Some((204, Vec::new()))));
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod cgroup;
 mod cpu;
 #[cfg(target_os = "linux")]
 mod fleet;
-mod http_get;
+pub(crate) mod http_get;
 #[cfg(target_os = "linux")]
 mod in_process;
 mod prometheus;

@@ -16,6 +16,7 @@ mod correlator_identity;
 mod correlator_progress;
 mod correlator_rows;
 mod deploy_kubernetes;
+mod export_prometheus;
 mod hostile;
 mod init;
 mod layering;

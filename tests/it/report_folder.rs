@@ -370,6 +370,8 @@ fn a_folder_left_by_a_crash_still_renders() {
             in_flight: 1,
             latency: &second.latency,
             ops: &second.ops,
+            scenarios: &[],
+            flows: None,
         })
         .unwrap();
     };

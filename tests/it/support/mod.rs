@@ -6,6 +6,7 @@ pub(crate) mod http_client;
 pub(crate) mod installed;
 pub(crate) mod load;
 pub(crate) mod machine;
+pub(crate) mod prometheus;
 pub(crate) mod run;
 pub(crate) mod scratch;
 pub(crate) mod servers;

@@ -113,6 +113,8 @@ fn sweep(
                 in_flight: n,
                 latency: &s.latency,
                 ops: &s.ops,
+                scenarios: &[],
+                flows: None,
             })
             .unwrap();
             stats += &s;
