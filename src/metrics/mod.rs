@@ -216,20 +216,41 @@ impl Counters {
     /// Requests that ended, one way or another: every term of the pairing identity but
     /// `in_flight_at_end`.
     pub fn ended(&self) -> u64 {
-        self.ok
-            + self.tool_errors
-            + self.output_schema_violations
-            + self.errors
-            + self.both_result_error
-            + self.invalid_jsonrpc
-            + self.missing
-            + self.timeouts
-            + self.http_429
-            + self.http_503
-            + self.http_other
-            + self.transport_errors
-            + self.expired_unsent
-            + self.input_unanswered
+        self.ends().iter().map(|(_, n)| n).sum()
+    }
+
+    /// The ends of docs/metrics.md's pairing identity (all but `in_flight_at_end`), by their
+    /// column names: every request that ended did so as exactly one of them.
+    pub fn ends(&self) -> [(&'static str, u64); 14] {
+        [
+            ("ok", self.ok),
+            ("tool_errors", self.tool_errors),
+            ("output_schema_violations", self.output_schema_violations),
+            ("input_unanswered", self.input_unanswered),
+            ("errors", self.errors),
+            ("both_result_error", self.both_result_error),
+            ("invalid_jsonrpc", self.invalid_jsonrpc),
+            ("missing", self.missing),
+            ("timeouts", self.timeouts),
+            ("http_429", self.http_429),
+            ("http_503", self.http_503),
+            ("http_other", self.http_other),
+            ("transport_errors", self.transport_errors),
+            ("expired_unsent", self.expired_unsent),
+        ]
+    }
+
+    /// The terms of docs/metrics.md's `anomalies`, by their column names.
+    pub fn anomaly_terms(&self) -> [(&'static str, u64); 7] {
+        [
+            ("duplicate_id", self.duplicate_id),
+            ("late", self.late),
+            ("unknown_id", self.unknown_id),
+            ("null_id", self.null_id),
+            ("both_result_error", self.both_result_error),
+            ("invalid_jsonrpc", self.invalid_jsonrpc),
+            ("parse_errors", self.parse_errors),
+        ]
     }
 }
 

@@ -309,21 +309,10 @@ fn seconds(d: Duration) -> String {
     format!("{} s", d.as_secs())
 }
 
-/// The error classes of docs/metrics.md that end a request other than `ok`, with their counts.
-fn error_classes(c: &Counters) -> [(&'static str, u64); 11] {
-    [
-        ("errors", c.errors),
-        ("tool_errors", c.tool_errors),
-        ("output_schema_violations", c.output_schema_violations),
-        ("missing", c.missing),
-        ("timeouts", c.timeouts),
-        ("http_429", c.http_429),
-        ("http_503", c.http_503),
-        ("http_other", c.http_other),
-        ("transport_errors", c.transport_errors),
-        ("expired_unsent", c.expired_unsent),
-        ("auth_failures", c.auth_failures),
-    ]
+/// The ends of a request other than `ok` (docs/metrics.md's pairing identity), with their
+/// counts.
+fn error_classes(c: &Counters) -> impl Iterator<Item = (&'static str, u64)> {
+    c.ends().into_iter().filter(|(name, _)| *name != "ok")
 }
 
 /// Draws the whole screen from `state`.
@@ -375,7 +364,6 @@ pub fn draw(frame: &mut Frame<'_>, state: &LiveState) {
 impl LiveState {
     fn middle_height(&self) -> u16 {
         let errors = 3 + error_classes(&self.counters)
-            .iter()
             .filter(|(_, n)| *n > 0)
             .count();
         let gates = self.gates.len().max(1);
@@ -452,12 +440,9 @@ impl LiveState {
             c.requests.saturating_sub(c.ok)
         ))];
         lines.extend(
-            error_classes(c)
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(name, n)| {
-                    Line::styled(format!("  {name} {n}"), Style::new().fg(Color::Red))
-                }),
+            error_classes(c).filter(|(_, n)| *n > 0).map(|(name, n)| {
+                Line::styled(format!("  {name} {n}"), Style::new().fg(Color::Red))
+            }),
         );
         lines.push(Line::from(format!(
             "anomalies {} · rejected {}",

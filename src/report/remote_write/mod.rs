@@ -305,14 +305,14 @@ impl StepSeries {
         // there are any.
         let c = &self.residual.counters;
         let any = c.requests > 0
-            || classes(c).iter().any(|(_, n)| *n > 0)
-            || anomalies(c).iter().any(|(_, n)| *n > 0);
+            || c.ends().iter().any(|(_, n)| *n > 0)
+            || c.anomaly_terms().iter().any(|(_, n)| *n > 0);
         let ops = named.chain(any.then_some(residual));
         for (name, op) in ops {
             let with_op = [base[0], base[1], ("operation", name)];
             let c = &op.counters;
             out.sample("mcpload_requests_total", &with_op, &[], c.requests as f64);
-            for (class, n) in classes(c) {
+            for (class, n) in c.ends() {
                 out.sample(
                     "mcpload_responses_total",
                     &with_op,
@@ -320,7 +320,7 @@ impl StepSeries {
                     n as f64,
                 );
             }
-            for (kind, n) in anomalies(c) {
+            for (kind, n) in c.anomaly_terms() {
                 out.sample(
                     "mcpload_anomalies_total",
                     &with_op,
@@ -426,40 +426,6 @@ fn add_runs(n: &mut [u64; 4], sc: &ScenarioStats) {
     n[1] += it.completed;
     n[2] += it.failed;
     n[3] += it.interrupted;
-}
-
-/// The ends of docs/metrics.md's pairing identity, by their column names: every request
-/// that ended did so as exactly one of them.
-fn classes(c: &Counters) -> [(&'static str, u64); 14] {
-    [
-        ("ok", c.ok),
-        ("tool_errors", c.tool_errors),
-        ("output_schema_violations", c.output_schema_violations),
-        ("input_unanswered", c.input_unanswered),
-        ("errors", c.errors),
-        ("both_result_error", c.both_result_error),
-        ("invalid_jsonrpc", c.invalid_jsonrpc),
-        ("missing", c.missing),
-        ("timeouts", c.timeouts),
-        ("http_429", c.http_429),
-        ("http_503", c.http_503),
-        ("http_other", c.http_other),
-        ("transport_errors", c.transport_errors),
-        ("expired_unsent", c.expired_unsent),
-    ]
-}
-
-/// The terms of docs/metrics.md's `anomalies`, by their column names.
-fn anomalies(c: &Counters) -> [(&'static str, u64); 7] {
-    [
-        ("duplicate_id", c.duplicate_id),
-        ("late", c.late),
-        ("unknown_id", c.unknown_id),
-        ("null_id", c.null_id),
-        ("both_result_error", c.both_result_error),
-        ("invalid_jsonrpc", c.invalid_jsonrpc),
-        ("parse_errors", c.parse_errors),
-    ]
 }
 
 /// A push's series as they are made.
