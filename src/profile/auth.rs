@@ -26,7 +26,8 @@ pub struct AuthSpec {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthSpec {
-    /// Only `client_credentials`.
+    /// `client_credentials` (the default), or `authorization_code`: the tokens of an earlier
+    /// `mcpload auth login`, refreshed with its refresh token.
     pub grant: Option<String>,
     /// The client id as written (it is no secret), or the variable holding it.
     pub client_id: Option<String>,
@@ -111,6 +112,12 @@ impl AuthSpec {
                 "give `bearer_env` (a static token) or `oauth` (client credentials), not both"
                     .into(),
             )),
+            (_, Some(o)) if self.token_per_user && o.is_authorization_code() => Some((
+                "token_per_user",
+                "one token per virtual user is for client credentials: a login's tokens are \
+                 one user's"
+                    .into(),
+            )),
             (_, None) if self.token_per_user => Some((
                 "token_per_user",
                 "one token per virtual user is fetched with OAuth client credentials: give \
@@ -130,6 +137,11 @@ impl AuthSpec {
 }
 
 impl OAuthSpec {
+    /// `grant = "authorization_code"`: the stored login's tokens.
+    pub fn is_authorization_code(&self) -> bool {
+        self.grant.as_deref() == Some("authorization_code")
+    }
+
     fn problem(&self) -> Option<(&'static str, String)> {
         if self.client_secret.is_some() {
             return Some((
@@ -139,11 +151,25 @@ impl OAuthSpec {
                     .into(),
             ));
         }
-        if let Some(g) = self.grant.as_deref().filter(|g| *g != "client_credentials") {
+        if let Some(g) = self
+            .grant
+            .as_deref()
+            .filter(|g| !matches!(*g, "client_credentials" | "authorization_code"))
+        {
             return Some((
                 "oauth.grant",
-                format!("{g:?}: only \"client_credentials\" is supported"),
+                format!("{g:?}: expected \"client_credentials\" or \"authorization_code\""),
             ));
+        }
+        if self.is_authorization_code() {
+            // The client and its tokens come from the stored login; the id, if given,
+            // picks among several logins, the secret is a pre-registered client's.
+            return (self.client_id.is_some() && self.client_id_env.is_some()).then(|| {
+                (
+                    "oauth.client_id_env",
+                    "give `client_id_env = \"VAR\"` or `client_id = \"ID\"`, not both".into(),
+                )
+            });
         }
         if self.client_id.is_some() == self.client_id_env.is_some() {
             return Some((

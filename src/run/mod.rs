@@ -40,6 +40,9 @@ pub struct Outcome {
     pub interrupted: bool,
     /// Why the run stopped early (a worker lost), when it did.
     pub aborted: Option<String>,
+    /// The authorization failed for good during the run (a refresh token refused): why.
+    /// The run was stopped; the exit code is 2, as for credentials refused at the start.
+    pub auth_stopped: Option<String>,
     /// Gates that failed, as written.
     pub failed_gates: Vec<String>,
     /// The terminal report.
@@ -188,14 +191,34 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
             steps: Vec::new(),
         })?;
     }
+    // A refresh token refused for good stops the run as Ctrl-C would (what was measured is
+    // kept), instead of letting every request fail.
+    let sweep_cancel = cancel.child_token();
+    let auth_watch = connector.options().auth.clone().map(|auth| {
+        let stop = sweep_cancel.clone();
+        tokio::spawn(async move {
+            let why = auth.fatal_news().await;
+            eprintln!("mcpload: stopping the run: {why}");
+            stop.cancel();
+        })
+    });
     let swept = engine::sweep(
         work,
         &plan.sweep,
         transports,
         &mut FanOut(vec![&mut folder, &mut progress]),
-        cancel.clone(),
+        sweep_cancel,
     )
     .await;
+    if let Some(w) = auth_watch {
+        w.abort();
+    }
+    let auth_stopped = connector
+        .options()
+        .auth
+        .as_ref()
+        .and_then(|a| a.fatal())
+        .map(|why| why.to_string());
     let color = report::use_color(&std::io::stdout());
     let (end, mut transports) = match swept {
         Ok(done) => done,
@@ -263,6 +286,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         },
         failed_gates,
         terminal: done.terminal,
+        auth_stopped,
     })
 }
 

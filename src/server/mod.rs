@@ -38,7 +38,7 @@ mod stdio;
 mod tasks;
 mod wire;
 
-pub use auth::TOKEN_PREFIX;
+pub use auth::{CODE_PREFIX, REFRESH_PREFIX, TOKEN_PREFIX};
 pub use config::{
     AnswerMode, AuthMetadata, Balance, BatchPolicy, ConfigError, RejectStatus, ServeConfig,
     ServedEras, ServiceTime, Stall,

@@ -19,6 +19,8 @@ use tokio::time::Instant;
 
 /// After a failed fetch, requests fail at once for this long before a fetch is tried again.
 const FAILED_FETCH_PAUSE: Duration = Duration::from_secs(1);
+/// After a fetch failed for good: longer than any run.
+const FOR_GOOD: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// A token as the authorization server handed it.
 pub struct Token {
@@ -120,6 +122,9 @@ pub struct Fetched {
     /// How long the POST to the token endpoint took, when one was made (a fetch may fail in
     /// discovery before it).
     pub token_request: Option<Duration>,
+    /// The failure is for good (a refresh token refused): no fetch is tried again, and the
+    /// run stops ([`Credentials::fatal`]).
+    pub fatal: bool,
 }
 
 /// How a token is fetched (the `auth` layer's OAuth client).
@@ -179,6 +184,8 @@ struct State {
     failed: Option<(Arc<str>, Instant)>,
     /// The proactive refresh's timer task.
     timer: Option<tokio::task::AbortHandle>,
+    /// A fetch failed for good: why.
+    fatal: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -252,6 +259,7 @@ impl Credentials {
                 stopped: false,
                 failed: None,
                 timer: None,
+                fatal: None,
             }),
             epoch,
             accepted: AtomicU64::new(0),
@@ -454,6 +462,24 @@ impl Credentials {
         })
     }
 
+    /// Why a fetch failed for good (a refresh token refused), if one did: the run stops.
+    pub fn fatal(&self) -> Option<Arc<str>> {
+        self.all().iter().find_map(|c| c.lock().fatal.clone())
+    }
+
+    /// Resolves once a fetch failed for good ([`Credentials::fatal`]).
+    pub async fn fatal_news(&self) -> Arc<str> {
+        let mut rx = self.0.epoch.subscribe();
+        loop {
+            if let Some(why) = self.fatal() {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// The generation of the newest token (0: none yet).
     pub fn generation(&self) -> u64 {
         self.lock().generation
@@ -486,6 +512,7 @@ impl Credentials {
         }
         let mut s = self.lock();
         s.fetching = false;
+        let fatal = fetched.fatal;
         match fetched.token.and_then(|t| {
             let mut h = HeaderValue::from_str(&format!("Bearer {}", t.access))
                 .map_err(|_| "the token holds characters a header cannot carry".to_owned())?;
@@ -510,6 +537,13 @@ impl Credentials {
                 if let Some(l) = lifetime {
                     s.timer = Some(self.refresh_timer(s.generation, refresh_at(sent, l)));
                 }
+            }
+            Err(why) if fatal => {
+                // Requests fail at once from now on, never sent for a 401 each.
+                let why: Arc<str> = why.into();
+                s.failed = Some((why.clone(), Instant::now() + FOR_GOOD));
+                s.fatal = Some(why);
+                s.stopped = true;
             }
             Err(why) => {
                 s.failed = Some((why.into(), Instant::now() + FAILED_FETCH_PAUSE));
@@ -646,6 +680,7 @@ mod tests {
                         lifetime: None,
                     }),
                     token_request: Some(Duration::from_millis(1)),
+                    fatal: false,
                 }
             })
         });
@@ -683,6 +718,7 @@ mod tests {
                         lifetime: None,
                     }),
                     token_request: Some(Duration::from_millis(20)),
+                    fatal: false,
                 }
             })
         });

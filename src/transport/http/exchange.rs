@@ -747,6 +747,7 @@ impl Whole {
             body,
             content_type: details.content_type,
             session_id: details.session_id,
+            location: details.location,
             retry_after_s: head.retry_after_s,
             challenge: head.challenge.map(String::from),
             messages: std::mem::take(&mut self.messages),
