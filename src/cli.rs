@@ -449,7 +449,11 @@ impl ServeArgs {
             auth_metadata: self.auth.auth_metadata.unwrap_or(d.auth_metadata),
             auth_token_delay_ms: self.auth.token_delay_ms.unwrap_or(d.auth_token_delay_ms),
             auth_code: self.auth.auth_code || d.auth_code,
-            auth_step_up_scope: self.auth.auth_step_up_scope.clone().or(d.auth_step_up_scope),
+            auth_step_up_scope: self
+                .auth
+                .auth_step_up_scope
+                .clone()
+                .or(d.auth_step_up_scope),
             startup_ms: self.startup_ms.unwrap_or(d.startup_ms),
             rss_ballast_mb: self.rss_ballast_mb.unwrap_or(d.rss_ballast_mb),
             stdout_banner: self.stdout_banner.clone().or(d.stdout_banner),
@@ -1409,6 +1413,11 @@ pub(crate) struct AuthArgs {
     /// refresh token; the client flags then pick the login's client.
     #[arg(long, conflicts_with_all = ["bearer_env", "token_per_user", "oauth_private_key"])]
     pub oauth_login: bool,
+    /// With --oauth-login: a 403 insufficient_scope is stepped up once, and a new
+    /// authorization server logged in to, by following the authorization endpoint's redirect
+    /// without a browser (test servers that approve at once only).
+    #[arg(long, requires = "oauth_login")]
+    pub login_follow_redirects: bool,
     /// TLS: trust the CA certificates of this PEM file besides the system's.
     #[arg(long, value_name = "FILE", value_parser = absolute)]
     pub cacert: Option<PathBuf>,
@@ -1440,6 +1449,7 @@ impl AuthArgs {
                     client_id_env: self.oauth_client_id_env.clone(),
                     client_secret_env: self.oauth_client_secret_env.clone(),
                     scope: self.oauth_scope.clone(),
+                    login_follow_redirects: self.login_follow_redirects,
                     ..OAuthSpec::default()
                 }),
                 ..AuthSpec::default()

@@ -55,7 +55,12 @@ impl Login {
         let d = discover(&self.net, &self.url, challenge.as_ref(), true).await?;
         let authorize = d
             .endpoint("authorization_endpoint")
-            .ok_or_else(|| format!("the metadata of {} names no authorization_endpoint", d.issuer))?
+            .ok_or_else(|| {
+                format!(
+                    "the metadata of {} names no authorization_endpoint",
+                    d.issuer
+                )
+            })?
             .to_owned();
         let token_endpoint = d
             .endpoint("token_endpoint")
@@ -68,7 +73,8 @@ impl Login {
         let redirect_uri = format!("http://127.0.0.1:{port}/callback");
         let client = self.client(&d, &redirect_uri).await?;
         let verifier = random_text(32)?;
-        let challenge_s256 = b64(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
+        let challenge_s256 =
+            b64(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()).as_ref());
         let state = random_text(16)?;
         let scope = self.scope(challenge.as_ref(), &d);
         let mut query: Vec<(&str, String)> = vec![
@@ -165,7 +171,10 @@ impl Login {
     async fn client(&self, d: &Discovered, redirect_uri: &str) -> Result<ClientId, String> {
         // RFC 8414: without the list, client_secret_basic is the default.
         let supports = |m: &str| {
-            d.metadata.get("token_endpoint_auth_methods_supported").is_none() && m == "client_secret_basic"
+            d.metadata
+                .get("token_endpoint_auth_methods_supported")
+                .is_none()
+                && m == "client_secret_basic"
                 || d.lists("token_endpoint_auth_methods_supported", m)
         };
         if let Some(id) = &self.client_id {
@@ -262,7 +271,9 @@ impl Login {
                     .spawn()
                     .is_ok();
                 if opened {
-                    eprintln!("mcpload: the browser was opened to log in; waiting for the redirect");
+                    eprintln!(
+                        "mcpload: the browser was opened to log in; waiting for the redirect"
+                    );
                 } else {
                     print();
                 }
@@ -416,7 +427,9 @@ async fn wait_for_callback(
                 .unwrap_or("");
             let Some(query) = target.strip_prefix("/callback") else {
                 let _ = socket
-                    .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    )
                     .await;
                 continue;
             };

@@ -188,9 +188,7 @@ pub async fn discover(
     challenge: Option<&Challenge>,
     fallback: bool,
 ) -> Result<Discovered, String> {
-    let mcp: Uri = mcp_url
-        .parse()
-        .map_err(|e| format!("url {mcp_url}: {e}"))?;
+    let mcp: Uri = mcp_url.parse().map_err(|e| format!("url {mcp_url}: {e}"))?;
     let from_challenge = challenge.and_then(|c| c.resource_metadata.clone());
     let candidates = match &from_challenge {
         Some(url) => vec![url.clone()],
@@ -356,11 +354,18 @@ impl Client {
                 Found {
                     token_endpoint: d
                         .endpoint("token_endpoint")
-                        .ok_or_else(|| format!("the metadata of {} names no token_endpoint", d.issuer))?
+                        .ok_or_else(|| {
+                            format!("the metadata of {} names no token_endpoint", d.issuer)
+                        })?
                         .to_owned(),
                     issuer: Some(d.issuer.clone()),
                     resource: d.resource,
-                    scope: self.cfg.scope.clone().or_else(challenged).or(d.resource_scopes),
+                    scope: self
+                        .cfg
+                        .scope
+                        .clone()
+                        .or_else(challenged)
+                        .or(d.resource_scopes),
                 }
             }
         };

@@ -77,7 +77,10 @@ impl Net {
         let client = HttpClient::new(&uri, &opts).map_err(|e| e.to_string())?;
         let mut t = HttpTransport::new(client, &opts);
         let reply = match body {
-            Some(body) => t.post_once(body, &McpHeaders::default(), self.timeout).await,
+            Some(body) => {
+                t.post_once(body, &McpHeaders::default(), self.timeout)
+                    .await
+            }
             None => t.get_once(self.timeout).await,
         };
         reply.map_err(|e| format!("{shown}: {e}"))

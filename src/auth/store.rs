@@ -127,7 +127,8 @@ impl Store {
     pub fn remove(&self, url: Option<&str>) -> Result<usize, String> {
         self.change(|c| {
             let before = c.entries.len();
-            c.entries.retain(|e| url.is_some_and(|u| key(&e.url) != key(u)));
+            c.entries
+                .retain(|e| url.is_some_and(|u| key(&e.url) != key(u)));
             before - c.entries.len()
         })
     }

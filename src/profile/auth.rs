@@ -48,6 +48,11 @@ pub struct OAuthSpec {
     /// `private_key_jwt`: the assertion's `aud`, `"issuer"` (default) or `"token_endpoint"`.
     #[serde(default)]
     pub jwt_audience: crate::auth::JwtAudience,
+    /// `authorization_code`: a step-up (403 `insufficient_scope`) or a new authorization
+    /// server is authorized anew without a browser, following the authorization endpoint's
+    /// redirect: only for test servers that approve at once.
+    #[serde(default)]
+    pub login_follow_redirects: bool,
     /// Refused (a secret in the profile): read only to say so.
     pub client_secret: Option<toml::Value>,
 }

@@ -10,8 +10,9 @@ use crate::engine::{Segment, Sweep};
 use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
-    AuthMethod, AuthSpec, Batch, OAuthSpec, Criteria, InputAnswers, Levels, Load, LoadModel, Method, Op,
-    ProcessMode, Profile, ProfileError, Source, Spacing, TargetSpec, TaskMode, TlsSpec,
+    AuthMethod, AuthSpec, Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method,
+    OAuthSpec, Op, ProcessMode, Profile, ProfileError, Source, Spacing, TargetSpec, TaskMode,
+    TlsSpec,
 };
 use crate::report::{self, ProfileCopy, RunSpec, Secrets};
 use crate::server::ServeConfig;
@@ -827,7 +828,13 @@ impl Plan {
             connect_timeout: self.load.connect_timeout,
             timeout: TOKEN_REQUEST_LIMIT,
         };
-        Ok(crate::auth::refresh::credentials(entry, store, secret, net))
+        Ok(crate::auth::refresh::credentials(
+            entry,
+            store,
+            secret,
+            net,
+            o.login_follow_redirects,
+        ))
     }
 
     /// Each virtual user carries a token of its own.
@@ -915,6 +922,7 @@ fn auth_settings(t: &TargetSpec) -> Value {
             "token_endpoint": o.token_endpoint,
             "auth_method": o.auth_method,
             "private_key_file": o.private_key_file,
+            "login_follow_redirects": o.login_follow_redirects,
             "token_per_user": a.token_per_user,
         }),
         (None, None) => Value::Null,

@@ -19,10 +19,10 @@ mod code;
 
 pub use code::{CODE_PREFIX, REFRESH_PREFIX};
 
-use crate::auth::net::{form_decode, pairs};
 use super::config::ConfigError;
 use super::config::{AuthMetadata, ServeConfig};
 use super::stats::AuthCounts;
+use crate::auth::net::{form_decode, pairs};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -264,7 +264,11 @@ impl AuthServer {
     }
 
     /// The scope granted for `asked` (default: the required one), or `invalid_scope`.
-    fn granted_scope(&self, asked: Option<String>, step_up: Option<&str>) -> Result<String, &'static str> {
+    fn granted_scope(
+        &self,
+        asked: Option<String>,
+        step_up: Option<&str>,
+    ) -> Result<String, &'static str> {
         let asked = asked.unwrap_or_else(|| self.scope.clone());
         let scopes: Vec<&str> = asked.split_whitespace().collect();
         let known = |w: &str| {
@@ -651,7 +655,10 @@ impl AuthServer {
         }
         let grant = field(&form, "grant_type");
         if let Some(code) = &self.code
-            && matches!(grant.as_deref(), Some("authorization_code" | "refresh_token"))
+            && matches!(
+                grant.as_deref(),
+                Some("authorization_code" | "refresh_token")
+            )
         {
             let pair = match &basic {
                 Some(b) => Some(basic_pair(b).ok_or((401, "invalid_client", true))?),
@@ -768,7 +775,8 @@ impl AuthServer {
             return None;
         }
         let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-        let is_call = |m: &serde_json::Value| m.get("method").and_then(|m| m.as_str()) == Some("tools/call");
+        let is_call =
+            |m: &serde_json::Value| m.get("method").and_then(|m| m.as_str()) == Some("tools/call");
         let calls = match &v {
             serde_json::Value::Array(a) => a.iter().any(is_call),
             m => is_call(m),
@@ -784,7 +792,11 @@ impl AuthServer {
             r#"Bearer error="insufficient_scope", scope="{} {up}", resource_metadata="{meta}""#,
             self.scope
         );
-        let mut r = respond(403, "text/plain", Bytes::from_static(b"tools/call needs the step-up scope\n"));
+        let mut r = respond(
+            403,
+            "text/plain",
+            Bytes::from_static(b"tools/call needs the step-up scope\n"),
+        );
         if let Ok(v) = HeaderValue::from_str(&challenge) {
             r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }

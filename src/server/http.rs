@@ -335,7 +335,9 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     };
     if let Some(auth) = &shared.auth
         && let Some(refused) =
-            auth.step_up_refusal(parts.extensions.get(), h, &bytes, |s, ct, b| respond(s, ct, b))
+            auth.step_up_refusal(parts.extensions.get(), h, &bytes, |s, ct, b| {
+                respond(s, ct, b)
+            })
     {
         return refused;
     }

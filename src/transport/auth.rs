@@ -202,6 +202,10 @@ struct Inner {
     total: Counts,
     /// `token_per_user`: the other users' credentials, by user (these are user 0's).
     users: Option<Mutex<FxHashMap<u32, Credentials>>>,
+    /// A 403 `insufficient_scope` may be answered by a fetch for the wider scope (a new
+    /// authorization), and whether that was done: it is done once.
+    step_up: bool,
+    stepped_up: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
@@ -247,6 +251,8 @@ impl Credentials {
         let (epoch, _) = watch::channel(0);
         Credentials(Arc::new(Inner {
             users: users.then(Mutex::default),
+            step_up: false,
+            stepped_up: Default::default(),
             fetch,
             eager,
             state: Mutex::new(State {
@@ -287,6 +293,33 @@ impl Credentials {
     /// first sends (the run's, user 0's, as `fetched` says).
     pub fn fetched_per_user(fetch: Fetch, eager: bool) -> Self {
         Self::made(Some(fetch), eager, None, true)
+    }
+
+    /// Like [`Credentials::fetched`], and a 403 `insufficient_scope` is answered once by a
+    /// fetch given its challenge (the wider scope authorized anew).
+    pub fn fetched_with_step_up(fetch: Fetch, eager: bool) -> Self {
+        let mut c = Self::with(Some(fetch), eager, None);
+        if let Some(inner) = Arc::get_mut(&mut c.0) {
+            inner.step_up = true;
+        }
+        c
+    }
+
+    /// After a 403 `insufficient_scope` to a request sent with token `generation`: whether to
+    /// send it again. The first one starts a fetch for the challenge's scope (credentials
+    /// that can step up); later ones are not sent again, unless a newer token came since.
+    pub fn step_up(&self, generation: u64, challenge: Option<Challenge>) -> Refusal {
+        if !self.0.step_up {
+            return Refusal::Fail;
+        }
+        if self.0.stepped_up.swap(true, Relaxed) {
+            return if generation < self.lock().generation {
+                Refusal::Retry
+            } else {
+                Refusal::Fail
+            };
+        }
+        self.refused(generation, challenge)
     }
 
     /// Whether every virtual user has a token of its own.

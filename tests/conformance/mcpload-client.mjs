@@ -83,7 +83,8 @@ if (scenario.startsWith("auth/") && !CLIENT_CREDENTIALS.has(scenario)) {
     process.exit(login.status ?? 1);
   }
   // A pre-registered client names its login (and brings its secret); otherwise the newest.
-  authFlags.push("--oauth-login", ...(context.client_id !== undefined ? clientFlags : []));
+  // A step-up or a new authorization server is authorized anew the same way.
+  authFlags.push("--oauth-login", "--login-follow-redirects", ...(context.client_id !== undefined ? clientFlags : []));
 }
 
 const calls = context.toolCalls ?? [null];

@@ -186,7 +186,10 @@ fn the_authorization_server_refuses_what_the_flow_forbids_and_counts_it() {
     let n = code_stats(&server);
     assert_eq!(u(&n, "/registrations"), 1);
     assert_eq!(u(&n, "/authorization_requests"), 5);
-    assert_eq!(n["authorization_refused"], serde_json::json!({"invalid_client": 1, "invalid_request": 1, "invalid_target": 1}));
+    assert_eq!(
+        n["authorization_refused"],
+        serde_json::json!({"invalid_client": 1, "invalid_request": 1, "invalid_target": 1})
+    );
     assert_eq!(u(&n, "/codes_issued"), 2);
     assert_eq!(u(&n, "/codes_redeemed"), 1);
     assert_eq!(u(&n, "/pkce_failures"), 2);
@@ -233,7 +236,13 @@ fn a_soak_on_second_long_tokens_never_fails_a_request_and_saves_each_rotated_ref
     let out = dir.join("run");
     let run = mcpload(
         &config,
-        &["run", "--quiet", p.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[
+            "run",
+            "--quiet",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
         Duration::from_secs(90),
     );
     assert!(run.output.status.success(), "{}", text(&run.output));
@@ -248,15 +257,29 @@ fn a_soak_on_second_long_tokens_never_fails_a_request_and_saves_each_rotated_ref
     // 11 s of 2 s tokens: at least five refreshes, every one a token request of the run,
     // one at a time though each took 50 ms.
     assert!(u(&code, "/refreshes") >= 5, "{code}");
-    assert_eq!(u(auth, "/token_requests"), u(&code, "/refreshes"), "{auth} {code}");
+    assert_eq!(
+        u(auth, "/token_requests"),
+        u(&code, "/refreshes"),
+        "{auth} {code}"
+    );
     assert_eq!(u(&code, "/refresh_reused"), 0);
     let stats = target_stats(&server.url);
     assert_eq!(u(&stats, "/auth/token_requests_in_flight_max"), 1);
-    assert_eq!(u(&stats, "/auth/unauthorized"), 1, "the login's probe alone");
+    assert_eq!(
+        u(&stats, "/auth/unauthorized"),
+        1,
+        "the login's probe alone"
+    );
     // The refresh token in the store is the last one issued: a new login's worth of it.
-    let saved = store(&config)["entries"][0]["refresh_token"].as_str().unwrap().to_owned();
+    let saved = store(&config)["entries"][0]["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_ne!(saved, after_login);
-    assert_eq!(summary(&out)["settings"]["target"]["auth"]["grant"], "authorization_code");
+    assert_eq!(
+        summary(&out)["settings"]["target"]["auth"]["grant"],
+        "authorization_code"
+    );
     no_secrets(&[&login_out, &status, &run], &[&out]);
 }
 
@@ -305,26 +328,46 @@ fn a_revoked_refresh_token_stops_the_run_with_exit_code_2_and_no_401() {
             "content-type".to_owned(),
             "application/x-www-form-urlencoded".to_owned(),
         )];
-        let r = c.send("POST", "/auth/revoke", &form, b"refresh_tokens=all".to_vec()).await;
+        let r = c
+            .send(
+                "POST",
+                "/auth/revoke",
+                &form,
+                b"refresh_tokens=all".to_vec(),
+            )
+            .await;
         assert_eq!(r.status, 200);
     });
     let p = load_profile(&dir, &server.url, 30);
     let out = dir.join("run");
     let run = mcpload(
         &config,
-        &["run", "--quiet", p.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[
+            "run",
+            "--quiet",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
         Duration::from_secs(60),
     );
     let said = text(&run.output);
     assert_eq!(run.output.status.code(), Some(2), "{said}");
-    assert!(said.contains("refused the refresh token (invalid_grant)"), "{said}");
+    assert!(
+        said.contains("refused the refresh token (invalid_grant)"),
+        "{said}"
+    );
     assert!(said.contains("mcpload auth login"), "{said}");
     // Stopped long before its 30 s: what ran is in the folder.
     let r = &steps(&out)[0];
     assert!(num(r, "duration_s") < 20.0, "{r:?}");
     assert_eq!(num(r, "http_401"), 0.0, "{r:?}");
     let stats = target_stats(&server.url);
-    assert_eq!(u(&stats, "/auth/unauthorized"), 1, "the login's probe alone: {stats}");
+    assert_eq!(
+        u(&stats, "/auth/unauthorized"),
+        1,
+        "the login's probe alone: {stats}"
+    );
     assert_eq!(u(&stats, "/auth/code/refresh_revoked"), 1);
 }
 
@@ -358,7 +401,10 @@ fn serve_document(redirect_prefix: &str) -> (String, std::thread::JoinHandle<()>
 #[test]
 fn a_client_id_metadata_document_and_a_pre_registered_client_log_in_without_registration() {
     let server = start_http(&{
-        let mut cmd = vec!["env".to_owned(), "MCPLOAD_CLIENT_SECRET=pre-secret-1b7e".to_owned()];
+        let mut cmd = vec![
+            "env".to_owned(),
+            "MCPLOAD_CLIENT_SECRET=pre-secret-1b7e".to_owned(),
+        ];
         cmd.extend(serve_cmd(&["--auth", "--auth-code"]));
         cmd
     });
@@ -368,32 +414,64 @@ fn a_client_id_metadata_document_and_a_pre_registered_client_log_in_without_regi
     login(&config, &server.url, &["--oauth-client-id", &doc]);
     fetched.join().unwrap();
     let n = code_stats(&server);
-    assert_eq!((u(&n, "/metadata_documents"), u(&n, "/registrations")), (1, 0));
+    assert_eq!(
+        (u(&n, "/metadata_documents"), u(&n, "/registrations")),
+        (1, 0)
+    );
     let mut c = bin();
     c.env("XDG_CONFIG_HOME", &config)
         .env("PRE_SECRET", "pre-secret-1b7e")
         .args(["auth", "login", &server.url, "--login-follow-redirects"])
-        .args(["--oauth-client-id", "mcpload", "--oauth-client-secret-env", "PRE_SECRET"]);
+        .args([
+            "--oauth-client-id",
+            "mcpload",
+            "--oauth-client-secret-env",
+            "PRE_SECRET",
+        ]);
     let pre = watch(c, Duration::from_secs(60));
     assert!(pre.output.status.success(), "{}", text(&pre.output));
     let entries = store(&config)["entries"].as_array().unwrap().clone();
-    let clients: Vec<&str> = entries.iter().map(|e| e["client_id"].as_str().unwrap()).collect();
+    let clients: Vec<&str> = entries
+        .iter()
+        .map(|e| e["client_id"].as_str().unwrap())
+        .collect();
     assert_eq!(clients, [doc.as_str(), "mcpload"]);
     assert_eq!(entries[1]["auth_method"], "client_secret_basic");
-    assert!(entries[1].get("client_secret").is_none(), "a pre-registered secret stays in the environment");
+    assert!(
+        entries[1].get("client_secret").is_none(),
+        "a pre-registered secret stays in the environment"
+    );
     // The pre-registered client refreshes with its secret from the environment.
     let out = dir.join("run");
     let mut c = bin();
     c.env("XDG_CONFIG_HOME", &config)
         .env("PRE_SECRET", "pre-secret-1b7e")
         .args(["run", "--quiet", "--url", &server.url, "--oauth-login"])
-        .args(["--oauth-client-id", "mcpload", "--oauth-client-secret-env", "PRE_SECRET"])
-        .args(["-c", "1", "-d", "1s", "--warmup", "0s", "--out", out.to_str().unwrap()]);
+        .args([
+            "--oauth-client-id",
+            "mcpload",
+            "--oauth-client-secret-env",
+            "PRE_SECRET",
+        ])
+        .args([
+            "-c",
+            "1",
+            "-d",
+            "1s",
+            "--warmup",
+            "0s",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
     let run = watch(c, Duration::from_secs(60));
     assert!(run.output.status.success(), "{}", text(&run.output));
     assert!(num(&steps(&out)[0], "ok") > 0.0);
     // Logging out forgets both.
-    let out = mcpload(&config, &["auth", "logout", &server.url], Duration::from_secs(20));
+    let out = mcpload(
+        &config,
+        &["auth", "logout", &server.url],
+        Duration::from_secs(20),
+    );
     assert!(text(&out.output).contains("forgot 2 login(s)"));
     assert_eq!(store(&config)["entries"], serde_json::json!([]));
     let n = code_stats(&server);
@@ -401,7 +479,7 @@ fn a_client_id_metadata_document_and_a_pre_registered_client_log_in_without_regi
 }
 
 #[test]
-fn a_step_up_scope_is_refused_403_on_tools_call_alone() {
+fn a_step_up_scope_is_refused_403_on_tools_call_and_stepped_up_once_where_allowed() {
     let server = serve_code(&["--auth-step-up-scope", "write"]);
     let dir = scratch("auth_code_step_up");
     let config = dir.join("config");
@@ -418,7 +496,13 @@ fn a_step_up_scope_is_refused_403_on_tools_call_alone() {
         let out = dir.join(name);
         let run = mcpload(
             &config,
-            &["run", "--quiet", p.to_str().unwrap(), "--out", out.to_str().unwrap()],
+            &[
+                "run",
+                "--quiet",
+                p.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
             Duration::from_secs(60),
         );
         (run, out)
@@ -431,7 +515,60 @@ fn a_step_up_scope_is_refused_403_on_tools_call_alone() {
     let r = &steps(&call_out)[0];
     assert!(num(r, "http_403") > 0.0, "{r:?} {}", text(&call.output));
     let after = target_stats(&server.url);
-    let refused = u(&after, "/auth/code/forbidden_step_up") - u(&before, "/auth/code/forbidden_step_up");
+    let refused =
+        u(&after, "/auth/code/forbidden_step_up") - u(&before, "/auth/code/forbidden_step_up");
     assert_eq!(num(r, "http_403") as u64, refused);
-    assert_eq!(u(&after, "/auth/forbidden") - u(&before, "/auth/forbidden"), refused);
+    assert_eq!(
+        u(&after, "/auth/forbidden") - u(&before, "/auth/forbidden"),
+        refused
+    );
+    assert_eq!(
+        u(&after, "/auth/code/step_ups"),
+        0,
+        "no step-up without --login-follow-redirects"
+    );
+    // With --login-follow-redirects: the first 403 is stepped up (a new authorization of the
+    // same client for both scopes), its request sent again, and none fails after.
+    let out = dir.join("stepped");
+    let run = mcpload(
+        &config,
+        &[
+            "run",
+            "--quiet",
+            "--url",
+            &server.url,
+            "--oauth-login",
+            "--login-follow-redirects",
+            "--tool",
+            "echo",
+            "-c",
+            "2",
+            "-d",
+            "2s",
+            "--warmup",
+            "0s",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(run.output.status.success(), "{}", text(&run.output));
+    let r = &steps(&out)[0];
+    let last = target_stats(&server.url);
+    assert_eq!(u(&last, "/auth/code/step_ups"), 1);
+    // Every 403 the target gave is a 403 of the run: the stepped-up one (sent again once)
+    // and any sent by the other user before the wider token came; none after it.
+    let refused =
+        u(&last, "/auth/code/forbidden_step_up") - u(&after, "/auth/code/forbidden_step_up");
+    assert_eq!(num(r, "http_403") as u64, refused, "{r:?}");
+    assert!((1..=2).contains(&refused), "{refused}");
+    assert_eq!((num(r, "http_401"), num(r, "retries")), (0.0, 1.0), "{r:?}");
+    assert_eq!(num(r, "ok"), num(r, "requests") - refused as f64, "{r:?}");
+    assert_eq!(
+        u(&last, "/auth/code/registrations"),
+        1,
+        "the same client, authorized anew"
+    );
+    let scope = store(&config)["entries"][0]["scope"].clone();
+    assert_eq!(scope, "mcp offline_access write");
 }

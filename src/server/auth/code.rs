@@ -161,7 +161,11 @@ impl CodeGrant {
         let uris: Vec<String> = v
             .get("redirect_uris")
             .and_then(|u| u.as_array())
-            .map(|a| a.iter().filter_map(|u| u.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|u| u.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default();
         if uris.is_empty() {
             return bad("invalid_redirect_uri");
@@ -224,7 +228,11 @@ impl CodeGrant {
         let uris = doc
             .get("redirect_uris")
             .and_then(|u| u.as_array())
-            .map(|a| a.iter().filter_map(|u| u.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|u| u.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default();
         let mut s = self.lock();
         if s.clients.len() < MAX_CLIENTS {
@@ -265,8 +273,7 @@ impl CodeGrant {
                 return Err(e);
             }
         }
-        let known = id == auth.client_id
-            && is_loopback_redirect(&redirect)
+        let known = id == auth.client_id && is_loopback_redirect(&redirect)
             || self
                 .lock()
                 .clients
@@ -427,7 +434,9 @@ impl CodeGrant {
         };
         let refresh = self.random(REFRESH_PREFIX);
         let scope = grant.scope.clone();
-        self.lock().refresh.insert(refresh.clone(), Refresh::Live(grant));
+        self.lock()
+            .refresh
+            .insert(refresh.clone(), Refresh::Live(grant));
         Ok(serde_json::json!({
             "access_token": auth.issue(auth.level(&scope, self.step_up.as_deref())),
             "token_type": "Bearer",
@@ -472,6 +481,9 @@ mod tests {
             "http://127.0.0.1:1/callback",
             "http://127.0.0.1:1/other"
         ));
-        assert!(!same_redirect("https://a.example/cb", "https://b.example/cb"));
+        assert!(!same_redirect(
+            "https://a.example/cb",
+            "https://b.example/cb"
+        ));
     }
 }
