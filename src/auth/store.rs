@@ -149,7 +149,9 @@ impl Store {
             .mode(0o600)
             .open(self.dir.join("tokens.lock"))
             .map_err(shown)?;
-        lock.lock().map_err(shown)?;
+        #[cfg(target_os = "linux")]
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| shown(e.into()))?;
         let mut contents = self.read()?;
         let out = f(&mut contents);
         contents.version = 1;

@@ -15,10 +15,7 @@
 //! numbered N (the tokens issued are numbered from 0; checks take a lock only once one
 //! token alone was revoked).
 
-mod code;
-
-pub use code::{CODE_PREFIX, REFRESH_PREFIX};
-
+use super::auth_code as code;
 use super::config::ConfigError;
 use super::config::{AuthMetadata, ServeConfig};
 use super::stats::AuthCounts;
@@ -73,14 +70,14 @@ enum ClientProof {
 
 /// The protected resource and its authorization server.
 pub(crate) struct AuthServer {
-    client_id: String,
-    secret: Option<String>,
+    pub(super) client_id: String,
+    pub(super) secret: Option<String>,
     key: Option<(jsonwebtoken::DecodingKey, jsonwebtoken::Algorithm)>,
     /// The `aud` an assertion must name is the token endpoint's URL, not the issuer.
     aud_token_endpoint: bool,
     scope: String,
     resources: Vec<String>,
-    lifetime_ms: u64,
+    pub(super) lifetime_ms: u64,
     metadata: AuthMetadata,
     delay: Duration,
     revoke_at_ms: Vec<u64>,
@@ -198,7 +195,7 @@ impl AuthServer {
         })
     }
 
-    fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
 
@@ -245,7 +242,7 @@ impl AuthServer {
 
     /// A token of scope `level`: 0 without the required scope, 1 with it, 2 with the step-up
     /// scope too.
-    fn issue(&self, level: u8) -> String {
+    pub(super) fn issue(&self, level: u8) -> String {
         let seq = self.seq.fetch_add(1, Relaxed);
         let issued = self.now_ms();
         let expires = issued + self.lifetime_ms;
@@ -254,7 +251,7 @@ impl AuthServer {
     }
 
     /// The scope level of a granted scope (see [`AuthServer::issue`]).
-    fn level(&self, scope: &str, step_up: Option<&str>) -> u8 {
+    pub(super) fn level(&self, scope: &str, step_up: Option<&str>) -> u8 {
         let has = |w: &str| scope.split(' ').any(|s| s == w);
         match (has(&self.scope), step_up) {
             (false, _) => 0,
@@ -264,7 +261,7 @@ impl AuthServer {
     }
 
     /// The scope granted for `asked` (default: the required one), or `invalid_scope`.
-    fn granted_scope(
+    pub(super) fn granted_scope(
         &self,
         asked: Option<String>,
         step_up: Option<&str>,
@@ -285,7 +282,7 @@ impl AuthServer {
 
     /// Whether tokens are issued for `resource` (RFC 8707): this target's `/mcp`, or one of
     /// `auth_resources`.
-    fn resource_ok(&self, resource: &str, base: &str) -> bool {
+    pub(super) fn resource_ok(&self, resource: &str, base: &str) -> bool {
         resource.trim_end_matches('/') == format!("{base}/mcp")
             || self.resources.iter().any(|r| r == "*" || r == resource)
     }
@@ -744,7 +741,7 @@ async fn read_form(req: Request<Incoming>) -> Option<Vec<(String, String)>> {
     Some(pairs(std::str::from_utf8(&body).ok()?))
 }
 
-fn field(form: &[(String, String)], name: &str) -> Option<String> {
+pub(super) fn field(form: &[(String, String)], name: &str) -> Option<String> {
     form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
 }
 

@@ -225,7 +225,7 @@ fn a_soak_on_second_long_tokens_never_fails_a_request_and_saves_each_rotated_ref
     let server = serve_code(&["--token-lifetime", "2", "--token-delay-ms", "50"]);
     let dir = scratch("auth_code_soak");
     let config = dir.join("config");
-    let url = format!("{}", server.url);
+    let url = server.url.clone();
     let login_out = login(&config, &url, &[]);
     let entry = store(&config)["entries"][0].clone();
     let after_login = entry["refresh_token"].as_str().unwrap().to_owned();

@@ -7,7 +7,7 @@
 //! `refresh_tokens=all` revokes them all. Everything is counted for `/stats`
 //! (`auth.code`). The maps are locked only by these grants, never by an MCP request.
 
-use super::{AuthServer, field};
+use super::auth::{AuthServer, field};
 use crate::auth::net::{Net, form_body, pairs};
 use crate::server::stats::CodeCounts;
 use base64::Engine;
@@ -80,7 +80,7 @@ struct State {
 }
 
 /// The code grant's state and counts.
-pub(super) struct CodeGrant {
+pub(crate) struct CodeGrant {
     state: Mutex<State>,
     n: Counters,
     pub(super) step_up: Option<String>,
@@ -267,11 +267,11 @@ impl CodeGrant {
         let q = pairs(query);
         let get = |k: &str| field(&q, k).unwrap_or_default();
         let (id, redirect) = (get("client_id"), get("redirect_uri"));
-        if id.starts_with("http://") || id.starts_with("https://") {
-            if let Err(e) = self.document_client(&id).await {
-                self.refused(e);
-                return Err(e);
-            }
+        if (id.starts_with("http://") || id.starts_with("https://"))
+            && let Err(e) = self.document_client(&id).await
+        {
+            self.refused(e);
+            return Err(e);
         }
         let known = id == auth.client_id && is_loopback_redirect(&redirect)
             || self
