@@ -469,7 +469,10 @@ impl AuthServer {
             (_, "/mcp") => match self.authorize(req.headers()) {
                 Ok(level) => {
                     let mut req = req;
-                    req.extensions_mut().insert(Granted(level));
+                    // Read only by the step-up check (an extension allocates).
+                    if self.code.as_ref().is_some_and(|c| c.step_up.is_some()) {
+                        req.extensions_mut().insert(Granted(level));
+                    }
                     Err(req)
                 }
                 Err(refusal) => Ok(self.refuse(refusal, &base, &respond)),

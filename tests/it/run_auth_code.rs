@@ -226,13 +226,15 @@ fn a_soak_on_second_long_tokens_never_fails_a_request_and_saves_each_rotated_ref
     let dir = scratch("auth_code_soak");
     let config = dir.join("config");
     let url = server.url.clone();
-    let login_out = login(&config, &url, &[]);
+    // Logged in by the profile that names the target.
+    let p = load_profile(&dir, &url, 11);
+    let login_out = login(&config, p.to_str().unwrap(), &[]);
     let entry = store(&config)["entries"][0].clone();
     let after_login = entry["refresh_token"].as_str().unwrap().to_owned();
     assert_eq!(entry["scope"], "mcp offline_access");
     let status = mcpload(&config, &["auth", "status"], Duration::from_secs(20));
     assert!(text(&status.output).contains("refresh token held"));
-    let p = load_profile(&dir, &url, 11);
+    assert_eq!(entry["url"], url.as_str());
     let out = dir.join("run");
     let run = mcpload(
         &config,
