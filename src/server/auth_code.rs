@@ -352,7 +352,8 @@ impl CodeGrant {
     /// The client a token request authenticates as: `(id, secret)` from Basic or the form.
     fn client_ok(&self, auth: &AuthServer, id: &str, secret: Option<&str>) -> bool {
         if id == auth.client_id {
-            return auth.secret.as_deref().is_some_and(|s| Some(s) == secret);
+            // Without a secret configured, the pre-registered client is a public one.
+            return auth.secret.as_deref() == secret;
         }
         match self.lock().clients.get(id) {
             Some(c) => c.secret.as_deref() == secret,
