@@ -317,12 +317,12 @@ fn no_secrets(outputs: &[&Watched], dirs: &[&Path]) {
 #[test]
 fn a_revoked_refresh_token_stops_the_run_with_exit_code_2_and_no_401() {
     let _share = machine::loading();
-    let server = serve_code(&["--token-lifetime", "4"]);
+    let server = serve_code(&["--token-lifetime", "10"]);
     let dir = scratch("auth_code_revoked");
     let config = dir.join("config");
     login(&config, &server.url, &[]);
-    // Revoked before the run: its stored access token works for 4 s, then the refresh is
-    // refused (at 2 s, half its life).
+    // Revoked before the run: its stored access token works for 10 s (the run uses it while
+    // it has 2 s left), then the refresh is refused (at half its remaining life).
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let mut c = Conn::open(server.addr()).await;
@@ -564,7 +564,10 @@ fn a_step_up_scope_is_refused_403_on_tools_call_and_stepped_up_once_where_allowe
         u(&last, "/auth/code/forbidden_step_up") - u(&after, "/auth/code/forbidden_step_up");
     assert_eq!(num(r, "http_403") as u64, refused, "{r:?}");
     assert!((1..=2).contains(&refused), "{refused}");
-    assert_eq!((num(r, "http_401"), num(r, "retries")), (0.0, 1.0), "{r:?}");
+    // The stepped-up request is sent again; the other user's, only if the wider token had
+    // come by then.
+    assert_eq!(num(r, "http_401"), 0.0, "{r:?}");
+    assert!((1.0..=refused as f64).contains(&num(r, "retries")), "{r:?}");
     assert_eq!(num(r, "ok"), num(r, "requests") - refused as f64, "{r:?}");
     assert_eq!(
         u(&last, "/auth/code/registrations"),
