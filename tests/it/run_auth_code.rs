@@ -577,3 +577,75 @@ fn a_step_up_scope_is_refused_403_on_tools_call_and_stepped_up_once_where_allowe
     let scope = store(&config)["entries"][0]["scope"].clone();
     assert_eq!(scope, "mcp offline_access write");
 }
+
+/// One `GET` over a plain socket: the status and the `Location` header.
+fn get_location(url: &str) -> (u16, Option<String>) {
+    use std::io::{Read, Write};
+    let rest = url.trim_start_matches("http://");
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut s = std::net::TcpStream::connect(authority).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = String::new();
+    s.read_to_string(&mut head).unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let location = head
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("location: ")
+                .or_else(|| l.strip_prefix("Location: "))
+        })
+        .map(str::to_owned);
+    (status, location)
+}
+
+#[test]
+fn without_a_browser_the_url_is_printed_and_a_person_approving_it_completes_the_login() {
+    use std::io::BufRead;
+    let server = serve_code(&[]);
+    let dir = scratch("auth_code_no_browser");
+    let config = dir.join("config");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpload"))
+        .env("XDG_CONFIG_HOME", &config)
+        .args(["auth", "login", &server.url, "--no-browser"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The person: reads the URL mcpload printed, and the browser follows the redirect.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    let url = loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "no URL printed: {said}"
+        );
+        said.push_str(&line);
+        if line.starts_with("http://") {
+            break line.trim().to_owned();
+        }
+    };
+    assert!(
+        url.contains("code_challenge_method=S256") && url.contains("state="),
+        "{url}"
+    );
+    let (status, location) = get_location(&url);
+    assert_eq!(status, 302);
+    let (status, _) = get_location(&location.unwrap());
+    assert_eq!(status, 200, "the loopback listener took the redirect");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("refresh token held"));
+    assert_eq!(store(&config)["entries"].as_array().unwrap().len(), 1);
+    for s in SECRET_PREFIXES {
+        assert!(!said.contains(s) && !String::from_utf8_lossy(&out.stdout).contains(s));
+    }
+}
