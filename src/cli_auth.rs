@@ -67,10 +67,22 @@ fn usage(e: impl std::fmt::Display) -> anyhow::Error {
     UsageError(anyhow::anyhow!("{e}")).into()
 }
 
-/// A URL as given, or a profile's `target.url` and its OAuth client settings.
-fn target(given: &str) -> anyhow::Result<(String, Option<mcpload::profile::OAuthSpec>)> {
+/// What a login's target says: the URL, a profile's OAuth client settings and its TLS.
+struct Target {
+    url: String,
+    oauth: Option<mcpload::profile::OAuthSpec>,
+    tls: mcpload::transport::TlsOptions,
+}
+
+/// A URL as given, or a profile's `target.url`, its OAuth client settings and its
+/// `[target.tls]` (paths relative to the profile).
+fn target(given: &str) -> anyhow::Result<Target> {
     if given.starts_with("http://") || given.starts_with("https://") {
-        return Ok((given.to_owned(), None));
+        return Ok(Target {
+            url: given.to_owned(),
+            oauth: None,
+            tls: Default::default(),
+        });
     }
     let path = Path::new(given);
     let profile = mcpload::profile::Source::read(path)
@@ -82,8 +94,19 @@ fn target(given: &str) -> anyhow::Result<(String, Option<mcpload::profile::OAuth
             "{given}: the profile names no target.url (and {given} is no http(s) URL)"
         ))
     })?;
-    let oauth = t.auth.and_then(|a| a.oauth);
-    Ok((url, oauth))
+    let base = path.parent().unwrap_or(Path::new("."));
+    let file = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| base.join(p));
+    let tls = mcpload::transport::TlsOptions {
+        cacert: file(&t.tls.cacert),
+        client_cert: file(&t.tls.client_cert),
+        client_key: file(&t.tls.client_key),
+        insecure: t.tls.insecure,
+    };
+    Ok(Target {
+        url,
+        oauth: t.auth.and_then(|a| a.oauth),
+        tls,
+    })
 }
 
 fn env(flag: &str, var: &str) -> anyhow::Result<String> {
@@ -98,7 +121,7 @@ impl AuthCommand {
             AuthCommand::Login(a) => a.run(&store).await,
             AuthCommand::Status => status(&store),
             AuthCommand::Logout(a) => {
-                let url = a.target.as_deref().map(target).transpose()?.map(|t| t.0);
+                let url = a.target.as_deref().map(target).transpose()?.map(|t| t.url);
                 let n = store.remove(url.as_deref()).map_err(anyhow::Error::msg)?;
                 match url {
                     Some(u) => println!("forgot {n} login(s) to {u}"),
@@ -112,7 +135,11 @@ impl AuthCommand {
 
 impl LoginArgs {
     async fn run(self, store: &Store) -> anyhow::Result<()> {
-        let (url, profile) = target(&self.target)?;
+        let Target {
+            url,
+            oauth: profile,
+            tls,
+        } = target(&self.target)?;
         let client_id = match (&self.oauth_client_id, &self.oauth_client_id_env) {
             (Some(id), _) => Some(id.clone()),
             (None, Some(var)) => Some(env("--oauth-client-id-env", var)?),
@@ -142,7 +169,7 @@ impl LoginArgs {
         let login = Login {
             url: url.clone(),
             net: mcpload::auth::Net {
-                tls: Default::default(),
+                tls,
                 connect_timeout: Duration::from_secs(10),
                 timeout: Duration::from_secs(30),
             },

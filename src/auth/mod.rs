@@ -5,7 +5,9 @@
 //! the client authenticated by `client_secret_basic`, `client_secret_post` or
 //! `private_key_jwt` (RFC 7523). It is the [`Fetch`] behind the transports' shared
 //! [`Credentials`]; its requests go over the transport's own HTTP/1.1 client (so TLS options
-//! apply to them too), one fresh connection per request.
+//! apply to them too), one fresh connection per request ([`net`]). The authorization code
+//! grant is [`login`] (done once, by `mcpload auth login`), its tokens kept in [`store`] and
+//! refreshed at load by [`refresh`].
 
 mod jwt;
 pub mod login;

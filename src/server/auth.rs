@@ -7,10 +7,10 @@
 //! authenticated by `client_secret_basic`, `client_secret_post` or `private_key_jwt` (RFC
 //! 7523); `/introspect` (RFC 7662) tells a token's state. Tokens can be revoked at set times
 //! (`auth_revoke_at`) or by a loopback-only `POST /auth/revoke`. Everything is counted for
-//! `/stats`.
+//! `/stats`. With `auth_code`, the authorization code grant too (`auth_code.rs`).
 //!
 //! Tokens are checked without a lock: a token carries its number, issue and expiry times and
-//! scope, sealed with a keyed hash of this target's own; a revocation revokes every token
+//! scope level (none, the required scope, and the step-up scope too), sealed with a keyed hash of this target's own; a revocation revokes every token
 //! issued before it, or with `token_number=N` in the admin call's form, only the token
 //! numbered N (the tokens issued are numbered from 0; checks take a lock only once one
 //! token alone was revoked).

@@ -758,6 +758,11 @@ impl ServeConfig {
                 "body, line and connection limits must be > 0".into(),
             ));
         }
+        if (self.auth_code || self.auth_step_up_scope.is_some()) && !self.auth {
+            return Err(ConfigError::Invalid(
+                "auth_code and auth_step_up_scope need auth".into(),
+            ));
+        }
         if self.auth_token_delay_ms > JOB_ITEM_MS_MAX {
             return Err(ConfigError::Invalid(format!(
                 "auth_token_delay_ms must be at most {JOB_ITEM_MS_MAX} (one minute)"
