@@ -776,4 +776,53 @@ mod tests {
         c.take_counts(&mut k, &mut h);
         assert_eq!((k.token_requests, k.token_refreshes, h.len()), (2, 1, 2));
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fetch_failed_for_good_is_never_tried_again_and_a_step_up_is_tried_once() {
+        use std::sync::atomic::AtomicUsize;
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let f = fetches.clone();
+        let fetch: Fetch = Arc::new(move |why: FetchWhy| {
+            let n = f.fetch_add(1, Relaxed);
+            Box::pin(async move {
+                // The first token, then a step-up's, then a refused refresh.
+                let fatal = n == 2;
+                Fetched {
+                    token: if fatal {
+                        Err("refused".into())
+                    } else {
+                        Ok(Token {
+                            access: format!("t{n}{}", why.challenge.is_some()),
+                            lifetime: None,
+                        })
+                    },
+                    token_request: Some(Duration::from_millis(1)),
+                    fatal,
+                }
+            })
+        });
+        let c = Credentials::fetched_with_step_up(fetch, true);
+        c.ready().await.unwrap();
+        let scope = Some(Challenge {
+            error: Some("insufficient_scope".into()),
+            ..Challenge::default()
+        });
+        c.accepted(1);
+        assert_eq!(c.step_up(1, scope.clone()), Refusal::Retry);
+        c.renew(1, None).await.ok();
+        assert_eq!(c.generation(), 2);
+        // Once: a later 403 with the wider token is not stepped up again.
+        assert_eq!(c.step_up(2, scope), Refusal::Fail);
+        c.accepted(2);
+        assert_eq!(c.refused(2, None), Refusal::Retry);
+        c.fatal_news().await;
+        assert!(c.fatal().is_some());
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(matches!(c.current(Instant::now()), Current::Failed(_)));
+        assert_eq!(
+            fetches.load(Relaxed),
+            3,
+            "no fetch after one failed for good"
+        );
+    }
 }
