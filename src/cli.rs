@@ -69,6 +69,10 @@ pub(crate) enum Command {
     /// writes commented out with a warning, each tool probed for its timeout (the slow and the
     /// failing left out, with the reason), a sweep and gates from a short calibration.
     Init(Box<InitArgs>),
+    /// Log in to a protected server once (OAuth authorization code with PKCE), show or forget
+    /// the stored logins that `run --oauth-login` refreshes at load.
+    #[command(subcommand)]
+    Auth(crate::cli_auth::AuthCommand),
 }
 
 /// `mcpload profile …`.
@@ -119,6 +123,7 @@ impl Command {
             Command::Probe(args) => args.run().await,
             Command::Profile(command) => command.run(),
             Command::Init(args) => args.run().await,
+            Command::Auth(cmd) => cmd.run().await,
         }
     }
 }
@@ -387,6 +392,15 @@ pub(crate) struct ServeAuthArgs {
     /// Milliseconds each token request takes [default: 0].
     #[arg(long, value_name = "MS", requires = "auth")]
     pub token_delay_ms: Option<u64>,
+    /// Also play the authorization code grant: an authorization endpoint that approves at
+    /// once (PKCE S256, `state`, `iss`), dynamic client registration, client ID metadata
+    /// documents (loopback URLs only) and rotating refresh tokens.
+    #[arg(long, requires = "auth")]
+    pub auth_code: bool,
+    /// `tools/call` needs this scope besides --auth-scope: 403 `insufficient_scope` without
+    /// it, so a client steps up.
+    #[arg(long, value_name = "SCOPE", requires = "auth_code")]
+    pub auth_step_up_scope: Option<String>,
 }
 
 /// A server knob spelled as one of a few words: `--help` lists each with its meaning, and
@@ -480,6 +494,12 @@ impl ServeArgs {
             auth_revoke_at: self.auth.revoke_at.clone(),
             auth_metadata: self.auth.auth_metadata.unwrap_or(d.auth_metadata),
             auth_token_delay_ms: self.auth.token_delay_ms.unwrap_or(d.auth_token_delay_ms),
+            auth_code: self.auth.auth_code || d.auth_code,
+            auth_step_up_scope: self
+                .auth
+                .auth_step_up_scope
+                .clone()
+                .or(d.auth_step_up_scope),
             startup_ms: self.startup_ms.unwrap_or(d.startup_ms),
             rss_ballast_mb: self.rss_ballast_mb.unwrap_or(d.rss_ballast_mb),
             stdout_banner: self.stdout_banner.clone().or(d.stdout_banner),
@@ -1551,6 +1571,15 @@ pub(crate) struct AuthArgs {
     /// sends, instead of one for the run (with these flags' or the profile's credentials).
     #[arg(long)]
     pub token_per_user: bool,
+    /// OAuth: the tokens of an earlier `mcpload auth login` to the target, refreshed with its
+    /// refresh token; the client flags then pick the login's client.
+    #[arg(long, conflicts_with_all = ["bearer_env", "token_per_user", "oauth_private_key"])]
+    pub oauth_login: bool,
+    /// With --oauth-login: a 403 insufficient_scope is stepped up once, and a new
+    /// authorization server logged in to, by following the authorization endpoint's redirect
+    /// without a browser (test servers that approve at once only).
+    #[arg(long, requires = "oauth_login")]
+    pub login_follow_redirects: bool,
     /// TLS: trust the CA certificates of this PEM file besides the system's.
     #[arg(long, value_name = "FILE", value_parser = absolute)]
     pub cacert: Option<PathBuf>,
@@ -1574,6 +1603,20 @@ impl AuthArgs {
             || self.oauth_client_secret_env.is_some()
             || self.oauth_token_endpoint.is_some()
             || self.oauth_private_key.is_some();
+        if self.oauth_login {
+            return Some(AuthSpec {
+                oauth: Some(OAuthSpec {
+                    grant: Some("authorization_code".into()),
+                    client_id: self.oauth_client_id.clone(),
+                    client_id_env: self.oauth_client_id_env.clone(),
+                    client_secret_env: self.oauth_client_secret_env.clone(),
+                    scope: self.oauth_scope.clone(),
+                    login_follow_redirects: self.login_follow_redirects,
+                    ..OAuthSpec::default()
+                }),
+                ..AuthSpec::default()
+            });
+        }
         if self.bearer_env.is_none() && !oauth {
             return None;
         }
@@ -1876,6 +1919,12 @@ async fn run_once(
     ci.ended(&outcome.dir);
     print!("{}", outcome.terminal);
     println!("results: {}", outcome.dir.display());
+    if let Some(why) = outcome.auth_stopped {
+        return Err(UsageError(anyhow::anyhow!(
+            "the run stopped: the authorization failed for good: {why}"
+        ))
+        .into());
+    }
     if let Some(why) = outcome.aborted {
         anyhow::bail!("the run stopped early: {why}");
     }

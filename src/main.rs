@@ -1,6 +1,7 @@
 //! The `mcpload` binary: parses the command line and hands over to the library.
 
 mod cli;
+mod cli_auth;
 
 use clap::Parser;
 

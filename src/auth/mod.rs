@@ -5,17 +5,24 @@
 //! the client authenticated by `client_secret_basic`, `client_secret_post` or
 //! `private_key_jwt` (RFC 7523). It is the [`Fetch`] behind the transports' shared
 //! [`Credentials`]; its requests go over the transport's own HTTP/1.1 client (so TLS options
-//! apply to them too), one fresh connection per request.
+//! apply to them too), one fresh connection per request ([`net`]). The authorization code
+//! grant is [`login`] (done once, by `mcpload auth login`), its tokens kept in [`store`] and
+//! refreshed at load by [`refresh`].
 
 mod jwt;
+pub mod login;
+pub mod net;
+pub mod refresh;
+pub mod store;
 
 pub use jwt::JwtKey;
+pub use net::Net;
 
 use crate::transport::auth::{Challenge, Credentials, Fetch, FetchWhy, Fetched, Token};
-use crate::transport::{HttpClient, HttpOptions, HttpTransport, McpHeaders, Reply, TlsOptions};
+use crate::transport::{Reply, TlsOptions};
 use base64::Engine;
-use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Uri};
+use net::{form_encode, json_of};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -93,6 +100,16 @@ pub struct OAuthConfig {
     pub timeout: Duration,
 }
 
+impl OAuthConfig {
+    fn net(&self) -> Net {
+        Net {
+            tls: self.tls.clone(),
+            connect_timeout: self.connect_timeout,
+            timeout: self.timeout,
+        }
+    }
+}
+
 impl std::fmt::Debug for OAuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The secret and the key never show.
@@ -114,6 +131,7 @@ pub fn credentials(cfg: OAuthConfig, per_user: bool) -> Credentials {
     let eager = cfg.token_endpoint.is_some();
     let client = Arc::new(Client {
         found: Mutex::new(None),
+        net: cfg.net(),
         cfg,
     });
     let fetch: Fetch = Arc::new(move |why| {
@@ -137,8 +155,160 @@ struct Found {
     scope: Option<String>,
 }
 
+/// What discovery found of a protected resource and its authorization server.
+#[derive(Clone, Debug)]
+pub struct Discovered {
+    /// The resource identifier (RFC 8707): the metadata's `resource`, else the MCP URL.
+    pub resource: String,
+    /// The issuer identifier, equal to the one the metadata was looked up by.
+    pub issuer: String,
+    /// The resource's `scopes_supported`, joined, when it lists any.
+    pub resource_scopes: Option<String>,
+    /// The authorization server's metadata (for a 2025-03-26 server without any, the
+    /// default endpoints at its origin).
+    pub metadata: Value,
+}
+
+impl Discovered {
+    /// An endpoint of the metadata (`token_endpoint`, `authorization_endpoint`, …).
+    pub fn endpoint(&self, name: &str) -> Option<&str> {
+        self.metadata.get(name).and_then(Value::as_str)
+    }
+
+    /// Whether a list of the metadata holds `value`.
+    pub fn lists(&self, name: &str, value: &str) -> bool {
+        self.metadata
+            .get(name)
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v.as_str() == Some(value)))
+    }
+
+    /// A flag of the metadata (`client_id_metadata_document_supported`, …).
+    pub fn flag(&self, name: &str) -> bool {
+        self.metadata.get(name).and_then(Value::as_bool) == Some(true)
+    }
+}
+
+/// RFC 9728 (from the challenge, else the well-known URIs), then RFC 8414 or OpenID Connect
+/// discovery of the authorization server, whose metadata's `issuer` must be the one it was
+/// looked up by (RFC 8414 section 3.3). A server with no resource metadata is its own
+/// authorization server (MCP 2025-03-26); `fallback` then gives it the default endpoints
+/// (`/authorize`, `/token`, `/register`) when it has no metadata either.
+pub async fn discover(
+    net: &Net,
+    mcp_url: &str,
+    challenge: Option<&Challenge>,
+    fallback: bool,
+) -> Result<Discovered, String> {
+    let mcp: Uri = mcp_url.parse().map_err(|e| format!("url {mcp_url}: {e}"))?;
+    let from_challenge = challenge.and_then(|c| c.resource_metadata.clone());
+    let candidates = match &from_challenge {
+        Some(url) => vec![url.clone()],
+        None => well_known(&mcp, "oauth-protected-resource", true),
+    };
+    let mut tried = Vec::new();
+    let mut metadata = None;
+    for url in &candidates {
+        match net.get_json(url).await {
+            Ok(v) => {
+                metadata = Some(v);
+                break;
+            }
+            Err(e) => tried.push(format!("{url}: {e}")),
+        }
+    }
+    let legacy = metadata.is_none();
+    let (issuer, resource, resource_scopes) = match metadata {
+        Some(m) => {
+            let issuer = m
+                .get("authorization_servers")
+                .and_then(Value::as_array)
+                .and_then(|a| a.iter().find_map(Value::as_str))
+                .ok_or("the protected-resource metadata names no authorization_servers")?
+                .to_owned();
+            let resource = m
+                .get("resource")
+                .and_then(Value::as_str)
+                .map_or_else(|| mcp_url.to_owned(), str::to_owned);
+            if origin(&resource) != origin(mcp_url) {
+                return Err(format!(
+                    "the protected-resource metadata is for {resource}, not for {mcp_url}"
+                ));
+            }
+            let scopes = m
+                .get("scopes_supported")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                });
+            (issuer, resource, scopes.filter(|s| !s.is_empty()))
+        }
+        // With a challenge that names its metadata, that metadata must be there; without
+        // any, the server's own origin is its authorization server (MCP 2025-03-26).
+        None if from_challenge.is_some() => {
+            return Err(format!(
+                "no protected-resource metadata: {}",
+                tried.join("; ")
+            ));
+        }
+        None => (
+            origin(mcp_url).unwrap_or_default(),
+            mcp_url.to_owned(),
+            None,
+        ),
+    };
+    let issuer_uri: Uri = issuer
+        .parse()
+        .map_err(|e| format!("authorization server {issuer}: {e}"))?;
+    let mut as_metadata = None;
+    for url in as_metadata_urls(&issuer_uri) {
+        match net.get_json(&url).await {
+            Ok(v) => {
+                as_metadata = Some(v);
+                break;
+            }
+            Err(e) => tried.push(format!("{url}: {e}")),
+        }
+    }
+    let metadata = match as_metadata {
+        Some(m) => {
+            let named = m.get("issuer").and_then(Value::as_str).unwrap_or_default();
+            if named != issuer {
+                return Err(format!(
+                    "the authorization server metadata of {issuer} names the issuer {named:?}: \
+                     not the one it was looked up by (RFC 8414 section 3.3), so it is not \
+                     trusted"
+                ));
+            }
+            m
+        }
+        None if legacy && fallback => serde_json::json!({
+            "issuer": issuer,
+            "authorization_endpoint": format!("{issuer}/authorize"),
+            "token_endpoint": format!("{issuer}/token"),
+            "registration_endpoint": format!("{issuer}/register"),
+        }),
+        None => {
+            return Err(format!(
+                "no authorization-server metadata for {issuer}: {}",
+                tried.join("; ")
+            ));
+        }
+    };
+    Ok(Discovered {
+        resource,
+        issuer,
+        resource_scopes,
+        metadata,
+    })
+}
+
 struct Client {
     cfg: OAuthConfig,
+    net: Net,
     found: Mutex<Option<Found>>,
 }
 
@@ -150,6 +320,7 @@ impl Client {
                 return Fetched {
                     token: Err(e),
                     token_request: None,
+                    fatal: false,
                 };
             }
         };
@@ -159,17 +330,20 @@ impl Client {
                 return Fetched {
                     token: Err(e),
                     token_request: None,
+                    fatal: false,
                 };
             }
         };
         let started = Instant::now();
         let reply = self
-            .request(&found.token_endpoint, headers, Some(form))
+            .net
+            .post_form(&found.token_endpoint, &form, headers)
             .await;
         let took = started.elapsed();
         Fetched {
-            token: reply.and_then(|r| token_answer(&found.token_endpoint, &r)),
+            token: reply.and_then(|r| token_answer(&found.token_endpoint, &r).map(|t| t.token)),
             token_request: Some(took),
+            fatal: false,
         }
     }
 
@@ -179,153 +353,53 @@ impl Client {
         if let Some(f) = self.found.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             return Ok(f);
         }
+        let challenged = || challenge.and_then(|c| c.scope.clone());
         let found = match &self.cfg.token_endpoint {
             Some(endpoint) => Found {
                 token_endpoint: endpoint.clone(),
                 issuer: None,
                 resource: self.cfg.resource.clone(),
-                scope: self
-                    .cfg
-                    .scope
-                    .clone()
-                    .or_else(|| challenge.and_then(|c| c.scope.clone())),
+                scope: self.cfg.scope.clone().or_else(challenged),
             },
-            None => self.discover(challenge).await?,
+            None => {
+                let d = discover(&self.net, &self.cfg.resource, challenge, false).await?;
+                Found {
+                    token_endpoint: d
+                        .endpoint("token_endpoint")
+                        .ok_or_else(|| {
+                            format!("the metadata of {} names no token_endpoint", d.issuer)
+                        })?
+                        .to_owned(),
+                    issuer: Some(d.issuer.clone()),
+                    resource: d.resource,
+                    scope: self
+                        .cfg
+                        .scope
+                        .clone()
+                        .or_else(challenged)
+                        .or(d.resource_scopes),
+                }
+            }
         };
         *self.found.lock().unwrap_or_else(|e| e.into_inner()) = Some(found.clone());
         Ok(found)
     }
 
-    /// RFC 9728, then RFC 8414 or OpenID Connect discovery.
-    async fn discover(&self, challenge: Option<&Challenge>) -> Result<Found, String> {
-        let mcp: Uri = self
-            .cfg
-            .resource
-            .parse()
-            .map_err(|e| format!("url {}: {e}", self.cfg.resource))?;
-        let from_challenge = challenge.and_then(|c| c.resource_metadata.clone());
-        let candidates = match &from_challenge {
-            Some(url) => vec![url.clone()],
-            None => well_known(&mcp, "oauth-protected-resource", true),
-        };
-        let mut tried = Vec::new();
-        let mut metadata = None;
-        for url in &candidates {
-            match self.get_json(url).await {
-                Ok(v) => {
-                    metadata = Some(v);
-                    break;
-                }
-                Err(e) => tried.push(format!("{url}: {e}")),
-            }
-        }
-        let (issuer, resource, scopes) = match metadata {
-            Some(m) => {
-                let issuer = m
-                    .get("authorization_servers")
-                    .and_then(Value::as_array)
-                    .and_then(|a| a.iter().find_map(Value::as_str))
-                    .ok_or("the protected-resource metadata names no authorization_servers")?
-                    .to_owned();
-                let resource = m
-                    .get("resource")
-                    .and_then(Value::as_str)
-                    .map_or_else(|| self.cfg.resource.clone(), str::to_owned);
-                if origin(&resource) != origin(&self.cfg.resource) {
-                    return Err(format!(
-                        "the protected-resource metadata is for {resource}, not for {}",
-                        self.cfg.resource
-                    ));
-                }
-                let scopes = m
-                    .get("scopes_supported")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    });
-                (issuer, resource, scopes.filter(|s| !s.is_empty()))
-            }
-            // With a challenge that names its metadata, that metadata must be there; without
-            // any, the server's own origin is its authorization server (MCP 2025-03-26).
-            None if from_challenge.is_some() => {
-                return Err(format!(
-                    "no protected-resource metadata: {}",
-                    tried.join("; ")
-                ));
-            }
-            None => (
-                origin(&self.cfg.resource).unwrap_or_default(),
-                self.cfg.resource.clone(),
-                None,
-            ),
-        };
-        let issuer_uri: Uri = issuer
-            .parse()
-            .map_err(|e| format!("authorization server {issuer}: {e}"))?;
-        let mut as_metadata = None;
-        for url in as_metadata_urls(&issuer_uri) {
-            match self.get_json(&url).await {
-                Ok(v) => {
-                    as_metadata = Some(v);
-                    break;
-                }
-                Err(e) => tried.push(format!("{url}: {e}")),
-            }
-        }
-        let as_metadata = as_metadata.ok_or_else(|| {
-            format!(
-                "no authorization-server metadata for {issuer}: {}",
-                tried.join("; ")
-            )
-        })?;
-        let token_endpoint = as_metadata
-            .get("token_endpoint")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("the metadata of {issuer} names no token_endpoint"))?
-            .to_owned();
-        let issuer = as_metadata
-            .get("issuer")
-            .and_then(Value::as_str)
-            .map_or(issuer, str::to_owned);
-        Ok(Found {
-            token_endpoint,
-            issuer: Some(issuer),
-            resource,
-            scope: self
-                .cfg
-                .scope
-                .clone()
-                .or_else(|| challenge.and_then(|c| c.scope.clone()))
-                .or(scopes),
-        })
-    }
-
     /// The token request's form and headers.
     #[allow(clippy::type_complexity)]
-    fn form(&self, found: &Found) -> Result<(Bytes, Vec<(HeaderName, HeaderValue)>), String> {
+    fn form(
+        &self,
+        found: &Found,
+    ) -> Result<(Vec<(&'static str, String)>, Vec<(HeaderName, HeaderValue)>), String> {
         let mut form: Vec<(&str, String)> = vec![("grant_type", "client_credentials".into())];
         if let Some(scope) = &found.scope {
             form.push(("scope", scope.clone()));
         }
         form.push(("resource", found.resource.clone()));
-        let mut headers = vec![(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/x-www-form-urlencoded"),
-        )];
+        let mut headers = Vec::new();
         let id = &self.cfg.client_id;
         match &self.cfg.auth {
-            ClientAuth::Basic(secret) => {
-                // RFC 6749 section 2.3.1: both form-encoded before base64.
-                let pair = format!("{}:{}", form_encode(id), form_encode(secret));
-                let b64 = base64::engine::general_purpose::STANDARD.encode(pair);
-                let mut v = HeaderValue::from_str(&format!("Basic {b64}"))
-                    .map_err(|_| "the client id or secret cannot go in a header".to_owned())?;
-                v.set_sensitive(true);
-                headers.push((http::header::AUTHORIZATION, v));
-            }
+            ClientAuth::Basic(secret) => headers.push(basic_header(id, secret)?),
             ClientAuth::Post(secret) => {
                 form.push(("client_id", id.clone()));
                 form.push(("client_secret", secret.clone()));
@@ -350,64 +424,36 @@ impl Client {
                 form.push(("client_assertion", key.assertion(id, audience)?));
             }
         }
-        let body: Vec<String> = form
-            .iter()
-            .map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v)))
-            .collect();
-        Ok((Bytes::from(body.join("&")), headers))
+        Ok((form, headers))
     }
+}
 
-    /// A JSON document (metadata), by GET.
-    async fn get_json(&self, url: &str) -> Result<Value, String> {
-        let reply = self.request(url, Vec::new(), None).await?;
-        if reply.status != 200 {
-            return Err(format!("HTTP {}", reply.status));
-        }
-        json_of(&reply).ok_or_else(|| "no JSON document".to_owned())
-    }
+/// `Authorization: Basic` of a client id and secret (RFC 6749 section 2.3.1: both
+/// form-encoded before base64), marked sensitive.
+pub fn basic_header(id: &str, secret: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let pair = format!("{}:{}", form_encode(id), form_encode(secret));
+    let b64 = base64::engine::general_purpose::STANDARD.encode(pair);
+    let mut v = HeaderValue::from_str(&format!("Basic {b64}"))
+        .map_err(|_| "the client id or secret cannot go in a header".to_owned())?;
+    v.set_sensitive(true);
+    Ok((http::header::AUTHORIZATION, v))
+}
 
-    /// One request on a fresh connection: a GET, or a POST of `form`.
-    async fn request(
-        &self,
-        url: &str,
-        mut headers: Vec<(HeaderName, HeaderValue)>,
-        form: Option<Bytes>,
-    ) -> Result<Reply, String> {
-        let uri: Uri = url.parse().map_err(|e| format!("url {url}: {e}"))?;
-        headers.push((
-            http::header::ACCEPT,
-            HeaderValue::from_static("application/json"),
-        ));
-        let opts = HttpOptions {
-            pool_size: 1,
-            headers,
-            connect_timeout: self.cfg.connect_timeout,
-            tls: self.cfg.tls.clone(),
-            ..HttpOptions::default()
-        };
-        let client = HttpClient::new(&uri, &opts).map_err(|e| e.to_string())?;
-        let mut t = HttpTransport::new(client, &opts);
-        let reply = match form {
-            Some(body) => {
-                t.post_once(body, &McpHeaders::default(), self.cfg.timeout)
-                    .await
-            }
-            None => t.get_once(self.cfg.timeout).await,
-        };
-        reply.map_err(|e| format!("{url}: {e}"))
-    }
+/// A token endpoint's answer: the access token, and the refresh token and scope it came with.
+pub struct Answer {
+    pub token: Token,
+    /// A secret, never shown.
+    pub refresh_token: Option<String>,
+    pub scope: Option<String>,
 }
 
 /// The token in a token endpoint's answer, or why there is none (the server's `error` code,
 /// never its free text, which could echo what was sent).
-fn token_answer(endpoint: &str, reply: &Reply) -> Result<Token, String> {
+pub fn token_answer(endpoint: &str, reply: &Reply) -> Result<Answer, String> {
     let v = json_of(reply);
     if reply.status != 200 {
-        let code = v
-            .as_ref()
-            .and_then(|v| v.get("error"))
-            .and_then(Value::as_str)
-            .map(|c| format!(" {}", c.chars().take(64).collect::<String>()))
+        let code = refusal_code(reply)
+            .map(|c| format!(" {c}"))
             .unwrap_or_default();
         return Err(format!(
             "the token endpoint {endpoint} refused the client: HTTP {}{code}",
@@ -432,21 +478,32 @@ fn token_answer(endpoint: &str, reply: &Reply) -> Result<Token, String> {
         .and_then(|e| e.as_f64().or_else(|| e.as_str()?.parse().ok()))
         .filter(|s| s.is_finite() && *s > 0.0)
         .map(Duration::from_secs_f64);
-    Ok(Token {
-        access: access.to_owned(),
-        lifetime,
+    let text = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+    };
+    Ok(Answer {
+        token: Token {
+            access: access.to_owned(),
+            lifetime,
+        },
+        refresh_token: text("refresh_token"),
+        scope: text("scope"),
     })
 }
 
-fn json_of(reply: &Reply) -> Option<Value> {
-    reply
-        .messages
-        .first()
-        .and_then(|(_, b)| serde_json::from_slice(b).ok())
+/// The OAuth `error` code of a refusal (at most 64 characters), if it gave one.
+pub fn refusal_code(reply: &Reply) -> Option<String> {
+    json_of(reply)?
+        .get("error")
+        .and_then(Value::as_str)
+        .map(|c| c.chars().take(64).collect())
 }
 
 /// `scheme://authority` of a URL.
-fn origin(url: &str) -> Option<String> {
+pub fn origin(url: &str) -> Option<String> {
     let u: Uri = url.parse().ok()?;
     Some(format!("{}://{}", u.scheme_str()?, u.authority()?))
 }
@@ -486,21 +543,6 @@ fn as_metadata_urls(issuer: &Uri) -> Vec<String> {
     out
 }
 
-/// `application/x-www-form-urlencoded` of one name or value.
-fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
-                out.push(b as char)
-            }
-            b' ' => out.push('+'),
-            b => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,8 +577,7 @@ mod tests {
     }
 
     #[test]
-    fn form_values_are_encoded() {
-        assert_eq!(form_encode("a b&c=d/é"), "a+b%26c%3Dd%2F%C3%A9");
+    fn origins() {
         assert_eq!(
             origin("http://127.0.0.1:5/mcp?x"),
             Some("http://127.0.0.1:5".into())

@@ -98,6 +98,7 @@ impl Ledger {
                 let end = match cause {
                     RetryCause::Session => End::HttpOther,
                     RetryCause::Token => End::Http401,
+                    RetryCause::Scope => End::Http403,
                 };
                 for id in &ids {
                     c.retry(id, now, end);

@@ -32,7 +32,9 @@ pub struct AuthSpec {
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthSpec {
-    /// Only `client_credentials`.
+    /// `client_credentials` (the default), or `authorization_code`: the tokens of an earlier
+    /// `mcpload auth login`, refreshed with its refresh token.
+    #[schemars(extend("enum" = ["client_credentials", "authorization_code"]))]
     pub grant: Option<String>,
     /// The client id as written (it is no secret); or `client_id_env`.
     pub client_id: Option<String>,
@@ -56,6 +58,11 @@ pub struct OAuthSpec {
     /// `private_key_jwt`: the assertion's `aud`, `"issuer"` (default) or `"token_endpoint"`.
     #[serde(default)]
     pub jwt_audience: crate::auth::JwtAudience,
+    /// `authorization_code`: a step-up (403 `insufficient_scope`) or a new authorization
+    /// server is authorized anew without a browser, following the authorization endpoint's
+    /// redirect: only for test servers that approve at once.
+    #[serde(default)]
+    pub login_follow_redirects: bool,
     /// Refused (a secret in the profile): read only to say so; use `client_secret_env`.
     #[serde(default)]
     #[schemars(schema_with = "refused")]
@@ -128,6 +135,12 @@ impl AuthSpec {
                 "give `bearer_env` (a static token) or `oauth` (client credentials), not both"
                     .into(),
             )),
+            (_, Some(o)) if self.token_per_user && o.is_authorization_code() => Some((
+                "token_per_user",
+                "one token per virtual user is for client credentials: a login's tokens are \
+                 one user's"
+                    .into(),
+            )),
             (_, None) if self.token_per_user => Some((
                 "token_per_user",
                 "one token per virtual user is fetched with OAuth client credentials: give \
@@ -147,6 +160,11 @@ impl AuthSpec {
 }
 
 impl OAuthSpec {
+    /// `grant = "authorization_code"`: the stored login's tokens.
+    pub fn is_authorization_code(&self) -> bool {
+        self.grant.as_deref() == Some("authorization_code")
+    }
+
     fn problem(&self) -> Option<(&'static str, String)> {
         if self.client_secret.is_some() {
             return Some((
@@ -156,11 +174,25 @@ impl OAuthSpec {
                     .into(),
             ));
         }
-        if let Some(g) = self.grant.as_deref().filter(|g| *g != "client_credentials") {
+        if let Some(g) = self
+            .grant
+            .as_deref()
+            .filter(|g| !matches!(*g, "client_credentials" | "authorization_code"))
+        {
             return Some((
                 "oauth.grant",
-                format!("{g:?}: only \"client_credentials\" is supported"),
+                format!("{g:?}: expected \"client_credentials\" or \"authorization_code\""),
             ));
+        }
+        if self.is_authorization_code() {
+            // The client and its tokens come from the stored login; the id, if given,
+            // picks among several logins, the secret is a pre-registered client's.
+            return (self.client_id.is_some() && self.client_id_env.is_some()).then(|| {
+                (
+                    "oauth.client_id_env",
+                    "give `client_id_env = \"VAR\"` or `client_id = \"ID\"`, not both".into(),
+                )
+            });
         }
         if self.client_id.is_some() == self.client_id_env.is_some() {
             return Some((

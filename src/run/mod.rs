@@ -42,6 +42,9 @@ pub struct Outcome {
     pub interrupted: bool,
     /// Why the run stopped early (a worker lost), when it did.
     pub aborted: Option<String>,
+    /// The authorization failed for good during the run (a refresh token refused): why.
+    /// The run was stopped; the exit code is 2, as for credentials refused at the start.
+    pub auth_stopped: Option<String>,
     /// Gates that failed, as written.
     pub failed_gates: Vec<String>,
     /// The terminal report.
@@ -223,14 +226,34 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     if let Some(e) = export.as_mut() {
         sinks.push(e);
     }
+    // A refresh token refused for good stops the run as Ctrl-C would (what was measured is
+    // kept), instead of letting every request fail.
+    let sweep_cancel = cancel.child_token();
+    let auth_watch = connector.options().auth.clone().map(|auth| {
+        let stop = sweep_cancel.clone();
+        tokio::spawn(async move {
+            let why = auth.fatal_news().await;
+            eprintln!("mcpload: stopping the run: {why}");
+            stop.cancel();
+        })
+    });
     let swept = engine::sweep(
         work,
         &plan.sweep,
         transports,
         &mut FanOut(sinks),
-        cancel.clone(),
+        sweep_cancel,
     )
     .await;
+    if let Some(w) = auth_watch {
+        w.abort();
+    }
+    let auth_stopped = connector
+        .options()
+        .auth
+        .as_ref()
+        .and_then(|a| a.fatal())
+        .map(|why| why.to_string());
     // The final push went out at the sweep's end; what came of every push is the run's.
     if let Some(pushes) = export.and_then(report::remote_write::LiveMetrics::finish) {
         folder.record_export(pushes)?;
@@ -302,6 +325,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         },
         failed_gates,
         terminal: done.terminal,
+        auth_stopped,
     })
 }
 

@@ -10,9 +10,9 @@ use crate::engine::{Segment, Sweep};
 use crate::load::mix::Mix;
 use crate::metrics::Model;
 use crate::profile::{
-    AuthMethod, AuthSpec, Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method, Op,
-    ProcessMode, Profile, ProfileError, PrometheusOutput, Source, Spacing, TargetSpec, TaskMode,
-    TlsSpec,
+    AuthMethod, AuthSpec, Batch, Criteria, InputAnswers, Levels, Load, LoadModel, Method,
+    OAuthSpec, Op, ProcessMode, Profile, ProfileError, PrometheusOutput, Source, Spacing,
+    TargetSpec, TaskMode, TlsSpec,
 };
 use crate::report::remote_write::RemoteWriteConfig;
 use crate::report::{self, ProfileCopy, RunSpec, Secrets};
@@ -808,6 +808,9 @@ impl Plan {
         let Some(o) = &a.oauth else {
             return Ok(None);
         };
+        if o.is_authorization_code() {
+            return self.stored_login(url, o).map(Some);
+        }
         let client_id = match (&o.client_id, &o.client_id_env) {
             (Some(id), _) => id.clone(),
             (None, Some(var)) => env("oauth.client_id_env", var)?,
@@ -847,6 +850,55 @@ impl Plan {
             timeout: TOKEN_REQUEST_LIMIT,
         };
         Ok(Some(crate::auth::credentials(config, a.token_per_user)))
+    }
+
+    /// `grant = "authorization_code"`: the credentials of the stored login to `url` (`mcpload
+    /// auth login`), refreshed with its refresh token.
+    fn stored_login(&self, url: &str, o: &OAuthSpec) -> Result<Credentials, PlanError> {
+        let env = |field: &str, var: &str| {
+            std::env::var(var).map_err(|_| {
+                PlanError::Usage(format!(
+                    "target.auth.oauth.{field}: the environment variable {var} is not set"
+                ))
+            })
+        };
+        let client_id = match (&o.client_id, &o.client_id_env) {
+            (Some(id), _) => Some(id.clone()),
+            (None, Some(var)) => Some(env("client_id_env", var)?),
+            (None, None) => None,
+        };
+        let secret = o
+            .client_secret_env
+            .as_ref()
+            .map(|var| env("client_secret_env", var))
+            .transpose()?;
+        let store = crate::auth::store::Store::open().map_err(PlanError::Usage)?;
+        let entry = store
+            .find(url, client_id.as_deref())
+            .map_err(PlanError::Usage)?
+            .ok_or_else(|| {
+                PlanError::Usage(format!(
+                    "target.auth.oauth: no stored login to {url}{} in {}: log in first with \
+                     `mcpload auth login {url}`",
+                    client_id
+                        .as_ref()
+                        .map(|c| format!(" as client {c}"))
+                        .unwrap_or_default(),
+                    store.path().display()
+                ))
+            })?;
+        let net = crate::auth::Net {
+            tls: self.tls_options(),
+            connect_timeout: self.load.connect_timeout,
+            timeout: TOKEN_REQUEST_LIMIT,
+        };
+        Ok(crate::auth::refresh::credentials(
+            entry,
+            store,
+            secret,
+            net,
+            o.login_follow_redirects,
+        ))
     }
 
     /// Each virtual user carries a token of its own.
@@ -926,7 +978,7 @@ fn auth_settings(t: &TargetSpec) -> Value {
         (Some(var), _) => json!({"kind": "bearer", "bearer_env": var}),
         (None, Some(o)) => json!({
             "kind": "oauth",
-            "grant": "client_credentials",
+            "grant": o.grant.as_deref().unwrap_or("client_credentials"),
             "client_id_env": o.client_id_env,
             "client_id": o.client_id,
             "client_secret_env": o.client_secret_env,
@@ -934,6 +986,7 @@ fn auth_settings(t: &TargetSpec) -> Value {
             "token_endpoint": o.token_endpoint,
             "auth_method": o.auth_method,
             "private_key_file": o.private_key_file,
+            "login_follow_redirects": o.login_follow_redirects,
             "token_per_user": a.token_per_user,
         }),
         (None, None) => Value::Null,

@@ -7,17 +7,19 @@
 //! authenticated by `client_secret_basic`, `client_secret_post` or `private_key_jwt` (RFC
 //! 7523); `/introspect` (RFC 7662) tells a token's state. Tokens can be revoked at set times
 //! (`auth_revoke_at`) or by a loopback-only `POST /auth/revoke`. Everything is counted for
-//! `/stats`.
+//! `/stats`. With `auth_code`, the authorization code grant too (`auth_code.rs`).
 //!
 //! Tokens are checked without a lock: a token carries its number, issue and expiry times and
-//! scope, sealed with a keyed hash of this target's own; a revocation revokes every token
+//! scope level (none, the required scope, and the step-up scope too), sealed with a keyed hash of this target's own; a revocation revokes every token
 //! issued before it, or with `token_number=N` in the admin call's form, only the token
 //! numbered N (the tokens issued are numbered from 0; checks take a lock only once one
 //! token alone was revoked).
 
+use super::auth_code as code;
 use super::config::ConfigError;
 use super::config::{AuthMetadata, ServeConfig};
 use super::stats::AuthCounts;
+use crate::auth::net::{form_decode, pairs};
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -46,6 +48,7 @@ struct Counters {
     refused_unsupported_grant_type: AtomicU64,
     refused_invalid_scope: AtomicU64,
     refused_invalid_target: AtomicU64,
+    refused_invalid_grant: AtomicU64,
     token_in_flight: AtomicU64,
     token_in_flight_max: AtomicU64,
     missing: AtomicU64,
@@ -67,14 +70,14 @@ enum ClientProof {
 
 /// The protected resource and its authorization server.
 pub(crate) struct AuthServer {
-    client_id: String,
-    secret: Option<String>,
+    pub(super) client_id: String,
+    pub(super) secret: Option<String>,
     key: Option<(jsonwebtoken::DecodingKey, jsonwebtoken::Algorithm)>,
     /// The `aud` an assertion must name is the token endpoint's URL, not the issuer.
     aud_token_endpoint: bool,
     scope: String,
     resources: Vec<String>,
-    lifetime_ms: u64,
+    pub(super) lifetime_ms: u64,
     metadata: AuthMetadata,
     delay: Duration,
     revoke_at_ms: Vec<u64>,
@@ -88,7 +91,14 @@ pub(crate) struct AuthServer {
     started: Instant,
     seq: AtomicU64,
     n: Counters,
+    /// `auth_code`: the authorization code grant and its clients.
+    code: Option<code::CodeGrant>,
 }
+
+/// The scope level of a token that `/mcp` let through (a request extension): 2 when it
+/// holds the step-up scope too.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Granted(u8);
 
 /// Why a token is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,7 +135,7 @@ impl AuthServer {
                 })
             }
         };
-        if secret.is_none() && key.is_none() {
+        if secret.is_none() && key.is_none() && !cfg.auth_code {
             return Err(invalid(format!(
                 "the client secret comes from the environment variable {} (or give \
                  auth_client_key for private_key_jwt): it is not set",
@@ -143,6 +153,16 @@ impl AuthServer {
                 "auth_scope {:?}: one word, not {OTHER_SCOPE:?}",
                 cfg.auth_scope
             )));
+        }
+        if let Some(up) = &cfg.auth_step_up_scope
+            && (up.is_empty() || up.contains(' ') || *up == cfg.auth_scope || up == OTHER_SCOPE)
+        {
+            return Err(invalid(format!(
+                "auth_step_up_scope {up:?}: one word, neither auth_scope nor {OTHER_SCOPE:?}"
+            )));
+        }
+        if cfg.auth_step_up_scope.is_some() && !cfg.auth_code {
+            return Err(invalid("auth_step_up_scope needs auth_code".into()));
         }
         let mut revoke_at_ms = Vec::new();
         for s in &cfg.auth_revoke_at {
@@ -169,10 +189,13 @@ impl AuthServer {
             started: Instant::now(),
             seq: AtomicU64::new(0),
             n: Counters::default(),
+            code: cfg
+                .auth_code
+                .then(|| code::CodeGrant::new(cfg.auth_step_up_scope.clone())),
         })
     }
 
-    fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
 
@@ -186,6 +209,7 @@ impl AuthServer {
             ("unsupported_grant_type", &n.refused_unsupported_grant_type),
             ("invalid_scope", &n.refused_invalid_scope),
             ("invalid_target", &n.refused_invalid_target),
+            ("invalid_grant", &n.refused_invalid_grant),
         ];
         let now = self.now_ms();
         AuthCounts {
@@ -208,26 +232,63 @@ impl AuthServer {
                 + g(&n.admin_revocations),
             metadata_served: g(&n.metadata_served),
             introspections: g(&n.introspections),
+            code: self.code.as_ref().map(code::CodeGrant::counts),
         }
     }
 
-    fn seal(&self, seq: u64, issued: u64, expires: u64, scoped: bool) -> u64 {
-        self.seal.hash_one((seq, issued, expires, scoped))
+    fn seal(&self, seq: u64, issued: u64, expires: u64, level: u8) -> u64 {
+        self.seal.hash_one((seq, issued, expires, level))
     }
 
-    fn issue(&self, scoped: bool) -> String {
+    /// A token of scope `level`: 0 without the required scope, 1 with it, 2 with the step-up
+    /// scope too.
+    pub(super) fn issue(&self, level: u8) -> String {
         let seq = self.seq.fetch_add(1, Relaxed);
         let issued = self.now_ms();
         let expires = issued + self.lifetime_ms;
-        let seal = self.seal(seq, issued, expires, scoped);
-        format!(
-            "{TOKEN_PREFIX}{seq:x}.{issued:x}.{expires:x}.{}.{seal:016x}",
-            u8::from(scoped)
-        )
+        let seal = self.seal(seq, issued, expires, level);
+        format!("{TOKEN_PREFIX}{seq:x}.{issued:x}.{expires:x}.{level}.{seal:016x}")
     }
 
-    /// The state of a token: `Ok(())` when it grants the required scope now.
-    fn check(&self, token: &str) -> Result<(), Refusal> {
+    /// The scope level of a granted scope (see [`AuthServer::issue`]).
+    pub(super) fn level(&self, scope: &str, step_up: Option<&str>) -> u8 {
+        let has = |w: &str| scope.split(' ').any(|s| s == w);
+        match (has(&self.scope), step_up) {
+            (false, _) => 0,
+            (true, Some(up)) if has(up) => 2,
+            (true, _) => 1,
+        }
+    }
+
+    /// The scope granted for `asked` (default: the required one), or `invalid_scope`.
+    pub(super) fn granted_scope(
+        &self,
+        asked: Option<String>,
+        step_up: Option<&str>,
+    ) -> Result<String, &'static str> {
+        let asked = asked.unwrap_or_else(|| self.scope.clone());
+        let scopes: Vec<&str> = asked.split_whitespace().collect();
+        let known = |w: &str| {
+            w == self.scope
+                || w == OTHER_SCOPE
+                || step_up == Some(w)
+                || (self.code.is_some() && w == "offline_access")
+        };
+        if scopes.is_empty() || !scopes.iter().all(|w| known(w)) {
+            return Err("invalid_scope");
+        }
+        Ok(scopes.join(" "))
+    }
+
+    /// Whether tokens are issued for `resource` (RFC 8707): this target's `/mcp`, or one of
+    /// `auth_resources`.
+    pub(super) fn resource_ok(&self, resource: &str, base: &str) -> bool {
+        resource.trim_end_matches('/') == format!("{base}/mcp")
+            || self.resources.iter().any(|r| r == "*" || r == resource)
+    }
+
+    /// The state of a token: its scope level when it grants the required scope now.
+    fn check(&self, token: &str) -> Result<u8, Refusal> {
         let parts: Vec<&str> = token
             .strip_prefix(TOKEN_PREFIX)
             .ok_or(Refusal::Invalid)?
@@ -238,8 +299,8 @@ impl AuthServer {
         };
         let num = |s: &str| u64::from_str_radix(s, 16).map_err(|_| Refusal::Invalid);
         let (seq, issued, expires, seal) = (num(seq)?, num(issued)?, num(expires)?, num(seal)?);
-        let scoped = *scoped == "1";
-        if self.seal(seq, issued, expires, scoped) != seal {
+        let level: u8 = scoped.parse().map_err(|_| Refusal::Invalid)?;
+        if self.seal(seq, issued, expires, level) != seal {
             return Err(Refusal::Invalid);
         }
         let now = self.now_ms();
@@ -255,10 +316,10 @@ impl AuthServer {
         if now >= expires {
             return Err(Refusal::Expired);
         }
-        if !scoped {
+        if level == 0 {
             return Err(Refusal::Scope);
         }
-        Ok(())
+        Ok(level)
     }
 
     /// The origin clients reach this target at, from the request's `Host`.
@@ -352,6 +413,19 @@ impl AuthServer {
                     ));
                 }
                 let form = read_form(req).await.unwrap_or_default();
+                if field(&form, "refresh_tokens").as_deref() == Some("all") {
+                    return Ok(match &self.code {
+                        Some(code) => {
+                            code.revoke_refresh_tokens();
+                            respond(200, "text/plain", Bytes::from_static(b"revoked\n"))
+                        }
+                        None => respond(
+                            400,
+                            "text/plain",
+                            Bytes::from_static(b"refresh tokens are issued with auth_code only\n"),
+                        ),
+                    });
+                }
                 match field(&form, "token_number").map(|n| n.parse::<u64>()) {
                     Some(Ok(n)) => {
                         let numbers = self.revoked_numbers.lock();
@@ -372,8 +446,35 @@ impl AuthServer {
                 self.n.admin_revocations.fetch_add(1, Relaxed);
                 Ok(respond(200, "text/plain", Bytes::from_static(b"revoked\n")))
             }
+            (&Method::GET, "/authorize") if self.code.is_some() => {
+                let code = self.code.as_ref().expect("guarded");
+                let query = req.uri().query().unwrap_or("").to_owned();
+                Ok(match code.authorize(self, &query, &base).await {
+                    Ok(location) => {
+                        let mut r = respond(302, "text/plain", Bytes::new());
+                        if let Ok(v) = HeaderValue::from_str(&location) {
+                            r.headers_mut().insert(header::LOCATION, v);
+                        }
+                        r
+                    }
+                    Err(e) => respond(400, "text/plain", Bytes::from(format!("{e}\n"))),
+                })
+            }
+            (&Method::POST, "/register") if self.code.is_some() => {
+                let body = Limited::new(req.into_body(), MAX_FORM).collect().await;
+                let body = body.map(|b| b.to_bytes()).unwrap_or_default();
+                let (status, v) = self.code.as_ref().expect("guarded").register(&body);
+                Ok(json(status, v))
+            }
             (_, "/mcp") => match self.authorize(req.headers()) {
-                Ok(()) => Err(req),
+                Ok(level) => {
+                    let mut req = req;
+                    // Read only by the step-up check (an extension allocates).
+                    if self.code.as_ref().is_some_and(|c| c.step_up.is_some()) {
+                        req.extensions_mut().insert(Granted(level));
+                    }
+                    Err(req)
+                }
                 Err(refusal) => Ok(self.refuse(refusal, &base, &respond)),
             },
             _ => Err(req),
@@ -381,6 +482,31 @@ impl AuthServer {
     }
 
     fn as_metadata(&self, base: &str) -> serde_json::Value {
+        let mut m = self.cc_metadata(base);
+        if let Some(code) = &self.code {
+            let mut scopes = vec![self.scope.as_str(), OTHER_SCOPE, "offline_access"];
+            scopes.extend(code.step_up.as_deref());
+            let extra = serde_json::json!({
+                "authorization_endpoint": format!("{base}/authorize"),
+                "registration_endpoint": format!("{base}/register"),
+                "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+                "response_types_supported": ["code"],
+                "code_challenge_methods_supported": ["S256"],
+                "token_endpoint_auth_methods_supported":
+                    ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"],
+                "authorization_response_iss_parameter_supported": true,
+                "client_id_metadata_document_supported": true,
+                "scopes_supported": scopes,
+            });
+            if let (Some(m), Some(extra)) = (m.as_object_mut(), extra.as_object()) {
+                m.extend(extra.clone());
+            }
+        }
+        m
+    }
+
+    /// The metadata of the client credentials grant alone.
+    fn cc_metadata(&self, base: &str) -> serde_json::Value {
         serde_json::json!({
             "issuer": base,
             "token_endpoint": format!("{base}/token"),
@@ -394,7 +520,7 @@ impl AuthServer {
         })
     }
 
-    fn authorize(&self, h: &HeaderMap) -> Result<(), Refusal> {
+    fn authorize(&self, h: &HeaderMap) -> Result<u8, Refusal> {
         let token = h
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -405,7 +531,7 @@ impl AuthServer {
         let checked = token.map_or(Err(Refusal::Missing), |t| self.check(t));
         let n = &self.n;
         let counter = match checked {
-            Ok(()) => &n.authorized,
+            Ok(_) => &n.authorized,
             Err(Refusal::Missing) => &n.missing,
             Err(Refusal::Invalid) => &n.invalid,
             Err(Refusal::Expired) => &n.expired,
@@ -459,7 +585,7 @@ impl AuthServer {
 
     fn introspect(&self, token: &str, base: &str) -> serde_json::Value {
         match self.check(token) {
-            Ok(()) => {
+            Ok(_) => {
                 let expires = token
                     .rsplit('.')
                     .nth(2)
@@ -502,6 +628,7 @@ impl AuthServer {
                 "unsupported_grant_type" => &n.refused_unsupported_grant_type,
                 "invalid_scope" => &n.refused_invalid_scope,
                 "invalid_target" => &n.refused_invalid_target,
+                "invalid_grant" => &n.refused_invalid_grant,
                 _ => &n.refused_invalid_request,
             }
             .fetch_add(1, Relaxed),
@@ -526,23 +653,29 @@ impl AuthServer {
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }
-        if field(&form, "grant_type").as_deref() != Some("client_credentials") {
+        let grant = field(&form, "grant_type");
+        if let Some(code) = &self.code
+            && matches!(
+                grant.as_deref(),
+                Some("authorization_code" | "refresh_token")
+            )
+        {
+            let pair = match &basic {
+                Some(b) => Some(basic_pair(b).ok_or((401, "invalid_client", true))?),
+                None => None,
+            };
+            let had_basic = pair.is_some();
+            return code
+                .token(self, &form, pair)
+                .map_err(|(status, e, _)| (status, e, had_basic && e == "invalid_client"));
+        }
+        if grant.as_deref() != Some("client_credentials") {
             return Err((400, "unsupported_grant_type", false));
         }
         let proof = match (&basic, field(&form, "client_assertion")) {
             (Some(b), _) => {
-                let decoded = base64::engine::general_purpose::STANDARD
-                    .decode(b.trim())
-                    .ok()
-                    .and_then(|d| String::from_utf8(d).ok())
-                    .ok_or((401, "invalid_client", true))?;
-                let (id, secret) = decoded
-                    .split_once(':')
-                    .ok_or((401, "invalid_client", true))?;
-                ClientProof::Secret {
-                    id: form_decode(id),
-                    secret: form_decode(secret),
-                }
+                let (id, secret) = basic_pair(b).ok_or((401, "invalid_client", true))?;
+                ClientProof::Secret { id, secret }
             }
             (None, Some(jwt)) => ClientProof::Assertion {
                 id: field(&form, "client_id"),
@@ -557,22 +690,19 @@ impl AuthServer {
             return Err((401, "invalid_client", basic.is_some()));
         }
         if let Some(resource) = field(&form, "resource")
-            && resource.trim_end_matches('/') != format!("{base}/mcp")
-            && !self.resources.iter().any(|r| r == "*" || *r == resource)
+            && !self.resource_ok(&resource, base)
         {
             return Err((400, "invalid_target", false));
         }
-        let asked = field(&form, "scope").unwrap_or_else(|| self.scope.clone());
-        let scopes: Vec<&str> = asked.split_whitespace().collect();
-        if scopes.is_empty() || scopes.iter().any(|s| *s != self.scope && *s != OTHER_SCOPE) {
-            return Err((400, "invalid_scope", false));
-        }
-        let scoped = scopes.contains(&self.scope.as_str());
+        let step_up = self.code.as_ref().and_then(|c| c.step_up.as_deref());
+        let scope = self
+            .granted_scope(field(&form, "scope"), step_up)
+            .map_err(|e| (400, e, false))?;
         Ok(serde_json::json!({
-            "access_token": self.issue(scoped),
+            "access_token": self.issue(self.level(&scope, step_up)),
             "token_type": "Bearer",
             "expires_in": self.lifetime_ms / 1000,
-            "scope": scopes.join(" "),
+            "scope": scope,
         }))
     }
 
@@ -611,47 +741,67 @@ async fn read_form(req: Request<Incoming>) -> Option<Vec<(String, String)>> {
         .await
         .ok()?
         .to_bytes();
-    let text = std::str::from_utf8(&body).ok()?;
-    Some(
-        text.split('&')
-            .filter(|p| !p.is_empty())
-            .map(|p| match p.split_once('=') {
-                Some((k, v)) => (form_decode(k), form_decode(v)),
-                None => (form_decode(p), String::new()),
-            })
-            .collect(),
-    )
+    Some(pairs(std::str::from_utf8(&body).ok()?))
 }
 
-fn field(form: &[(String, String)], name: &str) -> Option<String> {
+pub(super) fn field(form: &[(String, String)], name: &str) -> Option<String> {
     form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
 }
 
-/// `application/x-www-form-urlencoded` decoding (`+` is a space).
-fn form_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                match std::str::from_utf8(&b[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                {
-                    Some(v) => {
-                        out.push(v);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
+/// The client id and secret of an `Authorization: Basic` value (each form-decoded).
+fn basic_pair(b64: &str) -> Option<(String, String)> {
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .ok()
+        .and_then(|d| String::from_utf8(d).ok())?;
+    let (id, secret) = decoded.split_once(':')?;
+    Some((form_decode(id), form_decode(secret)))
+}
+
+impl AuthServer {
+    /// With a step-up scope: the 403 for a `tools/call` (alone or in a batch) whose token
+    /// lacks it (`granted`: what `/mcp` let through), with the challenge naming the wider
+    /// scope.
+    pub(crate) fn step_up_refusal<B>(
+        &self,
+        granted: Option<&Granted>,
+        h: &HeaderMap,
+        body: &[u8],
+        respond: impl Fn(u16, &'static str, Bytes) -> Response<B>,
+    ) -> Option<Response<B>> {
+        let code = self.code.as_ref()?;
+        let up = code.step_up.as_deref()?;
+        if granted.is_some_and(|g| g.0 >= 2) {
+            return None;
         }
-        i += 1;
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let is_call =
+            |m: &serde_json::Value| m.get("method").and_then(|m| m.as_str()) == Some("tools/call");
+        let calls = match &v {
+            serde_json::Value::Array(a) => a.iter().any(is_call),
+            m => is_call(m),
+        };
+        if !calls {
+            return None;
+        }
+        code.forbade_step_up();
+        self.n.forbidden.fetch_add(1, Relaxed);
+        self.n.authorized.fetch_sub(1, Relaxed);
+        let meta = Self::metadata_url(&Self::base(h));
+        let challenge = format!(
+            r#"Bearer error="insufficient_scope", scope="{} {up}", resource_metadata="{meta}""#,
+            self.scope
+        );
+        let mut r = respond(
+            403,
+            "text/plain",
+            Bytes::from_static(b"tools/call needs the step-up scope\n"),
+        );
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        Some(r)
     }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -659,9 +809,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn forms_decode() {
-        assert_eq!(form_decode("a+b%26c%3Dd%2F%C3%A9"), "a b&c=d/é");
-        assert_eq!(form_decode("100%"), "100%");
-        assert_eq!(form_decode("%4"), "%4");
+    fn basic_credentials_are_decoded() {
+        let b = base64::engine::general_purpose::STANDARD.encode("a%3Ab:s+t");
+        assert_eq!(basic_pair(&b), Some(("a:b".into(), "s t".into())));
+        assert_eq!(basic_pair("%%%"), None);
     }
 }

@@ -658,6 +658,14 @@ pub struct ServeConfig {
     pub auth_metadata: AuthMetadata,
     /// Milliseconds each token request takes before it is answered.
     pub auth_token_delay_ms: u64,
+    /// The authorization code grant with PKCE, dynamic registration (RFC 7591), client ID
+    /// metadata documents and rotating refresh tokens, besides client credentials.
+    #[serde(default)]
+    pub auth_code: bool,
+    /// `tools/call` needs this scope besides `auth_scope` (403 `insufficient_scope` without
+    /// it: a step-up).
+    #[serde(default)]
+    pub auth_step_up_scope: Option<String>,
     /// stdio: milliseconds slept before stdin is read at all (a runtime's start-up; a
     /// client's `initialize` waits for it).
     pub startup_ms: u64,
@@ -748,6 +756,8 @@ impl Default for ServeConfig {
             auth_revoke_at: Vec::new(),
             auth_metadata: AuthMetadata::Oauth,
             auth_token_delay_ms: 0,
+            auth_code: false,
+            auth_step_up_scope: None,
             startup_ms: 0,
             rss_ballast_mb: 0,
             stdout_banner: None,
@@ -804,6 +814,11 @@ impl ServeConfig {
         if self.max_body_bytes == 0 || self.max_line_bytes == 0 || self.max_connections == 0 {
             return Err(ConfigError::Invalid(
                 "body, line and connection limits must be > 0".into(),
+            ));
+        }
+        if (self.auth_code || self.auth_step_up_scope.is_some()) && !self.auth {
+            return Err(ConfigError::Invalid(
+                "auth_code and auth_step_up_scope need auth".into(),
             ));
         }
         if self.auth_token_delay_ms > JOB_ITEM_MS_MAX {

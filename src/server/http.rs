@@ -333,6 +333,14 @@ async fn post(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         Ok(admitted) => admitted,
         Err(refused) => return refused,
     };
+    if let Some(auth) = &shared.auth
+        && let Some(refused) =
+            auth.step_up_refusal(parts.extensions.get(), h, &bytes, |s, ct, b| {
+                respond(s, ct, b)
+            })
+    {
+        return refused;
+    }
     let session_id = header(h, headers::SESSION_ID);
     let session = match session_id {
         None => None,

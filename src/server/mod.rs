@@ -15,6 +15,7 @@
 //! ```
 
 mod auth;
+mod auth_code;
 mod capacity;
 mod config;
 mod faults;
@@ -39,6 +40,7 @@ mod tasks;
 mod wire;
 
 pub use auth::TOKEN_PREFIX;
+pub use auth_code::{CODE_PREFIX, REFRESH_PREFIX};
 pub use config::{
     AnswerMode, AuthMetadata, Balance, BatchPolicy, ConfigError, RejectStatus, ServeConfig,
     ServedEras, ServiceTime, Stall,

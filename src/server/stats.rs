@@ -860,4 +860,37 @@ pub struct AuthCounts {
     pub metadata_served: u64,
     /// Tokens checked by `POST /introspect` (another resource server asking).
     pub introspections: u64,
+    /// With `auth_code`: the authorization code grant's counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<CodeCounts>,
+}
+
+/// What the authorization code grant counted (`/stats` `auth.code`, `serve --auth-code`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeCounts {
+    /// `GET /authorize` requests, and those refused, by OAuth error code.
+    pub authorization_requests: u64,
+    pub authorization_refused: std::collections::BTreeMap<String, u64>,
+    /// Codes handed out by redirect, and codes exchanged for tokens.
+    pub codes_issued: u64,
+    pub codes_redeemed: u64,
+    /// Authorization requests without S256, and token requests whose verifier did not match.
+    pub pkce_failures: u64,
+    /// `POST /register` requests (RFC 7591).
+    pub registrations: u64,
+    /// Client ID metadata documents fetched.
+    pub metadata_documents: u64,
+    /// Refresh grants answered with a token, and refresh tokens rotated by them (every
+    /// refresh rotates).
+    pub refreshes: u64,
+    pub rotations: u64,
+    /// Refresh grants refused: a rotated-out token presented again, or a revoked one.
+    pub refresh_reused: u64,
+    pub refresh_revoked: u64,
+    /// `POST /auth/revoke` calls with `refresh_tokens=all`.
+    pub refresh_revocations: u64,
+    /// Codes issued for a scope with the step-up scope, and `tools/call` requests refused
+    /// 403 for want of it.
+    pub step_ups: u64,
+    pub forbidden_step_up: u64,
 }

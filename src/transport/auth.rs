@@ -19,6 +19,8 @@ use tokio::time::Instant;
 
 /// After a failed fetch, requests fail at once for this long before a fetch is tried again.
 const FAILED_FETCH_PAUSE: Duration = Duration::from_secs(1);
+/// After a fetch failed for good: longer than any run.
+const FOR_GOOD: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// A token as the authorization server handed it.
 pub struct Token {
@@ -120,6 +122,9 @@ pub struct Fetched {
     /// How long the POST to the token endpoint took, when one was made (a fetch may fail in
     /// discovery before it).
     pub token_request: Option<Duration>,
+    /// The failure is for good (a refresh token refused): no fetch is tried again, and the
+    /// run stops ([`Credentials::fatal`]).
+    pub fatal: bool,
 }
 
 /// How a token is fetched (the `auth` layer's OAuth client).
@@ -179,6 +184,8 @@ struct State {
     failed: Option<(Arc<str>, Instant)>,
     /// The proactive refresh's timer task.
     timer: Option<tokio::task::AbortHandle>,
+    /// A fetch failed for good: why.
+    fatal: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -195,6 +202,10 @@ struct Inner {
     total: Counts,
     /// `token_per_user`: the other users' credentials, by user (these are user 0's).
     users: Option<Mutex<FxHashMap<u32, Credentials>>>,
+    /// A 403 `insufficient_scope` may be answered by a fetch for the wider scope (a new
+    /// authorization), and whether that was done: it is done once.
+    step_up: bool,
+    stepped_up: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
@@ -240,6 +251,8 @@ impl Credentials {
         let (epoch, _) = watch::channel(0);
         Credentials(Arc::new(Inner {
             users: users.then(Mutex::default),
+            step_up: false,
+            stepped_up: Default::default(),
             fetch,
             eager,
             state: Mutex::new(State {
@@ -252,6 +265,7 @@ impl Credentials {
                 stopped: false,
                 failed: None,
                 timer: None,
+                fatal: None,
             }),
             epoch,
             accepted: AtomicU64::new(0),
@@ -279,6 +293,33 @@ impl Credentials {
     /// first sends (the run's, user 0's, as `fetched` says).
     pub fn fetched_per_user(fetch: Fetch, eager: bool) -> Self {
         Self::made(Some(fetch), eager, None, true)
+    }
+
+    /// Like [`Credentials::fetched`], and a 403 `insufficient_scope` is answered once by a
+    /// fetch given its challenge (the wider scope authorized anew).
+    pub fn fetched_with_step_up(fetch: Fetch, eager: bool) -> Self {
+        let mut c = Self::with(Some(fetch), eager, None);
+        if let Some(inner) = Arc::get_mut(&mut c.0) {
+            inner.step_up = true;
+        }
+        c
+    }
+
+    /// After a 403 `insufficient_scope` to a request sent with token `generation`: whether to
+    /// send it again. The first one starts a fetch for the challenge's scope (credentials
+    /// that can step up); later ones are not sent again, unless a newer token came since.
+    pub fn step_up(&self, generation: u64, challenge: Option<Challenge>) -> Refusal {
+        if !self.0.step_up {
+            return Refusal::Fail;
+        }
+        if self.0.stepped_up.swap(true, Relaxed) {
+            return if generation < self.lock().generation {
+                Refusal::Retry
+            } else {
+                Refusal::Fail
+            };
+        }
+        self.refused(generation, challenge)
     }
 
     /// Whether every virtual user has a token of its own.
@@ -454,6 +495,24 @@ impl Credentials {
         })
     }
 
+    /// Why a fetch failed for good (a refresh token refused), if one did: the run stops.
+    pub fn fatal(&self) -> Option<Arc<str>> {
+        self.all().iter().find_map(|c| c.lock().fatal.clone())
+    }
+
+    /// Resolves once a fetch failed for good ([`Credentials::fatal`]).
+    pub async fn fatal_news(&self) -> Arc<str> {
+        let mut rx = self.0.epoch.subscribe();
+        loop {
+            if let Some(why) = self.fatal() {
+                return why;
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// The generation of the newest token (0: none yet).
     pub fn generation(&self) -> u64 {
         self.lock().generation
@@ -486,6 +545,7 @@ impl Credentials {
         }
         let mut s = self.lock();
         s.fetching = false;
+        let fatal = fetched.fatal;
         match fetched.token.and_then(|t| {
             let mut h = HeaderValue::from_str(&format!("Bearer {}", t.access))
                 .map_err(|_| "the token holds characters a header cannot carry".to_owned())?;
@@ -510,6 +570,13 @@ impl Credentials {
                 if let Some(l) = lifetime {
                     s.timer = Some(self.refresh_timer(s.generation, refresh_at(sent, l)));
                 }
+            }
+            Err(why) if fatal => {
+                // Requests fail at once from now on, never sent for a 401 each.
+                let why: Arc<str> = why.into();
+                s.failed = Some((why.clone(), Instant::now() + FOR_GOOD));
+                s.fatal = Some(why);
+                s.stopped = true;
             }
             Err(why) => {
                 s.failed = Some((why.into(), Instant::now() + FAILED_FETCH_PAUSE));
@@ -646,6 +713,7 @@ mod tests {
                         lifetime: None,
                     }),
                     token_request: Some(Duration::from_millis(1)),
+                    fatal: false,
                 }
             })
         });
@@ -683,6 +751,7 @@ mod tests {
                         lifetime: None,
                     }),
                     token_request: Some(Duration::from_millis(20)),
+                    fatal: false,
                 }
             })
         });
@@ -706,5 +775,54 @@ mod tests {
         let mut h = LatencyHistogram::default();
         c.take_counts(&mut k, &mut h);
         assert_eq!((k.token_requests, k.token_refreshes, h.len()), (2, 1, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fetch_failed_for_good_is_never_tried_again_and_a_step_up_is_tried_once() {
+        use std::sync::atomic::AtomicUsize;
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let f = fetches.clone();
+        let fetch: Fetch = Arc::new(move |why: FetchWhy| {
+            let n = f.fetch_add(1, Relaxed);
+            Box::pin(async move {
+                // The first token, then a step-up's, then a refused refresh.
+                let fatal = n == 2;
+                Fetched {
+                    token: if fatal {
+                        Err("refused".into())
+                    } else {
+                        Ok(Token {
+                            access: format!("t{n}{}", why.challenge.is_some()),
+                            lifetime: None,
+                        })
+                    },
+                    token_request: Some(Duration::from_millis(1)),
+                    fatal,
+                }
+            })
+        });
+        let c = Credentials::fetched_with_step_up(fetch, true);
+        c.ready().await.unwrap();
+        let scope = Some(Challenge {
+            error: Some("insufficient_scope".into()),
+            ..Challenge::default()
+        });
+        c.accepted(1);
+        assert_eq!(c.step_up(1, scope.clone()), Refusal::Retry);
+        c.renew(1, None).await.ok();
+        assert_eq!(c.generation(), 2);
+        // Once: a later 403 with the wider token is not stepped up again.
+        assert_eq!(c.step_up(2, scope), Refusal::Fail);
+        c.accepted(2);
+        assert_eq!(c.refused(2, None), Refusal::Retry);
+        c.fatal_news().await;
+        assert!(c.fatal().is_some());
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(matches!(c.current(Instant::now()), Current::Failed(_)));
+        assert_eq!(
+            fetches.load(Relaxed),
+            3,
+            "no fetch after one failed for good"
+        );
     }
 }

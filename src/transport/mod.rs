@@ -256,6 +256,9 @@ pub enum RetryCause {
     Session,
     /// Its token was refused (401): sent with a newer one.
     Token,
+    /// Its token lacked the scope (403 `insufficient_scope`): sent with one authorized for
+    /// the wider scope (a step-up; counted with the token retries).
+    Scope,
 }
 
 /// What cancelling a timed-out request found.

@@ -5,8 +5,15 @@
 // profile (one client for 1 s, 5 s timeout) and one `mcpload run PROFILE --quiet --out DIR
 // [--tool NAME --args JSON]` per `toolCalls` entry, and exits with the first failing run's code.
 //
+// The authorization code scenarios (`auth/*` but the client credentials ones) log in first,
+// headlessly, as a user of a test server would: `mcpload auth login URL
+// --login-follow-redirects` (a pre-registered client when the context names one, else the
+// client ID metadata document URL below, which mcpload uses where the server takes one and
+// otherwise registers dynamically), with the token store in the scenario's folder; the runs
+// then use the stored login (`--oauth-login`).
+//
 // Environment: MCPLOAD (the binary; default `mcpload` on PATH), MCPLOAD_CONFORMANCE_DIR (where
-// the profile, key and run folders go; default a fresh temporary folder).
+// the profile, key, token store and run folders go; default a fresh temporary folder).
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -56,6 +63,28 @@ if (context.private_key_pem !== undefined) {
   const keyPath = path.join(dir, "client-key.pem");
   writeFileSync(keyPath, context.private_key_pem, { mode: 0o600 });
   authFlags.push("--oauth-auth-method", "private_key_jwt", "--oauth-private-key", keyPath);
+}
+
+// The harness's client ID metadata document URL (it checks the id, it fetches nothing).
+const CIMD_URL = "https://conformance-test.local/client-metadata.json";
+const CLIENT_CREDENTIALS = new Set(["auth/client-credentials-basic", "auth/client-credentials-jwt"]);
+if (scenario.startsWith("auth/") && !CLIENT_CREDENTIALS.has(scenario)) {
+  env.XDG_CONFIG_HOME = path.join(dir, "config");
+  const clientFlags = context.client_id !== undefined ? authFlags.splice(0) : ["--oauth-client-id", CIMD_URL];
+  const login = spawnSync(mcpload, ["auth", "login", url, "--login-follow-redirects", ...clientFlags], {
+    env,
+    stdio: "inherit",
+  });
+  if (login.error) {
+    console.error(`mcpload-client: cannot start ${mcpload}: ${login.error.message}`);
+    process.exit(127);
+  }
+  if (login.status !== 0) {
+    process.exit(login.status ?? 1);
+  }
+  // A pre-registered client names its login (and brings its secret); otherwise the newest.
+  // A step-up or a new authorization server is authorized anew the same way.
+  authFlags.push("--oauth-login", "--login-follow-redirects", ...(context.client_id !== undefined ? clientFlags : []));
 }
 
 const calls = context.toolCalls ?? [null];

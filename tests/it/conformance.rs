@@ -189,3 +189,141 @@ fn auth_client_credentials_basic() {
 fn auth_client_credentials_jwt() {
     scenario("auth/client-credentials-jwt");
 }
+
+// The authorization code scenarios (issue #30): the wrapper logs in headlessly with `mcpload
+// auth login --login-follow-redirects`, then runs with `--oauth-login`.
+
+#[test]
+fn auth_metadata_default() {
+    scenario("auth/metadata-default");
+}
+
+#[test]
+fn auth_metadata_var1() {
+    scenario("auth/metadata-var1");
+}
+
+#[test]
+fn auth_metadata_var2() {
+    scenario("auth/metadata-var2");
+}
+
+#[test]
+fn auth_metadata_var3() {
+    scenario("auth/metadata-var3");
+}
+
+#[test]
+fn auth_basic_cimd() {
+    scenario("auth/basic-cimd");
+}
+
+#[test]
+fn auth_scope_from_www_authenticate() {
+    scenario("auth/scope-from-www-authenticate");
+}
+
+#[test]
+fn auth_scope_from_scopes_supported() {
+    scenario("auth/scope-from-scopes-supported");
+}
+
+#[test]
+fn auth_scope_omitted_when_undefined() {
+    scenario("auth/scope-omitted-when-undefined");
+}
+
+#[test]
+fn auth_scope_step_up() {
+    scenario("auth/scope-step-up");
+}
+
+#[test]
+fn auth_scope_retry_limit() {
+    scenario("auth/scope-retry-limit");
+}
+
+#[test]
+fn auth_token_endpoint_auth_basic() {
+    scenario("auth/token-endpoint-auth-basic");
+}
+
+#[test]
+fn auth_token_endpoint_auth_post() {
+    scenario("auth/token-endpoint-auth-post");
+}
+
+#[test]
+fn auth_token_endpoint_auth_none() {
+    scenario("auth/token-endpoint-auth-none");
+}
+
+#[test]
+fn auth_pre_registration() {
+    scenario("auth/pre-registration");
+}
+
+#[test]
+fn auth_v2025_03_26_oauth_metadata_backcompat() {
+    scenario("auth/2025-03-26-oauth-metadata-backcompat");
+}
+
+#[test]
+fn auth_v2025_03_26_oauth_endpoint_fallback() {
+    scenario("auth/2025-03-26-oauth-endpoint-fallback");
+}
+
+#[test]
+fn auth_resource_mismatch() {
+    scenario("auth/resource-mismatch");
+}
+
+#[test]
+fn auth_offline_access_scope() {
+    scenario("auth/offline-access-scope");
+}
+
+#[test]
+fn auth_offline_access_not_supported() {
+    scenario("auth/offline-access-not-supported");
+}
+
+#[test]
+fn auth_authorization_server_migration() {
+    scenario("auth/authorization-server-migration");
+}
+
+#[test]
+fn auth_iss_supported() {
+    scenario("auth/iss-supported");
+}
+
+#[test]
+fn auth_iss_not_advertised() {
+    scenario("auth/iss-not-advertised");
+}
+
+#[test]
+fn auth_iss_supported_missing() {
+    scenario("auth/iss-supported-missing");
+}
+
+#[test]
+fn auth_iss_wrong_issuer() {
+    scenario("auth/iss-wrong-issuer");
+}
+
+#[test]
+fn auth_iss_unexpected() {
+    scenario("auth/iss-unexpected");
+}
+
+#[test]
+fn auth_iss_normalized() {
+    scenario("auth/iss-normalized");
+}
+
+#[test]
+fn auth_metadata_issuer_mismatch() {
+    scenario("auth/metadata-issuer-mismatch");
+}

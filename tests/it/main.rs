@@ -33,6 +33,7 @@ mod report_hlog_python;
 mod report_workflows;
 mod run_ab;
 mod run_auth;
+mod run_auth_code;
 mod run_auth_interop;
 mod run_compare;
 mod run_faults;

@@ -49,6 +49,8 @@ pub(super) struct Head {
 pub(super) struct Details {
     pub(super) content_type: Option<String>,
     pub(super) session_id: Option<HeaderValue>,
+    /// `Location` of a redirect (3xx), for the OAuth client's authorization request.
+    pub(super) location: Option<String>,
 }
 
 /// The body kind a `Content-Type` value announces (`Other` when absent).
@@ -492,6 +494,11 @@ impl Wire {
                     && name.eq_ignore_ascii_case(SESSION_HEADER.as_str())
                 {
                     d.session_id = HeaderValue::from_bytes(h.value).ok();
+                } else if let Some(d) = &mut head.details
+                    && (300..400).contains(&status)
+                    && name.eq_ignore_ascii_case("location")
+                {
+                    d.location = std::str::from_utf8(h.value).ok().map(str::to_owned);
                 } else if name.eq_ignore_ascii_case("connection") {
                     for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                         if token.eq_ignore_ascii_case(b"close") {

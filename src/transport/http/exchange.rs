@@ -388,7 +388,10 @@ impl Exchange {
         let mut reader = BodyReader::new(head.kind, self.max, self.budget.take());
         let status = head.status;
         self.status = status;
-        if self.token.is_some() && status == 401 && matches!(self.sink, Sink::Events(_)) {
+        if self.token.is_some()
+            && matches!(status, 401 | 403)
+            && matches!(self.sink, Sink::Events(_))
+        {
             self.challenge = head.challenge.take();
         }
         let sink = &mut self.sink;
@@ -430,7 +433,12 @@ impl Exchange {
         self.lost = self
             .watch
             .is_some_and(|w| w.lost(status, self.sink.said_unknown()));
-        self.unauthorized = self.token.is_some() && status == 401;
+        // A 403 asking for a wider scope may be stepped up (once), as a 401 refreshed.
+        self.unauthorized = self.token.is_some()
+            && (status == 401
+                || status == 403
+                    && (self.challenge.as_deref())
+                        .is_some_and(|c| c.contains("insufficient_scope")));
         self.sink.finish(status, retry_after_s, body);
     }
 
@@ -747,6 +755,7 @@ impl Whole {
             body,
             content_type: details.content_type,
             session_id: details.session_id,
+            location: details.location,
             retry_after_s: head.retry_after_s,
             challenge: head.challenge.map(String::from),
             messages: std::mem::take(&mut self.messages),

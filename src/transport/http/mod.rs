@@ -541,13 +541,26 @@ impl HttpTransport {
                     return Some(event);
                 };
                 let challenge = challenge.as_deref().and_then(Challenge::parse);
+                let scope = challenge.as_ref().and_then(|c| c.error.as_deref())
+                    == Some("insufficient_scope");
                 let bearer = auth.get(user);
-                let refusal = bearer.creds.refused(token, challenge);
+                let refusal = if scope {
+                    bearer.creds.step_up(token, challenge)
+                } else {
+                    bearer.creds.refused(token, challenge)
+                };
                 bearer.stale();
                 return Some(match (refusal, resend) {
                     (Refusal::Retry, Some(request)) => {
-                        self.retry(event, request, RetryCause::Token)
+                        let cause = if scope {
+                            RetryCause::Scope
+                        } else {
+                            RetryCause::Token
+                        };
+                        self.retry(event, request, cause)
                     }
+                    // A 403 not stepped up is counted as a 403 (`http_403`) alone.
+                    (_, _) if scope => event,
                     (_, _) => {
                         if let Event::Refused { ids, .. } = &event {
                             self.counters.auth_failures += ids.len() as u64;
@@ -648,7 +661,7 @@ impl HttpTransport {
         self.open += 1;
         match cause {
             RetryCause::Session => self.counters.retries_session += 1,
-            RetryCause::Token => self.counters.retries_token += 1,
+            RetryCause::Token | RetryCause::Scope => self.counters.retries_token += 1,
         }
         if self.restarting {
             self.held.push(*request);

@@ -28,6 +28,8 @@ pub struct Reply {
     pub body: BodyKind,
     pub content_type: Option<String>,
     pub session_id: Option<HeaderValue>,
+    /// `Location` of a redirect (3xx), kept for answers read whole.
+    pub location: Option<String>,
     pub retry_after_s: Option<u64>,
     /// `WWW-Authenticate` of a 401 or 403.
     pub challenge: Option<String>,
