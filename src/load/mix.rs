@@ -100,6 +100,8 @@ pub struct Mix {
     /// a name count as one operation.
     names: Vec<String>,
     skipped: Vec<Skipped>,
+    /// `tools/call` entries naming a tool the server's listing lacks (it listed some).
+    unlisted: Vec<String>,
     /// The rules of tasks and input rounds, when an operation has either.
     flows: Option<Arc<FlowRules>>,
     /// The profile's `[input]`, as the results the server gets.
@@ -151,6 +153,7 @@ impl Mix {
         let mut weights = Vec::new();
         let mut names = OpNames::default();
         let mut skipped = Vec::new();
+        let mut unlisted = Vec::new();
         let mut tools = Vec::new();
         for op in ops {
             let csv = match &op.csv {
@@ -200,6 +203,14 @@ impl Mix {
                 let (meta, task) = flow_params(op, flow, modern, canned);
                 req.meta = meta.as_ref();
                 req.task = task.as_ref();
+                if op.method == Method::ToolsCall
+                    && listed.is_none()
+                    && !server.tools.is_empty()
+                    && let Some(name) = &op.tool
+                    && !unlisted.contains(name)
+                {
+                    unlisted.push(name.clone());
+                }
                 if op.method == Method::ToolsCall
                     && let Some(t) = listed
                 {
@@ -260,6 +271,7 @@ impl Mix {
             cumulative,
             names: names.into_vec(),
             skipped,
+            unlisted,
             flows,
             input: canned.cloned(),
             modern,
@@ -306,6 +318,12 @@ impl Mix {
     /// The server's tools `tool = "*"` left out, with the reason.
     pub fn skipped(&self) -> &[Skipped] {
         &self.skipped
+    }
+
+    /// Tools the mix calls by name that the server does not list (none when it listed
+    /// nothing): a misspelt name, or a tool the server hides from this client.
+    pub fn unlisted(&self) -> &[String] {
+        &self.unlisted
     }
 
     pub fn ops(&self) -> &[MixOp] {

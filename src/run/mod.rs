@@ -129,6 +129,17 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
     }
     let mix =
         Mix::new(&plan.mix, &server, &plan.base, plan.input.as_ref()).map_err(PlanError::Usage)?;
+    if !mix.unlisted().is_empty() {
+        let listed: Vec<&str> = server.tools.iter().map(|t| t.name.as_str()).collect();
+        for name in mix.unlisted() {
+            eprintln!(
+                "mcpload: warning: tool {name} is not among the {} tools the server lists ({}); \
+                 its calls will likely end as errors",
+                listed.len(),
+                listed.join(", ")
+            );
+        }
+    }
     for s in mix.skipped() {
         eprintln!(
             "mcpload: tool {} skipped, never called: {}",

@@ -176,3 +176,37 @@ timeout = "3s"
         "{err}"
     );
 }
+
+/// A `tools/call` of a tool the server does not list is warned about before the run, naming
+/// the tools it does list; a listed tool is not.
+#[test]
+fn a_tool_the_server_does_not_list_is_warned_about() {
+    let dir = scratch("run-ops-unlisted");
+    let run_with = |tool: &str| {
+        let out = crate::support::bin()
+            .args([
+                "run",
+                "--quiet",
+                "--builtin",
+                "--tool",
+                tool,
+                "-c",
+                "1",
+                "-d",
+                "1s",
+            ])
+            .args(["--warmup", "0s", "--out"])
+            .arg(dir.join(tool))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = run_with("ehco");
+    let warning = stderr
+        .lines()
+        .find(|l| l.starts_with("mcpload: warning: tool ehco is not among the"))
+        .unwrap_or_else(|| panic!("no warning:\n{stderr}"));
+    assert!(warning.contains("echo"), "{warning}");
+    let stderr = run_with("echo");
+    assert!(!stderr.contains("is not among"), "{stderr}");
+}
