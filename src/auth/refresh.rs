@@ -224,7 +224,13 @@ impl Refresher {
         };
         let started = Instant::now();
         match login.run().await {
-            Ok(new) => {
+            Ok(mut new) => {
+                if same_client {
+                    // A pre-registered id to the login: the registration's secret and the
+                    // way it authenticates are the entry's, kept for the next refreshes.
+                    new.client_secret = entry.client_secret.clone();
+                    new.auth_method = entry.auth_method.clone();
+                }
                 let left = new.expires_at.map(|e| e.saturating_sub(unix_now()));
                 let token = Token {
                     access: new.access_token.clone(),

@@ -84,6 +84,8 @@ pub(crate) struct CodeGrant {
     state: Mutex<State>,
     n: Counters,
     pub(super) step_up: Option<String>,
+    /// Registration gives every client a secret: `none` is refused.
+    pub(super) confidential: bool,
     rng: ring::rand::SystemRandom,
 }
 
@@ -91,11 +93,12 @@ pub(crate) struct CodeGrant {
 pub(super) type TokenError = (u16, &'static str, bool);
 
 impl CodeGrant {
-    pub(super) fn new(step_up: Option<String>) -> Self {
+    pub(super) fn new(step_up: Option<String>, confidential: bool) -> Self {
         CodeGrant {
             state: Mutex::default(),
             n: Counters::default(),
             step_up,
+            confidential,
             rng: ring::rand::SystemRandom::new(),
         }
     }
@@ -175,6 +178,7 @@ impl CodeGrant {
             .and_then(|m| m.as_str())
             .unwrap_or("client_secret_basic");
         let secret = match method {
+            "none" if self.confidential => return bad("invalid_client_metadata"),
             "none" => None,
             "client_secret_basic" | "client_secret_post" => Some(self.random("mcpl_cs_")),
             _ => return bad("invalid_client_metadata"),

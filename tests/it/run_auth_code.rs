@@ -649,3 +649,88 @@ fn without_a_browser_the_url_is_printed_and_a_person_approving_it_completes_the_
         assert!(!said.contains(s) && !String::from_utf8_lossy(&out.stdout).contains(s));
     }
 }
+
+/// `POST /register` with `token_endpoint_auth_method` `method`: the status and answer.
+fn register(server: &Server, method: &str) -> (u16, Value) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = Conn::open(server.addr()).await;
+        let body = serde_json::json!({
+            "redirect_uris": ["http://127.0.0.1:1/callback"],
+            "token_endpoint_auth_method": method,
+        });
+        let json = [("content-type".to_owned(), "application/json".to_owned())];
+        let r = c
+            .send("POST", "/register", &json, body.to_string().into_bytes())
+            .await;
+        (
+            r.status,
+            serde_json::from_slice(&r.body).unwrap_or(Value::Null),
+        )
+    })
+}
+
+#[test]
+fn a_step_up_keeps_the_registered_clients_secret_for_the_refreshes_after_it() {
+    let _share = machine::loading();
+    let server = serve_code(&[
+        "--auth-step-up-scope",
+        "write",
+        "--auth-code-confidential",
+        "--token-lifetime",
+        "4",
+    ]);
+    // The target gives a secret on registration when asked, and refuses a public client.
+    let (status, v) = register(&server, "client_secret_basic");
+    assert_eq!(status, 201, "{v}");
+    assert!(
+        v["client_secret"].as_str().is_some_and(|s| !s.is_empty()),
+        "{v}"
+    );
+    let (status, v) = register(&server, "none");
+    assert_eq!(
+        (status, &v["error"]),
+        (400, &Value::from("invalid_client_metadata"))
+    );
+    let dir = scratch("auth_code_step_up_secret");
+    let config = dir.join("config");
+    let login_out = login(&config, &server.url, &[]);
+    let entry = store(&config)["entries"][0].clone();
+    assert_eq!(entry["auth_method"], "client_secret_basic", "{entry}");
+    // Stepped up at the first tools/call, then refreshed (4 s tokens over 7 s) as the
+    // registered client, by its secret.
+    let out = dir.join("run");
+    let run = mcpload(
+        &config,
+        &[
+            "run",
+            "--quiet",
+            "--url",
+            &server.url,
+            "--oauth-login",
+            "--login-follow-redirects",
+            "--tool",
+            "echo",
+            "-c",
+            "1",
+            "-d",
+            "7s",
+            "--warmup",
+            "0s",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(run.output.status.success(), "{}", text(&run.output));
+    let code = code_stats(&server);
+    assert_eq!(u(&code, "/step_ups"), 1, "{code}");
+    assert!(u(&code, "/refreshes") >= 1, "{code}");
+    let r = &steps(&out)[0];
+    assert_eq!(num(r, "auth_failures"), 0.0, "{r:?}");
+    let after = store(&config)["entries"][0].clone();
+    assert_eq!(after["auth_method"], "client_secret_basic", "{after}");
+    assert_eq!(after["client_secret"], entry["client_secret"]);
+    assert_eq!(after["scope"], "mcp offline_access write");
+    no_secrets(&[&login_out, &run], &[&out]);
+}
