@@ -213,10 +213,7 @@ impl CodeGrant {
         if self.lock().clients.contains_key(id) {
             return Ok(());
         }
-        let loopback = ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"]
-            .iter()
-            .any(|p| id.starts_with(p));
-        if !loopback {
+        if !is_loopback_url(id) {
             return Err("invalid_client");
         }
         let net = Net {
@@ -277,7 +274,7 @@ impl CodeGrant {
             self.refused(e);
             return Err(e);
         }
-        let known = id == auth.client_id && is_loopback_redirect(&redirect)
+        let known = id == auth.client_id && is_loopback_url(&redirect)
             || self
                 .lock()
                 .clients
@@ -452,24 +449,34 @@ impl CodeGrant {
     }
 }
 
-/// A loopback redirect URI (RFC 8252 section 7.3): any port.
-fn is_loopback_redirect(uri: &str) -> bool {
-    ["http://127.0.0.1:", "http://[::1]:", "http://localhost:"]
-        .iter()
-        .any(|p| uri.starts_with(p))
+/// An `http` URL on loopback with a port (RFC 8252 section 7.3: any port), parsed: host
+/// 127.0.0.1, localhost or ::1, and no userinfo (`http://127.0.0.1:1@evil.example/` is
+/// evil.example's). What a redirect URI of the pre-registered client, and a client ID
+/// metadata document's URL, must be.
+fn is_loopback_url(uri: &str) -> bool {
+    loopback_parts(uri).is_some()
+}
+
+/// A loopback URL's host and path (with its query), without the port; `None` if it is not
+/// one ([`is_loopback_url`]).
+fn loopback_parts(uri: &str) -> Option<String> {
+    let u = uri.parse::<http::Uri>().ok()?;
+    let a = u.authority()?;
+    let loopback = matches!(a.host(), "127.0.0.1" | "localhost" | "[::1]" | "::1");
+    (u.scheme_str() == Some("http") && !a.as_str().contains('@') && a.port().is_some() && loopback)
+        .then(|| {
+            format!(
+                "{}{}",
+                a.host(),
+                u.path_and_query().map_or("/", |p| p.as_str())
+            )
+        })
 }
 
 /// A redirect URI equal to a registered one, the port of a loopback one aside.
 fn same_redirect(registered: &str, given: &str) -> bool {
-    let without_port = |u: &str| -> String {
-        if !is_loopback_redirect(u) {
-            return u.to_owned();
-        }
-        let (scheme_host, rest) = u.rsplit_once(':').unwrap_or((u, ""));
-        let path = rest.find('/').map_or("", |i| &rest[i..]);
-        format!("{scheme_host}{path}")
-    };
-    registered == given || without_port(registered) == without_port(given)
+    registered == given
+        || loopback_parts(registered).is_some_and(|r| Some(r) == loopback_parts(given))
 }
 
 #[cfg(test)]
@@ -490,5 +497,33 @@ mod tests {
             "https://a.example/cb",
             "https://b.example/cb"
         ));
+        assert!(!same_redirect(
+            "http://127.0.0.1:1/callback",
+            "http://127.0.0.1:1@evil.example/callback"
+        ));
+    }
+
+    #[test]
+    fn only_a_loopback_host_is_loopback_userinfo_or_not() {
+        for ok in [
+            "http://127.0.0.1:8080/doc",
+            "http://localhost:1/callback",
+            "http://[::1]:9/cb?x=1",
+        ] {
+            assert!(is_loopback_url(ok), "{ok}");
+        }
+        for bad in [
+            "http://127.0.0.1:1@evil.example/doc",
+            "http://127.0.0.1:1@evil.example:80/doc",
+            "http://user@127.0.0.1:1/doc",
+            "http://127.0.0.1.evil.example:1/doc",
+            "http://localhost.evil.example:1/doc",
+            "https://127.0.0.1:1/doc",
+            "http://127.0.0.1/doc",
+            "http://evil.example/127.0.0.1:1",
+            "not a url",
+        ] {
+            assert!(!is_loopback_url(bad), "{bad}");
+        }
     }
 }
