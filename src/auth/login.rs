@@ -118,7 +118,10 @@ impl Login {
             token_endpoint,
             authorization_endpoint: Some(authorize),
             access_token: answer.token.access,
-            expires_at: answer.token.lifetime.map(|l| now + l.as_secs()),
+            expires_at: answer
+                .token
+                .lifetime
+                .map(|l| now.saturating_add(l.as_secs())),
             refresh_token: answer.refresh_token,
             scope: answer.scope.or(scope),
             saved_at: now,

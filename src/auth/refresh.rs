@@ -181,7 +181,10 @@ impl Refresher {
         let saved = {
             let mut e = self.entry.lock().unwrap_or_else(|e| e.into_inner());
             e.access_token = answer.token.access.clone();
-            e.expires_at = answer.token.lifetime.map(|l| unix_now() + l.as_secs());
+            e.expires_at = answer
+                .token
+                .lifetime
+                .map(|l| unix_now().saturating_add(l.as_secs()));
             if let Some(rotated) = answer.refresh_token {
                 e.refresh_token = Some(rotated);
             }

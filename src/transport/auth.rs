@@ -239,7 +239,15 @@ impl std::fmt::Debug for Credentials {
 pub fn refresh_at(sent: Instant, lifetime: Duration) -> Instant {
     let eighty = lifetime.mul_f64(0.8);
     let before = lifetime.saturating_sub(Duration::from_secs(30));
-    sent + eighty.min(before).max(lifetime / 2)
+    later(sent, eighty.min(before).max(lifetime / 2))
+}
+
+/// `at + by`, or as late as an `Instant` goes near it (a lifetime no clock holds never
+/// panics the fetch task, whose waiters would then never wake).
+fn later(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by)
+        .or_else(|| at.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(at)
 }
 
 impl Credentials {
@@ -567,7 +575,7 @@ impl Credentials {
                 }
                 s.generation += 1;
                 s.header = Some(header);
-                s.expires = lifetime.map(|l| sent + l);
+                s.expires = lifetime.map(|l| later(sent, l));
                 s.refused = false;
                 s.reactive = reactive;
                 s.failed = None;
@@ -874,5 +882,28 @@ mod tests {
         assert_eq!((c.generation(), step_ups.load(Relaxed)), (3, 1));
         c.accepted(3);
         assert_eq!(c.step_up(3, scope), Refusal::Fail, "once");
+    }
+
+    #[tokio::test]
+    async fn a_lifetime_no_clock_holds_gives_a_token_not_a_panic() {
+        let fetch: Fetch = Arc::new(|_| {
+            Box::pin(async {
+                Fetched {
+                    token: Ok(Token {
+                        access: "t".into(),
+                        lifetime: Some(Duration::MAX),
+                    }),
+                    token_request: Some(Duration::from_millis(1)),
+                    fatal: false,
+                }
+            })
+        });
+        let c = Credentials::fetched(fetch, true);
+        // Bounded: a panic in the fetch task would leave the waiter asleep.
+        tokio::time::timeout(Duration::from_secs(10), c.ready())
+            .await
+            .expect("the token came")
+            .unwrap();
+        assert!(matches!(c.current(Instant::now()), Current::Ready { .. }));
     }
 }
