@@ -95,12 +95,12 @@ impl Refresher {
         );
         let now = unix_now();
         if first && why.challenge.is_none() {
-            let left = entry.expires_at.map(|e| e.saturating_sub(now));
-            if left.is_none_or(|l| l >= STORED_TOKEN_MARGIN_S) {
+            let left = time_left(entry.expires_at, now);
+            if left.is_none_or(|l| l >= Duration::from_secs(STORED_TOKEN_MARGIN_S)) {
                 return Fetched {
                     token: Ok(Token {
                         access: entry.access_token.clone(),
-                        lifetime: left.map(Duration::from_secs),
+                        lifetime: left,
                     }),
                     token_request: None,
                     fatal: false,
@@ -234,10 +234,9 @@ impl Refresher {
                     new.client_secret = entry.client_secret.clone();
                     new.auth_method = entry.auth_method.clone();
                 }
-                let left = new.expires_at.map(|e| e.saturating_sub(unix_now()));
                 let token = Token {
                     access: new.access_token.clone(),
-                    lifetime: left.map(Duration::from_secs),
+                    lifetime: time_left(new.expires_at, unix_now()),
                 };
                 *self.entry.lock().unwrap_or_else(|e| e.into_inner()) = new.clone();
                 if let Err(e) = self.store.put(new) {
@@ -258,6 +257,13 @@ impl Refresher {
     }
 }
 
+/// How long a stored token expiring at `expires_at` has left at `now` (Unix seconds), at
+/// most: both are whole seconds and `now` is rounded down, so the token may have up to a
+/// second less than their difference; that second is taken off.
+fn time_left(expires_at: Option<u64>, now: u64) -> Option<Duration> {
+    expires_at.map(|e| Duration::from_secs(e.saturating_sub(now).saturating_sub(1)))
+}
+
 /// The scopes of `a` and `b`, each once, in order.
 fn union(a: Option<&str>, b: Option<&str>) -> String {
     let mut out: Vec<&str> = Vec::new();
@@ -275,5 +281,18 @@ mod tests {
     fn scopes_are_united_once_each() {
         assert_eq!(super::union(Some("a b"), Some("b c")), "a b c");
         assert_eq!(super::union(None, Some("c")), "c");
+    }
+
+    #[test]
+    fn a_stored_token_is_believed_a_second_less_than_its_whole_seconds_say() {
+        use std::time::Duration;
+        // Expiring at 100 and read at 97.9 (now = 97): 2.1 s left, believed 2, never 3.
+        assert_eq!(
+            super::time_left(Some(100), 97),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(super::time_left(Some(100), 100), Some(Duration::ZERO));
+        assert_eq!(super::time_left(Some(100), 120), Some(Duration::ZERO));
+        assert_eq!(super::time_left(None, 1), None);
     }
 }
