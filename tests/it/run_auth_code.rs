@@ -66,6 +66,9 @@ fn store(config: &Path) -> Value {
     let path = config.join("mcpload/tokens.json");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{}", path.display());
+    let dir = config.join("mcpload");
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{}", dir.display());
     serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
 }
 
