@@ -91,11 +91,11 @@ impl Login {
         }
         let sep = if authorize.contains('?') { '&' } else { '?' };
         let auth_url = format!("{authorize}{sep}{}", form_body(&query));
-        let callback = tokio::spawn(wait_for_callback(listener, self.wait));
-        self.approve(&auth_url, &redirect_uri).await?;
-        let answer = callback
-            .await
-            .map_err(|e| format!("the loopback listener: {e}"))??;
+        // Together: the listener (and its port) ends as soon as either fails.
+        let ((), answer) = tokio::try_join!(
+            self.approve(&auth_url, &redirect_uri),
+            wait_for_callback(listener, self.wait, &state)
+        )?;
         let code = check_callback(&answer, &state, &d)?;
         let mut form: Vec<(&str, String)> = vec![
             ("grant_type", "authorization_code".into()),
@@ -403,32 +403,52 @@ fn check_callback(
         .ok_or_else(|| "the redirect carries no code".into())
 }
 
-/// Waits for the redirect on the loopback listener: the query of its `GET /callback?…`.
+/// How long one connection to the loopback listener may take to send its request: an idle
+/// one (a browser's preconnect) is dropped after it, never holding up the redirect.
+const CALLBACK_READ: Duration = Duration::from_secs(2);
+
+/// The target of a connection's `GET` request line ("" for anything else).
+async fn request_target(socket: &mut tokio::net::TcpStream) -> String {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 << 10 {
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&buf);
+    head.lines()
+        .next()
+        .and_then(|l| l.strip_prefix("GET "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Waits for the redirect on the loopback listener: the query of its `GET /callback?…`
+/// that carries `state`. Other paths get 404 and a callback of another `state` 400 (a
+/// stale tab, a forged request): both are answered and the wait goes on.
 async fn wait_for_callback(
     listener: tokio::net::TcpListener,
     wait: Duration,
+    state: &str,
 ) -> Result<Vec<(String, String)>, String> {
     let accept = async {
         loop {
             let Ok((mut socket, _)) = listener.accept().await else {
                 continue;
             };
-            let mut buf = Vec::with_capacity(1024);
-            let mut chunk = [0u8; 1024];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 << 10 {
-                match socket.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let head = String::from_utf8_lossy(&buf);
-            let target = head
-                .lines()
-                .next()
-                .and_then(|l| l.strip_prefix("GET "))
-                .and_then(|l| l.split(' ').next())
-                .unwrap_or("");
-            let Some(query) = target.strip_prefix("/callback") else {
+            let Ok(target) = tokio::time::timeout(CALLBACK_READ, request_target(&mut socket)).await
+            else {
+                continue;
+            };
+            let query = match target.split_once('?') {
+                Some(("/callback", q)) => Some(q),
+                None if target == "/callback" => Some(""),
+                _ => None,
+            };
+            let Some(query) = query else {
                 let _ = socket
                     .write_all(
                         b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
@@ -436,6 +456,15 @@ async fn wait_for_callback(
                     .await;
                 continue;
             };
+            let answer = pairs(query);
+            if !answer.iter().any(|(k, v)| k == "state" && v == state) {
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+                continue;
+            }
             let page = "mcpload: the login is done; you can close this page.\n";
             let _ = socket
                 .write_all(
@@ -447,7 +476,7 @@ async fn wait_for_callback(
                 )
                 .await;
             let _ = socket.shutdown().await;
-            return pairs(query.trim_start_matches('?'));
+            return answer;
         }
     };
     tokio::time::timeout(wait, accept).await.map_err(|_| {
@@ -499,5 +528,39 @@ mod tests {
         assert!(check_callback(&q("code=c&state=s&iss=https%3A%2F%2Fevil"), "s", &quiet).is_err());
         let e = check_callback(&q("code=secretcode&state=x"), "s", &quiet).unwrap_err();
         assert!(!e.contains("secretcode"));
+    }
+
+    #[tokio::test]
+    async fn the_listener_outwaits_an_idle_connection_and_ignores_what_is_not_its_callback() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let waiting =
+            tokio::spawn(
+                async move { wait_for_callback(listener, Duration::from_secs(20), "s").await },
+            );
+        // A browser's preconnect: open, never a byte.
+        let _idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let get = |target: &'static str| async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut head = String::new();
+            tokio::time::timeout(Duration::from_secs(20), s.read_to_string(&mut head))
+                .await
+                .expect("answered while an idle connection is open")
+                .unwrap();
+            head.split(' ').nth(1).unwrap_or("").to_owned()
+        };
+        assert_eq!(get("/callbackXYZ?state=s&code=c").await, "404");
+        assert_eq!(get("/callback?state=other&code=c").await, "400");
+        assert_eq!(get("/callback?state=s&code=c").await, "200");
+        let q = tokio::time::timeout(Duration::from_secs(20), waiting)
+            .await
+            .expect("bounded")
+            .unwrap()
+            .unwrap();
+        assert!(q.contains(&("code".to_owned(), "c".to_owned())), "{q:?}");
     }
 }
