@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// How the person approves the authorization request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Approval {
-    /// Open the system browser (`xdg-open`), else print the URL.
+    /// Open the system browser (`xdg-open`), and print the URL.
     Browser,
     /// Print the URL on stderr (`--no-browser`).
     Print,
@@ -273,13 +273,12 @@ impl Login {
                     .stderr(std::process::Stdio::null())
                     .spawn()
                     .is_ok();
+                // The URL too, always: xdg-open may start and show no browser (none set up,
+                // no display, a remote shell).
                 if opened {
-                    eprintln!(
-                        "mcpload: the browser was opened to log in; waiting for the redirect"
-                    );
-                } else {
-                    print();
+                    eprintln!("mcpload: the browser was opened to log in");
                 }
+                print();
             }
             Approval::FollowRedirects => {
                 let reply = self.net.request(auth_url, Vec::new(), None).await?;

@@ -632,9 +632,37 @@ fn get_location(url: &str) -> (u16, Option<String>) {
     (status, location)
 }
 
+/// The authorization URL `child` prints on stderr, and what it said up to it; within 60 s
+/// (a reader thread: a silent child never hangs the test).
+fn printed_url(child: &mut std::process::Child) -> (String, String) {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut said = String::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            said.push_str(&line);
+            said.push('\n');
+            if line.starts_with("http://") {
+                let _ = tx.send(Ok((line.trim().to_owned(), said)));
+                return;
+            }
+        }
+        let _ = tx.send(Err(said));
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(found)) => found,
+        Ok(Err(said)) => panic!("no URL printed: {said}"),
+        Err(_) => {
+            let _ = child.kill();
+            panic!("no URL printed within 60 s");
+        }
+    }
+}
+
 #[test]
 fn without_a_browser_the_url_is_printed_and_a_person_approving_it_completes_the_login() {
-    use std::io::BufRead;
     let server = serve_code(&[]);
     let dir = scratch("auth_code_no_browser");
     let config = dir.join("config");
@@ -646,19 +674,7 @@ fn without_a_browser_the_url_is_printed_and_a_person_approving_it_completes_the_
         .spawn()
         .unwrap();
     // The person: reads the URL mcpload printed, and the browser follows the redirect.
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    let url = loop {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "no URL printed: {said}"
-        );
-        said.push_str(&line);
-        if line.starts_with("http://") {
-            break line.trim().to_owned();
-        }
-    };
+    let (url, said) = printed_url(&mut child);
     assert!(
         url.contains("code_challenge_method=S256") && url.contains("state="),
         "{url}"
@@ -668,11 +684,7 @@ fn without_a_browser_the_url_is_printed_and_a_person_approving_it_completes_the_
     let (status, _) = get_location(&location.unwrap());
     assert_eq!(status, 200, "the loopback listener took the redirect");
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{said}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("refresh token held"));
     assert_eq!(store(&config)["entries"].as_array().unwrap().len(), 1);
     for s in SECRET_PREFIXES {
@@ -763,4 +775,30 @@ fn a_step_up_keeps_the_registered_clients_secret_for_the_refreshes_after_it() {
     assert_eq!(after["client_secret"], entry["client_secret"]);
     assert_eq!(after["scope"], "mcp offline_access write");
     no_secrets(&[&login_out, &run], &[&out]);
+}
+
+#[test]
+fn a_browser_that_shows_nothing_still_leaves_the_url_on_stderr() {
+    let server = serve_code(&[]);
+    let dir = scratch("auth_code_browser");
+    // An xdg-open that starts and shows nothing (no display, no browser set up).
+    let bin_dir = dir.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let opener = bin_dir.join("xdg-open");
+    std::fs::write(&opener, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpload"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("PATH", path)
+        .args(["auth", "login", &server.url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (url, said) = printed_url(&mut child);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(said.contains("browser was opened"), "{said}");
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
 }
