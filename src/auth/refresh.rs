@@ -195,13 +195,23 @@ impl Refresher {
             e.clone()
         };
         // The rotated refresh token is the only one that works now: saved before use.
-        if let Err(e) = self.store.put(saved) {
-            eprintln!("mcpload: the refreshed tokens could not be saved: {e}");
-        }
+        self.save(saved, "the refreshed tokens").await;
         Fetched {
             token: Ok(answer.token),
             token_request: took,
             fatal: false,
+        }
+    }
+
+    /// Saves `entry` to the store off the runtime's workers (a lock, a write and two fsyncs),
+    /// saying on stderr if it could not.
+    async fn save(&self, entry: Entry, what: &str) {
+        let store = self.store.clone();
+        let saved = tokio::task::spawn_blocking(move || store.put(entry))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        if let Err(e) = saved {
+            eprintln!("mcpload: {what} could not be saved: {e}");
         }
     }
 
@@ -239,9 +249,7 @@ impl Refresher {
                     lifetime: time_left(new.expires_at, unix_now()),
                 };
                 *self.entry.lock().unwrap_or_else(|e| e.into_inner()) = new.clone();
-                if let Err(e) = self.store.put(new) {
-                    eprintln!("mcpload: the new login's tokens could not be saved: {e}");
-                }
+                self.save(new, "the new login's tokens").await;
                 Fetched {
                     token: Ok(token),
                     token_request: Some(started.elapsed()),
