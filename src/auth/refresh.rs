@@ -68,7 +68,7 @@ impl Refresher {
     async fn fetch(&self, why: FetchWhy) -> Fetched {
         let entry = self.entry.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(c) = &why.challenge {
-            if c.error.as_deref() == Some("insufficient_scope") {
+            if c.insufficient_scope() {
                 let wider = union(entry.scope.as_deref(), c.scope.as_deref());
                 return self.login(&entry, Some(wider), true, false).await;
             }

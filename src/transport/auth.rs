@@ -43,6 +43,20 @@ pub struct Challenge {
 }
 
 impl Challenge {
+    /// Whether it asks for a wider scope (`error="insufficient_scope"`): a step-up.
+    pub fn insufficient_scope(&self) -> bool {
+        self.error.as_deref() == Some("insufficient_scope")
+    }
+
+    /// Whether a `WWW-Authenticate` value is a Bearer challenge asking for a wider scope,
+    /// read as [`Challenge::parse`] reads it (never a substring: an `error_description`
+    /// may name it).
+    pub fn asks_for_scope(value: Option<&str>) -> bool {
+        value
+            .and_then(Challenge::parse)
+            .is_some_and(|c| c.insufficient_scope())
+    }
+
     /// The `Bearer` challenge of a `WWW-Authenticate` value (several challenges may share
     /// one value; the others are skipped). `None` when there is none.
     pub fn parse(value: &str) -> Option<Challenge> {
@@ -695,6 +709,18 @@ mod tests {
             Some("mcp")
         );
         assert_eq!(Challenge::parse(r#"Basic realm="x""#), None);
+        // Only its error asks for a step-up, never a mention of it elsewhere.
+        assert!(Challenge::asks_for_scope(Some(
+            r#"Bearer error="insufficient_scope", scope="mcp write""#
+        )));
+        for not in [
+            r#"Bearer error="invalid_token", error_description="insufficient_scope? no""#,
+            r#"Basic realm="insufficient_scope""#,
+            r#"Bearer scope="insufficient_scope""#,
+        ] {
+            assert!(!Challenge::asks_for_scope(Some(not)), "{not}");
+        }
+        assert!(!Challenge::asks_for_scope(None));
         // Whatever a server writes, reading it ends.
         for odd in [
             "==",
