@@ -407,27 +407,29 @@ impl CodeGrant {
             _ => {
                 let old = get("refresh_token").unwrap_or_default();
                 let mut s = self.lock();
-                let grant = match s.refresh.get_mut(&old) {
-                    Some(r @ Refresh::Live(_)) => match std::mem::replace(r, Refresh::Rotated) {
-                        Refresh::Live(g) => Some(g),
-                        _ => None,
-                    },
+                // Another client's or another resource's request is refused before the
+                // token is spent: it stays live for its own client.
+                match s.refresh.get(&old) {
+                    Some(Refresh::Live(g)) if g.client_id != id => {
+                        return Err((400, "invalid_grant", false));
+                    }
+                    Some(Refresh::Live(g)) if get("resource").is_some_and(|r| r != g.resource) => {
+                        return Err((400, "invalid_target", false));
+                    }
+                    Some(Refresh::Live(_)) => {}
                     Some(Refresh::Rotated) => {
                         self.n.refresh_reused.fetch_add(1, Relaxed);
-                        None
+                        return Err((400, "invalid_grant", false));
                     }
                     Some(Refresh::Revoked) => {
                         self.n.refresh_revoked.fetch_add(1, Relaxed);
-                        None
+                        return Err((400, "invalid_grant", false));
                     }
-                    None => None,
-                };
-                let Some(g) = grant.filter(|g| g.client_id == id) else {
+                    None => return Err((400, "invalid_grant", false)),
+                }
+                let Some(Refresh::Live(g)) = s.refresh.insert(old, Refresh::Rotated) else {
                     return Err((400, "invalid_grant", false));
                 };
-                if get("resource").is_some_and(|r| r != g.resource) {
-                    return Err((400, "invalid_target", false));
-                }
                 drop(s);
                 self.n.refreshes.fetch_add(1, Relaxed);
                 self.n.rotations.fetch_add(1, Relaxed);

@@ -174,6 +174,10 @@ fn the_authorization_server_refuses_what_the_flow_forbids_and_counts_it() {
         assert_eq!(r.json()["scope"], "mcp");
         // Rotation: the first refresh token works once; presented again it is refused.
         let refresh = |rt: &str| format!("grant_type=refresh_token&refresh_token={rt}&client_id={client}");
+        // For another resource it is refused, and not spent by that.
+        let elsewhere = format!("{}&resource={}", refresh(&first), enc("http://127.0.0.1:1/other"));
+        let r = c.send("POST", "/token", &form, elsewhere.into_bytes()).await;
+        assert_eq!((r.status, r.json()["error"].clone()), (400, "invalid_target".into()));
         let r = c.send("POST", "/token", &form, refresh(&first).into_bytes()).await;
         assert_eq!(r.status, 200);
         let second = r.json()["refresh_token"].as_str().unwrap().to_owned();
@@ -203,6 +207,7 @@ fn the_authorization_server_refuses_what_the_flow_forbids_and_counts_it() {
     assert_eq!(u(&n, "/refresh_revocations"), 1);
     let auth = &target_stats(&server.url)["auth"];
     assert_eq!(auth["token_refused"]["invalid_grant"], 4);
+    assert_eq!(auth["token_refused"]["invalid_target"], 1);
 }
 
 /// SHA-256 by the system's `sha256sum` (the test checks the server's PKCE with a tool of
