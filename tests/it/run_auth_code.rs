@@ -807,3 +807,26 @@ fn a_browser_that_shows_nothing_still_leaves_the_url_on_stderr() {
     assert!(said.contains("browser was opened"), "{said}");
     assert!(url.contains("code_challenge_method=S256"), "{url}");
 }
+
+#[test]
+fn auth_status_never_shows_a_urls_userinfo_or_query_values() {
+    let dir = scratch("auth_code_status_redacted");
+    let config = dir.join("config");
+    std::fs::create_dir_all(config.join("mcpload")).unwrap();
+    let url = "http://user:pw-sekrit@127.0.0.1:1/mcp?key=key-sekrit";
+    let contents = serde_json::json!({"version": 1, "entries": [{
+        "url": url, "resource": url, "client_id": "c", "auth_method": "none",
+        "issuer": "http://127.0.0.1:1", "token_endpoint": "http://127.0.0.1:1/token",
+        "access_token": "mcpl_at_x", "saved_at": 1,
+    }]});
+    std::fs::write(
+        config.join("mcpload/tokens.json"),
+        serde_json::to_vec(&contents).unwrap(),
+    )
+    .unwrap();
+    let status = mcpload(&config, &["auth", "status"], Duration::from_secs(20));
+    let said = text(&status.output);
+    assert!(status.output.status.success(), "{said}");
+    assert!(said.contains("127.0.0.1:1/mcp"), "{said}");
+    assert!(!said.contains("sekrit"), "{said}");
+}
