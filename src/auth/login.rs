@@ -32,7 +32,7 @@ pub enum Approval {
 }
 
 /// What a login needs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Login {
     /// The MCP endpoint.
     pub url: String,
@@ -46,6 +46,23 @@ pub struct Login {
     pub approval: Approval,
     /// How long to wait for the redirect.
     pub wait: Duration,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client's secret never shows; only whether there is one.
+        f.debug_struct("Login")
+            .field("url", &self.url)
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "[redacted]"),
+            )
+            .field("scope", &self.scope)
+            .field("approval", &self.approval)
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Login {
@@ -527,6 +544,28 @@ mod tests {
         assert!(check_callback(&q("code=c&state=s&iss=https%3A%2F%2Fevil"), "s", &quiet).is_err());
         let e = check_callback(&q("code=secretcode&state=x"), "s", &quiet).unwrap_err();
         assert!(!e.contains("secretcode"));
+    }
+
+    #[test]
+    fn a_login_shown_for_debugging_shows_no_secret() {
+        let login = Login {
+            url: "http://127.0.0.1:1/mcp".into(),
+            net: crate::auth::Net {
+                tls: Default::default(),
+                connect_timeout: Duration::from_secs(1),
+                timeout: Duration::from_secs(1),
+            },
+            client_id: Some("c".into()),
+            client_secret: Some("the-sekrit".into()),
+            scope: None,
+            approval: Approval::Print,
+            wait: Duration::from_secs(1),
+        };
+        let shown = format!("{login:?}");
+        assert!(
+            !shown.contains("the-sekrit") && shown.contains("[redacted]"),
+            "{shown}"
+        );
     }
 
     #[tokio::test]
