@@ -68,7 +68,9 @@ impl Refresher {
     async fn fetch(&self, why: FetchWhy) -> Fetched {
         let entry = self.entry.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(c) = &why.challenge {
-            if c.insufficient_scope() {
+            // Authorizing anew headlessly only with --login-follow-redirects (a 401 can
+            // carry this error too, and reaches here without it).
+            if c.insufficient_scope() && self.relogin {
                 let wider = union(entry.scope.as_deref(), c.scope.as_deref());
                 return self.login(&entry, Some(wider), true, false).await;
             }
