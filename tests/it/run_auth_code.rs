@@ -3,7 +3,7 @@
 //! (`auth.code`). The flow's refusals on raw requests (PKCE, resource, code and refresh token
 //! reuse); `mcpload auth login --login-follow-redirects` by dynamic registration, by a client
 //! ID metadata document served on loopback, and as a pre-registered client, its token store
-//! (mode 0600, in the scratch `XDG_CONFIG_HOME`); `run --oauth-login` refreshing second-long
+//! (mode 0600 in a 0700 folder, in the scratch `XDG_CONFIG_HOME`); `run --oauth-login` refreshing 4 s
 //! tokens under load without one failed request, each rotated refresh token saved; a revoked
 //! refresh token stopping the run with exit code 2 and no 401; and no token, refresh token or
 //! code anywhere in the output, the run folder or its name.
@@ -355,7 +355,7 @@ fn a_revoked_refresh_token_stops_the_run_with_exit_code_2_and_no_401() {
     let server = serve_code(&["--token-lifetime", "10"]);
     let dir = scratch("auth_code_revoked");
     let config = dir.join("config");
-    login(&config, &server.url, &[]);
+    let login_out = login(&config, &server.url, &[]);
     // Revoked before the run: its stored access token works for 10 s (the run uses it while
     // it has 2 s left), then the refresh is refused (at half its remaining life).
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -406,6 +406,7 @@ fn a_revoked_refresh_token_stops_the_run_with_exit_code_2_and_no_401() {
         "the login's probe alone: {stats}"
     );
     assert_eq!(u(&stats, "/auth/code/refresh_revoked"), 1);
+    no_secrets(&[&login_out, &run], &[&out]);
 }
 
 /// A client ID metadata document, served on loopback by the test: every request gets it.
@@ -421,8 +422,21 @@ fn serve_document(redirect_prefix: &str) -> (String, std::thread::JoinHandle<()>
     })
     .to_string();
     let handle = std::thread::spawn(move || {
-        // One fetch is all the authorization server makes.
-        if let Ok((mut s, _)) = listener.accept() {
+        // One fetch is all the authorization server makes; none within 60 s ends the wait.
+        listener.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let accepted = loop {
+            match listener.accept() {
+                Ok((s, _)) => break Some(s),
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(_) => break None,
+            }
+        };
+        if let Some(mut s) = accepted {
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let mut buf = [0u8; 4096];
             let _ = s.read(&mut buf);
             let _ = write!(
@@ -448,7 +462,7 @@ fn a_client_id_metadata_document_and_a_pre_registered_client_log_in_without_regi
     let dir = scratch("auth_code_clients");
     let config = dir.join("config");
     let (doc, fetched) = serve_document("http://127.0.0.1:1/callback");
-    login(&config, &server.url, &["--oauth-client-id", &doc]);
+    let by_document = login(&config, &server.url, &["--oauth-client-id", &doc]);
     fetched.join().unwrap();
     let n = code_stats(&server);
     assert_eq!(
@@ -503,6 +517,7 @@ fn a_client_id_metadata_document_and_a_pre_registered_client_log_in_without_regi
     let run = watch(c, Duration::from_secs(60));
     assert!(run.output.status.success(), "{}", text(&run.output));
     assert!(num(&steps(&out)[0], "ok") > 0.0);
+    no_secrets(&[&by_document, &pre, &run], &[&out]);
     // Logging out forgets both.
     let out = mcpload(
         &config,
@@ -520,7 +535,7 @@ fn a_step_up_scope_is_refused_403_on_tools_call_and_stepped_up_once_where_allowe
     let server = serve_code(&["--auth-step-up-scope", "write"]);
     let dir = scratch("auth_code_step_up");
     let config = dir.join("config");
-    login(&config, &server.url, &[]);
+    let login_out = login(&config, &server.url, &[]);
     let run_mix = |name: &str, mix: &str| {
         let p = profile(
             &dir,
@@ -611,6 +626,10 @@ fn a_step_up_scope_is_refused_403_on_tools_call_and_stepped_up_once_where_allowe
     );
     let scope = store(&config)["entries"][0]["scope"].clone();
     assert_eq!(scope, "mcp offline_access write");
+    no_secrets(
+        &[&login_out, &list, &call, &run],
+        &[&list_out, &call_out, &out],
+    );
 }
 
 /// One `GET` over a plain socket: the status and the `Location` header.
