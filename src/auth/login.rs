@@ -10,11 +10,10 @@
 
 use super::net::{Net, form_body, json_of, pairs};
 use super::store::{Entry, unix_now};
-use super::{Discovered, basic_header, discover, token_answer};
+use super::{Discovered, basic_header, discover, random_text, token_answer};
 use crate::transport::auth::Challenge;
 use base64::Engine;
 use http::{HeaderName, HeaderValue};
-use ring::rand::SecureRandom;
 use serde_json::Value;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -505,15 +504,6 @@ async fn wait_for_callback(
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// `n` random bytes, base64url: a PKCE verifier (32 bytes: 43 characters) or a state.
-fn random_text(n: usize) -> Result<String, String> {
-    let mut bytes = vec![0u8; n];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| "no randomness from the system".to_owned())?;
-    Ok(b64(&bytes))
 }
 
 #[cfg(test)]

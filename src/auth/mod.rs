@@ -490,6 +490,17 @@ pub fn token_answer(endpoint: &str, reply: &Reply) -> Result<Answer, String> {
     })
 }
 
+/// `n` random bytes from the system, base64url: a PKCE verifier (32 bytes: 43 characters), a
+/// state, or (the built-in target's) a code, client or token.
+pub fn random_text(n: usize) -> Result<String, String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = vec![0u8; n];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| "no randomness from the system".to_owned())?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
 /// The longest lifetime a token answer is believed: a longer `expires_in` is this long.
 pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 

@@ -461,8 +461,7 @@ impl AuthServer {
                 })
             }
             (&Method::POST, "/register") if self.code.is_some() => {
-                let body = Limited::new(req.into_body(), MAX_FORM).collect().await;
-                let body = body.map(|b| b.to_bytes()).unwrap_or_default();
+                let body = read_body(req).await.unwrap_or_default();
                 let (status, v) = self.code.as_ref().expect("guarded").register(&body);
                 Ok(json(status, v))
             }
@@ -749,12 +748,19 @@ impl AuthServer {
 
 /// A form body's pairs, decoded; `None` when it cannot be read.
 async fn read_form(req: Request<Incoming>) -> Option<Vec<(String, String)>> {
-    let body = Limited::new(req.into_body(), MAX_FORM)
-        .collect()
-        .await
-        .ok()?
-        .to_bytes();
+    let body = read_body(req).await?;
     Some(pairs(std::str::from_utf8(&body).ok()?))
+}
+
+/// A request's body, at most `MAX_FORM` bytes (`None` beyond, or broken off).
+async fn read_body(req: Request<Incoming>) -> Option<Bytes> {
+    Some(
+        Limited::new(req.into_body(), MAX_FORM)
+            .collect()
+            .await
+            .ok()?
+            .to_bytes(),
+    )
 }
 
 pub(super) fn field(form: &[(String, String)], name: &str) -> Option<String> {

@@ -11,7 +11,6 @@ use super::auth::{AuthServer, field};
 use crate::auth::net::{Net, form_body, pairs};
 use crate::server::stats::CodeCounts;
 use base64::Engine;
-use ring::rand::SecureRandom;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -86,7 +85,6 @@ pub(crate) struct CodeGrant {
     pub(super) step_up: Option<String>,
     /// Registration gives every client a secret: `none` is refused.
     pub(super) confidential: bool,
-    rng: ring::rand::SystemRandom,
 }
 
 /// A refusal of the token endpoint: status and OAuth error code.
@@ -99,7 +97,6 @@ impl CodeGrant {
             n: Counters::default(),
             step_up,
             confidential,
-            rng: ring::rand::SystemRandom::new(),
         }
     }
 
@@ -128,14 +125,13 @@ impl CodeGrant {
         }
     }
 
-    fn random(&self, prefix: &str) -> String {
-        let mut bytes = [0u8; 24];
-        // SystemRandom fails only without a system source, which the target cannot run without.
-        let _ = self.rng.fill(&mut bytes);
-        format!(
-            "{prefix}{}",
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-        )
+    /// A new code, client or token: `prefix` and 24 random bytes; `None` without randomness
+    /// from the system (the request is then refused `server_error`, never given a guessable
+    /// one).
+    fn random(prefix: &str) -> Option<String> {
+        crate::auth::random_text(24)
+            .ok()
+            .map(|t| format!("{prefix}{t}"))
     }
 
     /// Counts a `tools/call` refused for want of the step-up scope.
@@ -180,10 +176,15 @@ impl CodeGrant {
         let secret = match method {
             "none" if self.confidential => return bad("invalid_client_metadata"),
             "none" => None,
-            "client_secret_basic" | "client_secret_post" => Some(self.random("mcpl_cs_")),
+            "client_secret_basic" | "client_secret_post" => match Self::random("mcpl_cs_") {
+                Some(s) => Some(s),
+                None => return (500, serde_json::json!({"error": "server_error"})),
+            },
             _ => return bad("invalid_client_metadata"),
         };
-        let id = self.random("mcpl_client_");
+        let Some(id) = Self::random("mcpl_client_") else {
+            return (500, serde_json::json!({"error": "server_error"}));
+        };
         let mut s = self.lock();
         if s.clients.len() >= MAX_CLIENTS {
             return bad("invalid_client_metadata");
@@ -331,7 +332,7 @@ impl CodeGrant {
         {
             self.n.step_ups.fetch_add(1, Relaxed);
         }
-        let code = self.random(CODE_PREFIX);
+        let code = Self::random(CODE_PREFIX).ok_or("server_error")?;
         let now = auth.now_ms();
         let mut s = self.lock();
         s.codes.retain(|_, c| c.expires_ms > now);
@@ -436,7 +437,7 @@ impl CodeGrant {
                 g
             }
         };
-        let refresh = self.random(REFRESH_PREFIX);
+        let refresh = Self::random(REFRESH_PREFIX).ok_or((500, "server_error", false))?;
         let scope = grant.scope.clone();
         self.lock()
             .refresh
