@@ -401,6 +401,10 @@ pub(crate) struct ServeAuthArgs {
     /// it, so a client steps up.
     #[arg(long, value_name = "SCOPE", requires = "auth_code")]
     pub auth_step_up_scope: Option<String>,
+    /// Dynamic registration gives every client a secret: `none` is left out of
+    /// `token_endpoint_auth_methods_supported` and refused at `/register`.
+    #[arg(long, requires = "auth_code")]
+    pub auth_code_confidential: bool,
 }
 
 /// A server knob spelled as one of a few words: `--help` lists each with its meaning, and
@@ -500,6 +504,7 @@ impl ServeArgs {
                 .auth_step_up_scope
                 .clone()
                 .or(d.auth_step_up_scope),
+            auth_code_confidential: self.auth.auth_code_confidential || d.auth_code_confidential,
             startup_ms: self.startup_ms.unwrap_or(d.startup_ms),
             rss_ballast_mb: self.rss_ballast_mb.unwrap_or(d.rss_ballast_mb),
             stdout_banner: self.stdout_banner.clone().or(d.stdout_banner),

@@ -6,6 +6,7 @@ use crate::cli::UsageError;
 use clap::{Args, Subcommand};
 use mcpload::auth::login::{Approval, Login};
 use mcpload::auth::store::{Store, unix_now};
+use mcpload::report::{redact_url, redact_urls};
 use std::path::Path;
 use std::time::Duration;
 
@@ -189,10 +190,10 @@ impl LoginArgs {
         let entry = login
             .run()
             .await
-            .map_err(|e| anyhow::anyhow!("login to {url}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("login to {}: {}", redact_url(&url), redact_urls(&e)))?;
         let summary = describe(&entry);
         store.put(entry).map_err(anyhow::Error::msg)?;
-        println!("logged in to {url}: {summary}");
+        println!("logged in to {}: {summary}", redact_url(&url));
         println!("tokens saved in {}", store.path().display());
         Ok(())
     }
@@ -224,7 +225,7 @@ fn status(store: &Store) -> anyhow::Result<()> {
         println!("no stored logins ({})", store.path().display());
     }
     for e in &entries {
-        println!("{}: {}", e.url, describe(e));
+        println!("{}: {}", redact_url(&e.url), describe(e));
     }
     Ok(())
 }

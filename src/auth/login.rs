@@ -10,11 +10,10 @@
 
 use super::net::{Net, form_body, json_of, pairs};
 use super::store::{Entry, unix_now};
-use super::{Discovered, basic_header, discover, token_answer};
+use super::{Discovered, basic_header, discover, random_text, token_answer};
 use crate::transport::auth::Challenge;
 use base64::Engine;
 use http::{HeaderName, HeaderValue};
-use ring::rand::SecureRandom;
 use serde_json::Value;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// How the person approves the authorization request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Approval {
-    /// Open the system browser (`xdg-open`), else print the URL.
+    /// Open the system browser (`xdg-open`), and print the URL.
     Browser,
     /// Print the URL on stderr (`--no-browser`).
     Print,
@@ -32,7 +31,7 @@ pub enum Approval {
 }
 
 /// What a login needs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Login {
     /// The MCP endpoint.
     pub url: String,
@@ -46,6 +45,23 @@ pub struct Login {
     pub approval: Approval,
     /// How long to wait for the redirect.
     pub wait: Duration,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client's secret never shows; only whether there is one.
+        f.debug_struct("Login")
+            .field("url", &self.url)
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "[redacted]"),
+            )
+            .field("scope", &self.scope)
+            .field("approval", &self.approval)
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Login {
@@ -91,11 +107,11 @@ impl Login {
         }
         let sep = if authorize.contains('?') { '&' } else { '?' };
         let auth_url = format!("{authorize}{sep}{}", form_body(&query));
-        let callback = tokio::spawn(wait_for_callback(listener, self.wait));
-        self.approve(&auth_url, &redirect_uri).await?;
-        let answer = callback
-            .await
-            .map_err(|e| format!("the loopback listener: {e}"))??;
+        // Together: the listener (and its port) ends as soon as either fails.
+        let ((), answer) = tokio::try_join!(
+            self.approve(&auth_url, &redirect_uri),
+            wait_for_callback(listener, self.wait, &state)
+        )?;
         let code = check_callback(&answer, &state, &d)?;
         let mut form: Vec<(&str, String)> = vec![
             ("grant_type", "authorization_code".into()),
@@ -118,7 +134,10 @@ impl Login {
             token_endpoint,
             authorization_endpoint: Some(authorize),
             access_token: answer.token.access,
-            expires_at: answer.token.lifetime.map(|l| now + l.as_secs()),
+            expires_at: answer
+                .token
+                .lifetime
+                .map(|l| now.saturating_add(l.as_secs())),
             refresh_token: answer.refresh_token,
             scope: answer.scope.or(scope),
             saved_at: now,
@@ -270,13 +289,12 @@ impl Login {
                     .stderr(std::process::Stdio::null())
                     .spawn()
                     .is_ok();
+                // The URL too, always: xdg-open may start and show no browser (none set up,
+                // no display, a remote shell).
                 if opened {
-                    eprintln!(
-                        "mcpload: the browser was opened to log in; waiting for the redirect"
-                    );
-                } else {
-                    print();
+                    eprintln!("mcpload: the browser was opened to log in");
                 }
+                print();
             }
             Approval::FollowRedirects => {
                 let reply = self.net.request(auth_url, Vec::new(), None).await?;
@@ -400,32 +418,52 @@ fn check_callback(
         .ok_or_else(|| "the redirect carries no code".into())
 }
 
-/// Waits for the redirect on the loopback listener: the query of its `GET /callback?…`.
+/// How long one connection to the loopback listener may take to send its request: an idle
+/// one (a browser's preconnect) is dropped after it, never holding up the redirect.
+const CALLBACK_READ: Duration = Duration::from_secs(2);
+
+/// The target of a connection's `GET` request line ("" for anything else).
+async fn request_target(socket: &mut tokio::net::TcpStream) -> String {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 << 10 {
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&buf);
+    head.lines()
+        .next()
+        .and_then(|l| l.strip_prefix("GET "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Waits for the redirect on the loopback listener: the query of its `GET /callback?…`
+/// that carries `state`. Other paths get 404 and a callback of another `state` 400 (a
+/// stale tab, a forged request): both are answered and the wait goes on.
 async fn wait_for_callback(
     listener: tokio::net::TcpListener,
     wait: Duration,
+    state: &str,
 ) -> Result<Vec<(String, String)>, String> {
     let accept = async {
         loop {
             let Ok((mut socket, _)) = listener.accept().await else {
                 continue;
             };
-            let mut buf = Vec::with_capacity(1024);
-            let mut chunk = [0u8; 1024];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 << 10 {
-                match socket.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let head = String::from_utf8_lossy(&buf);
-            let target = head
-                .lines()
-                .next()
-                .and_then(|l| l.strip_prefix("GET "))
-                .and_then(|l| l.split(' ').next())
-                .unwrap_or("");
-            let Some(query) = target.strip_prefix("/callback") else {
+            let Ok(target) = tokio::time::timeout(CALLBACK_READ, request_target(&mut socket)).await
+            else {
+                continue;
+            };
+            let query = match target.split_once('?') {
+                Some(("/callback", q)) => Some(q),
+                None if target == "/callback" => Some(""),
+                _ => None,
+            };
+            let Some(query) = query else {
                 let _ = socket
                     .write_all(
                         b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
@@ -433,6 +471,15 @@ async fn wait_for_callback(
                     .await;
                 continue;
             };
+            let answer = pairs(query);
+            if !answer.iter().any(|(k, v)| k == "state" && v == state) {
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    )
+                    .await;
+                continue;
+            }
             let page = "mcpload: the login is done; you can close this page.\n";
             let _ = socket
                 .write_all(
@@ -444,7 +491,7 @@ async fn wait_for_callback(
                 )
                 .await;
             let _ = socket.shutdown().await;
-            return pairs(query.trim_start_matches('?'));
+            return answer;
         }
     };
     tokio::time::timeout(wait, accept).await.map_err(|_| {
@@ -457,15 +504,6 @@ async fn wait_for_callback(
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// `n` random bytes, base64url: a PKCE verifier (32 bytes: 43 characters) or a state.
-fn random_text(n: usize) -> Result<String, String> {
-    let mut bytes = vec![0u8; n];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| "no randomness from the system".to_owned())?;
-    Ok(b64(&bytes))
 }
 
 #[cfg(test)]
@@ -496,5 +534,61 @@ mod tests {
         assert!(check_callback(&q("code=c&state=s&iss=https%3A%2F%2Fevil"), "s", &quiet).is_err());
         let e = check_callback(&q("code=secretcode&state=x"), "s", &quiet).unwrap_err();
         assert!(!e.contains("secretcode"));
+    }
+
+    #[test]
+    fn a_login_shown_for_debugging_shows_no_secret() {
+        let login = Login {
+            url: "http://127.0.0.1:1/mcp".into(),
+            net: crate::auth::Net {
+                tls: Default::default(),
+                connect_timeout: Duration::from_secs(1),
+                timeout: Duration::from_secs(1),
+            },
+            client_id: Some("c".into()),
+            client_secret: Some("the-sekrit".into()),
+            scope: None,
+            approval: Approval::Print,
+            wait: Duration::from_secs(1),
+        };
+        let shown = format!("{login:?}");
+        assert!(
+            !shown.contains("the-sekrit") && shown.contains("[redacted]"),
+            "{shown}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_listener_outwaits_an_idle_connection_and_ignores_what_is_not_its_callback() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let waiting =
+            tokio::spawn(
+                async move { wait_for_callback(listener, Duration::from_secs(20), "s").await },
+            );
+        // A browser's preconnect: open, never a byte.
+        let _idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let get = |target: &'static str| async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut head = String::new();
+            tokio::time::timeout(Duration::from_secs(20), s.read_to_string(&mut head))
+                .await
+                .expect("answered while an idle connection is open")
+                .unwrap();
+            head.split(' ').nth(1).unwrap_or("").to_owned()
+        };
+        assert_eq!(get("/callbackXYZ?state=s&code=c").await, "404");
+        assert_eq!(get("/callback?state=other&code=c").await, "400");
+        assert_eq!(get("/callback?state=s&code=c").await, "200");
+        let q = tokio::time::timeout(Duration::from_secs(20), waiting)
+            .await
+            .expect("bounded")
+            .unwrap()
+            .unwrap();
+        assert!(q.contains(&("code".to_owned(), "c".to_owned())), "{q:?}");
     }
 }

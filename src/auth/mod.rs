@@ -473,11 +473,7 @@ pub fn token_answer(endpoint: &str, reply: &Reply) -> Result<Answer, String> {
             "the token endpoint {endpoint} gave a {kind} token, not a Bearer one"
         ));
     }
-    let lifetime = v
-        .get("expires_in")
-        .and_then(|e| e.as_f64().or_else(|| e.as_str()?.parse().ok()))
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(Duration::from_secs_f64);
+    let lifetime = lifetime_of(&v);
     let text = |k: &str| {
         v.get(k)
             .and_then(Value::as_str)
@@ -492,6 +488,29 @@ pub fn token_answer(endpoint: &str, reply: &Reply) -> Result<Answer, String> {
         refresh_token: text("refresh_token"),
         scope: text("scope"),
     })
+}
+
+/// `n` random bytes from the system, base64url: a PKCE verifier (32 bytes: 43 characters), a
+/// state, or (the built-in target's) a code, client or token.
+pub fn random_text(n: usize) -> Result<String, String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = vec![0u8; n];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| "no randomness from the system".to_owned())?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// The longest lifetime a token answer is believed: a longer `expires_in` is this long.
+pub const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// A token answer's `expires_in` (a number or a numeric string), at most
+/// [`MAX_TOKEN_LIFETIME`]: a hostile one never overflows a time.
+fn lifetime_of(v: &Value) -> Option<Duration> {
+    v.get("expires_in")
+        .and_then(|e| e.as_f64().or_else(|| e.as_str()?.parse().ok()))
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(MAX_TOKEN_LIFETIME.as_secs_f64())))
 }
 
 /// The OAuth `error` code of a refusal (at most 64 characters), if it gave one.
@@ -574,6 +593,27 @@ mod tests {
                 "https://as.example/tenant1/.well-known/openid-configuration"
             ]
         );
+    }
+
+    #[test]
+    fn a_hostile_expires_in_is_clamped_never_a_panic() {
+        let of = |e: Value| lifetime_of(&serde_json::json!({ "expires_in": e }));
+        assert_eq!(of(1e30.into()), Some(MAX_TOKEN_LIFETIME));
+        assert_eq!(of("1e300".into()), Some(MAX_TOKEN_LIFETIME));
+        assert_eq!(of(f64::MAX.into()), Some(MAX_TOKEN_LIFETIME));
+        assert_eq!(of(u64::MAX.into()), Some(MAX_TOKEN_LIFETIME));
+        assert_eq!(of(60.into()), Some(Duration::from_secs(60)));
+        assert_eq!(of("0.5".into()), Some(Duration::from_millis(500)));
+        for none in [
+            Value::from(0),
+            Value::from(-1),
+            Value::from("x"),
+            Value::Null,
+        ] {
+            assert_eq!(of(none), None);
+        }
+        // Ten years on from now is a time an Instant holds.
+        assert!(Instant::now().checked_add(MAX_TOKEN_LIFETIME).is_some());
     }
 
     #[test]

@@ -68,7 +68,9 @@ impl Refresher {
     async fn fetch(&self, why: FetchWhy) -> Fetched {
         let entry = self.entry.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(c) = &why.challenge {
-            if c.error.as_deref() == Some("insufficient_scope") {
+            // Authorizing anew headlessly only with --login-follow-redirects (a 401 can
+            // carry this error too, and reaches here without it).
+            if c.insufficient_scope() && self.relogin {
                 let wider = union(entry.scope.as_deref(), c.scope.as_deref());
                 return self.login(&entry, Some(wider), true, false).await;
             }
@@ -95,12 +97,12 @@ impl Refresher {
         );
         let now = unix_now();
         if first && why.challenge.is_none() {
-            let left = entry.expires_at.map(|e| e.saturating_sub(now));
-            if left.is_none_or(|l| l >= STORED_TOKEN_MARGIN_S) {
+            let left = time_left(entry.expires_at, now);
+            if left.is_none_or(|l| l >= Duration::from_secs(STORED_TOKEN_MARGIN_S)) {
                 return Fetched {
                     token: Ok(Token {
                         access: entry.access_token.clone(),
-                        lifetime: left.map(Duration::from_secs),
+                        lifetime: left,
                     }),
                     token_request: None,
                     fatal: false,
@@ -181,7 +183,10 @@ impl Refresher {
         let saved = {
             let mut e = self.entry.lock().unwrap_or_else(|e| e.into_inner());
             e.access_token = answer.token.access.clone();
-            e.expires_at = answer.token.lifetime.map(|l| unix_now() + l.as_secs());
+            e.expires_at = answer
+                .token
+                .lifetime
+                .map(|l| unix_now().saturating_add(l.as_secs()));
             if let Some(rotated) = answer.refresh_token {
                 e.refresh_token = Some(rotated);
             }
@@ -192,13 +197,23 @@ impl Refresher {
             e.clone()
         };
         // The rotated refresh token is the only one that works now: saved before use.
-        if let Err(e) = self.store.put(saved) {
-            eprintln!("mcpload: the refreshed tokens could not be saved: {e}");
-        }
+        self.save(saved, "the refreshed tokens").await;
         Fetched {
             token: Ok(answer.token),
             token_request: took,
             fatal: false,
+        }
+    }
+
+    /// Saves `entry` to the store off the runtime's workers (a lock, a write and two fsyncs),
+    /// saying on stderr if it could not.
+    async fn save(&self, entry: Entry, what: &str) {
+        let store = self.store.clone();
+        let saved = tokio::task::spawn_blocking(move || store.put(entry))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        if let Err(e) = saved {
+            eprintln!("mcpload: {what} could not be saved: {e}");
         }
     }
 
@@ -224,16 +239,19 @@ impl Refresher {
         };
         let started = Instant::now();
         match login.run().await {
-            Ok(new) => {
-                let left = new.expires_at.map(|e| e.saturating_sub(unix_now()));
+            Ok(mut new) => {
+                if same_client {
+                    // A pre-registered id to the login: the registration's secret and the
+                    // way it authenticates are the entry's, kept for the next refreshes.
+                    new.client_secret = entry.client_secret.clone();
+                    new.auth_method = entry.auth_method.clone();
+                }
                 let token = Token {
                     access: new.access_token.clone(),
-                    lifetime: left.map(Duration::from_secs),
+                    lifetime: time_left(new.expires_at, unix_now()),
                 };
                 *self.entry.lock().unwrap_or_else(|e| e.into_inner()) = new.clone();
-                if let Err(e) = self.store.put(new) {
-                    eprintln!("mcpload: the new login's tokens could not be saved: {e}");
-                }
+                self.save(new, "the new login's tokens").await;
                 Fetched {
                     token: Ok(token),
                     token_request: Some(started.elapsed()),
@@ -247,6 +265,13 @@ impl Refresher {
             },
         }
     }
+}
+
+/// How long a stored token expiring at `expires_at` has left at `now` (Unix seconds), at
+/// most: both are whole seconds and `now` is rounded down, so the token may have up to a
+/// second less than their difference; that second is taken off.
+fn time_left(expires_at: Option<u64>, now: u64) -> Option<Duration> {
+    expires_at.map(|e| Duration::from_secs(e.saturating_sub(now).saturating_sub(1)))
 }
 
 /// The scopes of `a` and `b`, each once, in order.
@@ -266,5 +291,18 @@ mod tests {
     fn scopes_are_united_once_each() {
         assert_eq!(super::union(Some("a b"), Some("b c")), "a b c");
         assert_eq!(super::union(None, Some("c")), "c");
+    }
+
+    #[test]
+    fn a_stored_token_is_believed_a_second_less_than_its_whole_seconds_say() {
+        use std::time::Duration;
+        // Expiring at 100 and read at 97.9 (now = 97): 2.1 s left, believed 2, never 3.
+        assert_eq!(
+            super::time_left(Some(100), 97),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(super::time_left(Some(100), 100), Some(Duration::ZERO));
+        assert_eq!(super::time_left(Some(100), 120), Some(Duration::ZERO));
+        assert_eq!(super::time_left(None, 1), None);
     }
 }

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -140,8 +140,15 @@ impl Store {
     /// A read-modify-write under the lock.
     fn change<T>(&self, f: impl FnOnce(&mut Contents) -> T) -> Result<T, String> {
         let shown = |e: std::io::Error| format!("{}: {e}", self.dir.display());
-        std::fs::create_dir_all(&self.dir).map_err(shown)?;
-        let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700));
+        // 0700 from its creation on (never a moment readable by others), and made so if an
+        // older one was not.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(shown)?;
+        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("{}: making it mode 0700: {e}", self.dir.display()))?;
         let lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -159,17 +166,20 @@ impl Store {
         let tmp = self
             .dir
             .join(format!("tokens.json.{}.tmp", std::process::id()));
+        // One left by a process of the same id that died mid-write: this one holds the lock.
+        let _ = std::fs::remove_file(&tmp);
         let written = (|| {
             let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(true)
+                .create_new(true)
                 .write(true)
                 .mode(0o600)
                 .open(&tmp)?;
             file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
             file.write_all(&text)?;
             file.sync_all()?;
-            std::fs::rename(&tmp, self.path())
+            std::fs::rename(&tmp, self.path())?;
+            // The rename itself made durable.
+            std::fs::File::open(&self.dir)?.sync_all()
         })();
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -189,5 +199,49 @@ fn read_from(path: &Path) -> Result<Contents, String> {
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Contents::default()),
         Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_is_0700_and_its_file_0600_and_no_temp_file_stays() {
+        let base = std::env::temp_dir().join(format!("mcpload-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let store = Store {
+            dir: base.join("config/mcpload"),
+        };
+        let entry = Entry {
+            url: "http://127.0.0.1:1/mcp".into(),
+            resource: "http://127.0.0.1:1/mcp".into(),
+            client_id: "c".into(),
+            auth_method: "none".into(),
+            client_secret: None,
+            issuer: "http://127.0.0.1:1".into(),
+            token_endpoint: "http://127.0.0.1:1/token".into(),
+            authorization_endpoint: None,
+            access_token: "a".into(),
+            expires_at: None,
+            refresh_token: None,
+            scope: None,
+            saved_at: 1,
+        };
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        store.put(entry.clone()).unwrap();
+        assert_eq!(mode(&store.dir), 0o700);
+        assert_eq!(mode(&store.path()), 0o600);
+        // An older directory others could read is made 0700.
+        std::fs::set_permissions(&store.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        store.put(entry).unwrap();
+        assert_eq!(mode(&store.dir), 0o700);
+        let names: Vec<String> = std::fs::read_dir(&store.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+        assert_eq!(store.entries().unwrap().len(), 1);
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

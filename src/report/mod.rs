@@ -65,7 +65,7 @@ pub use correctness::{Total, correctness_html, correctness_text, totals_of};
 pub use hlog::{Interval, read_hlog, step_histograms};
 pub use live::{GateState, LiveMode, LiveState, LiveView, ROLLING_SECONDS, Rolling, draw};
 pub use raw::{AuthTotals, COUNTS_JSONL, HISTOGRAMS_HLOG, Names, Outline, Record, RecordedSecond};
-pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, url_host};
+pub use redact::{REDACTED, SECRET_KEY_PARTS, Secrets, redact, redact_url, redact_urls, url_host};
 pub use summary::{
     Export, MergedFrom, Misaligned, OLDEST_SCHEMA_VERSION, RunStatus, RunSummary, SCHEMA_VERSION,
     SegmentRecord, StepRecord, StepWindowRecord,

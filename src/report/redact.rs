@@ -151,7 +151,7 @@ pub fn url_host(url: &str) -> Option<&str> {
 
 /// Every URL in `text` (a `scheme://` run up to white space, a quote or an angle bracket;
 /// trailing punctuation left out) shown as [`redact_url`] shows it.
-fn redact_urls(text: &str) -> String {
+pub fn redact_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find("://") {

@@ -244,7 +244,7 @@ async fn run_plan(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunE
         let stop = sweep_cancel.clone();
         tokio::spawn(async move {
             let why = auth.fatal_news().await;
-            eprintln!("mcpload: stopping the run: {why}");
+            eprintln!("mcpload: stopping the run: {}", report::redact_urls(&why));
             stop.cancel();
         })
     });

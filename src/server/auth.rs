@@ -189,9 +189,9 @@ impl AuthServer {
             started: Instant::now(),
             seq: AtomicU64::new(0),
             n: Counters::default(),
-            code: cfg
-                .auth_code
-                .then(|| code::CodeGrant::new(cfg.auth_step_up_scope.clone())),
+            code: cfg.auth_code.then(|| {
+                code::CodeGrant::new(cfg.auth_step_up_scope.clone(), cfg.auth_code_confidential)
+            }),
         })
     }
 
@@ -461,8 +461,7 @@ impl AuthServer {
                 })
             }
             (&Method::POST, "/register") if self.code.is_some() => {
-                let body = Limited::new(req.into_body(), MAX_FORM).collect().await;
-                let body = body.map(|b| b.to_bytes()).unwrap_or_default();
+                let body = read_body(req).await.unwrap_or_default();
                 let (status, v) = self.code.as_ref().expect("guarded").register(&body);
                 Ok(json(status, v))
             }
@@ -486,14 +485,27 @@ impl AuthServer {
         if let Some(code) = &self.code {
             let mut scopes = vec![self.scope.as_str(), OTHER_SCOPE, "offline_access"];
             scopes.extend(code.step_up.as_deref());
+            let methods: &[&str] = if code.confidential {
+                &[
+                    "client_secret_basic",
+                    "client_secret_post",
+                    "private_key_jwt",
+                ]
+            } else {
+                &[
+                    "none",
+                    "client_secret_basic",
+                    "client_secret_post",
+                    "private_key_jwt",
+                ]
+            };
             let extra = serde_json::json!({
                 "authorization_endpoint": format!("{base}/authorize"),
                 "registration_endpoint": format!("{base}/register"),
                 "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
                 "response_types_supported": ["code"],
                 "code_challenge_methods_supported": ["S256"],
-                "token_endpoint_auth_methods_supported":
-                    ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"],
+                "token_endpoint_auth_methods_supported": methods,
                 "authorization_response_iss_parameter_supported": true,
                 "client_id_metadata_document_supported": true,
                 "scopes_supported": scopes,
@@ -736,12 +748,19 @@ impl AuthServer {
 
 /// A form body's pairs, decoded; `None` when it cannot be read.
 async fn read_form(req: Request<Incoming>) -> Option<Vec<(String, String)>> {
-    let body = Limited::new(req.into_body(), MAX_FORM)
-        .collect()
-        .await
-        .ok()?
-        .to_bytes();
+    let body = read_body(req).await?;
     Some(pairs(std::str::from_utf8(&body).ok()?))
+}
+
+/// A request's body, at most `MAX_FORM` bytes (`None` beyond, or broken off).
+async fn read_body(req: Request<Incoming>) -> Option<Bytes> {
+    Some(
+        Limited::new(req.into_body(), MAX_FORM)
+            .collect()
+            .await
+            .ok()?
+            .to_bytes(),
+    )
 }
 
 pub(super) fn field(form: &[(String, String)], name: &str) -> Option<String> {

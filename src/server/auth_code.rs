@@ -11,7 +11,6 @@ use super::auth::{AuthServer, field};
 use crate::auth::net::{Net, form_body, pairs};
 use crate::server::stats::CodeCounts;
 use base64::Engine;
-use ring::rand::SecureRandom;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -84,19 +83,20 @@ pub(crate) struct CodeGrant {
     state: Mutex<State>,
     n: Counters,
     pub(super) step_up: Option<String>,
-    rng: ring::rand::SystemRandom,
+    /// Registration gives every client a secret: `none` is refused.
+    pub(super) confidential: bool,
 }
 
 /// A refusal of the token endpoint: status and OAuth error code.
 pub(super) type TokenError = (u16, &'static str, bool);
 
 impl CodeGrant {
-    pub(super) fn new(step_up: Option<String>) -> Self {
+    pub(super) fn new(step_up: Option<String>, confidential: bool) -> Self {
         CodeGrant {
             state: Mutex::default(),
             n: Counters::default(),
             step_up,
-            rng: ring::rand::SystemRandom::new(),
+            confidential,
         }
     }
 
@@ -125,14 +125,13 @@ impl CodeGrant {
         }
     }
 
-    fn random(&self, prefix: &str) -> String {
-        let mut bytes = [0u8; 24];
-        // SystemRandom fails only without a system source, which the target cannot run without.
-        let _ = self.rng.fill(&mut bytes);
-        format!(
-            "{prefix}{}",
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-        )
+    /// A new code, client or token: `prefix` and 24 random bytes; `None` without randomness
+    /// from the system (the request is then refused `server_error`, never given a guessable
+    /// one).
+    fn random(prefix: &str) -> Option<String> {
+        crate::auth::random_text(24)
+            .ok()
+            .map(|t| format!("{prefix}{t}"))
     }
 
     /// Counts a `tools/call` refused for want of the step-up scope.
@@ -175,11 +174,17 @@ impl CodeGrant {
             .and_then(|m| m.as_str())
             .unwrap_or("client_secret_basic");
         let secret = match method {
+            "none" if self.confidential => return bad("invalid_client_metadata"),
             "none" => None,
-            "client_secret_basic" | "client_secret_post" => Some(self.random("mcpl_cs_")),
+            "client_secret_basic" | "client_secret_post" => match Self::random("mcpl_cs_") {
+                Some(s) => Some(s),
+                None => return (500, serde_json::json!({"error": "server_error"})),
+            },
             _ => return bad("invalid_client_metadata"),
         };
-        let id = self.random("mcpl_client_");
+        let Some(id) = Self::random("mcpl_client_") else {
+            return (500, serde_json::json!({"error": "server_error"}));
+        };
         let mut s = self.lock();
         if s.clients.len() >= MAX_CLIENTS {
             return bad("invalid_client_metadata");
@@ -209,10 +214,7 @@ impl CodeGrant {
         if self.lock().clients.contains_key(id) {
             return Ok(());
         }
-        let loopback = ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"]
-            .iter()
-            .any(|p| id.starts_with(p));
-        if !loopback {
+        if !is_loopback_url(id) {
             return Err("invalid_client");
         }
         let net = Net {
@@ -273,7 +275,7 @@ impl CodeGrant {
             self.refused(e);
             return Err(e);
         }
-        let known = id == auth.client_id && is_loopback_redirect(&redirect)
+        let known = id == auth.client_id && is_loopback_url(&redirect)
             || self
                 .lock()
                 .clients
@@ -330,7 +332,7 @@ impl CodeGrant {
         {
             self.n.step_ups.fetch_add(1, Relaxed);
         }
-        let code = self.random(CODE_PREFIX);
+        let code = Self::random(CODE_PREFIX).ok_or("server_error")?;
         let now = auth.now_ms();
         let mut s = self.lock();
         s.codes.retain(|_, c| c.expires_ms > now);
@@ -406,34 +408,36 @@ impl CodeGrant {
             _ => {
                 let old = get("refresh_token").unwrap_or_default();
                 let mut s = self.lock();
-                let grant = match s.refresh.get_mut(&old) {
-                    Some(r @ Refresh::Live(_)) => match std::mem::replace(r, Refresh::Rotated) {
-                        Refresh::Live(g) => Some(g),
-                        _ => None,
-                    },
+                // Another client's or another resource's request is refused before the
+                // token is spent: it stays live for its own client.
+                match s.refresh.get(&old) {
+                    Some(Refresh::Live(g)) if g.client_id != id => {
+                        return Err((400, "invalid_grant", false));
+                    }
+                    Some(Refresh::Live(g)) if get("resource").is_some_and(|r| r != g.resource) => {
+                        return Err((400, "invalid_target", false));
+                    }
+                    Some(Refresh::Live(_)) => {}
                     Some(Refresh::Rotated) => {
                         self.n.refresh_reused.fetch_add(1, Relaxed);
-                        None
+                        return Err((400, "invalid_grant", false));
                     }
                     Some(Refresh::Revoked) => {
                         self.n.refresh_revoked.fetch_add(1, Relaxed);
-                        None
+                        return Err((400, "invalid_grant", false));
                     }
-                    None => None,
-                };
-                let Some(g) = grant.filter(|g| g.client_id == id) else {
+                    None => return Err((400, "invalid_grant", false)),
+                }
+                let Some(Refresh::Live(g)) = s.refresh.insert(old, Refresh::Rotated) else {
                     return Err((400, "invalid_grant", false));
                 };
-                if get("resource").is_some_and(|r| r != g.resource) {
-                    return Err((400, "invalid_target", false));
-                }
                 drop(s);
                 self.n.refreshes.fetch_add(1, Relaxed);
                 self.n.rotations.fetch_add(1, Relaxed);
                 g
             }
         };
-        let refresh = self.random(REFRESH_PREFIX);
+        let refresh = Self::random(REFRESH_PREFIX).ok_or((500, "server_error", false))?;
         let scope = grant.scope.clone();
         self.lock()
             .refresh
@@ -448,24 +452,34 @@ impl CodeGrant {
     }
 }
 
-/// A loopback redirect URI (RFC 8252 section 7.3): any port.
-fn is_loopback_redirect(uri: &str) -> bool {
-    ["http://127.0.0.1:", "http://[::1]:", "http://localhost:"]
-        .iter()
-        .any(|p| uri.starts_with(p))
+/// An `http` URL on loopback with a port (RFC 8252 section 7.3: any port), parsed: host
+/// 127.0.0.1, localhost or ::1, and no userinfo (`http://127.0.0.1:1@evil.example/` is
+/// evil.example's). What a redirect URI of the pre-registered client, and a client ID
+/// metadata document's URL, must be.
+fn is_loopback_url(uri: &str) -> bool {
+    loopback_parts(uri).is_some()
+}
+
+/// A loopback URL's host and path (with its query), without the port; `None` if it is not
+/// one ([`is_loopback_url`]).
+fn loopback_parts(uri: &str) -> Option<String> {
+    let u = uri.parse::<http::Uri>().ok()?;
+    let a = u.authority()?;
+    let loopback = matches!(a.host(), "127.0.0.1" | "localhost" | "[::1]" | "::1");
+    (u.scheme_str() == Some("http") && !a.as_str().contains('@') && a.port().is_some() && loopback)
+        .then(|| {
+            format!(
+                "{}{}",
+                a.host(),
+                u.path_and_query().map_or("/", |p| p.as_str())
+            )
+        })
 }
 
 /// A redirect URI equal to a registered one, the port of a loopback one aside.
 fn same_redirect(registered: &str, given: &str) -> bool {
-    let without_port = |u: &str| -> String {
-        if !is_loopback_redirect(u) {
-            return u.to_owned();
-        }
-        let (scheme_host, rest) = u.rsplit_once(':').unwrap_or((u, ""));
-        let path = rest.find('/').map_or("", |i| &rest[i..]);
-        format!("{scheme_host}{path}")
-    };
-    registered == given || without_port(registered) == without_port(given)
+    registered == given
+        || loopback_parts(registered).is_some_and(|r| Some(r) == loopback_parts(given))
 }
 
 #[cfg(test)]
@@ -486,5 +500,33 @@ mod tests {
             "https://a.example/cb",
             "https://b.example/cb"
         ));
+        assert!(!same_redirect(
+            "http://127.0.0.1:1/callback",
+            "http://127.0.0.1:1@evil.example/callback"
+        ));
+    }
+
+    #[test]
+    fn only_a_loopback_host_is_loopback_userinfo_or_not() {
+        for ok in [
+            "http://127.0.0.1:8080/doc",
+            "http://localhost:1/callback",
+            "http://[::1]:9/cb?x=1",
+        ] {
+            assert!(is_loopback_url(ok), "{ok}");
+        }
+        for bad in [
+            "http://127.0.0.1:1@evil.example/doc",
+            "http://127.0.0.1:1@evil.example:80/doc",
+            "http://user@127.0.0.1:1/doc",
+            "http://127.0.0.1.evil.example:1/doc",
+            "http://localhost.evil.example:1/doc",
+            "https://127.0.0.1:1/doc",
+            "http://127.0.0.1/doc",
+            "http://evil.example/127.0.0.1:1",
+            "not a url",
+        ] {
+            assert!(!is_loopback_url(bad), "{bad}");
+        }
     }
 }

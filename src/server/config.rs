@@ -666,6 +666,9 @@ pub struct ServeConfig {
     /// it: a step-up).
     #[serde(default)]
     pub auth_step_up_scope: Option<String>,
+    /// Dynamic registration gives every client a secret (`none` is not offered).
+    #[serde(default)]
+    pub auth_code_confidential: bool,
     /// stdio: milliseconds slept before stdin is read at all (a runtime's start-up; a
     /// client's `initialize` waits for it).
     pub startup_ms: u64,
@@ -758,6 +761,7 @@ impl Default for ServeConfig {
             auth_token_delay_ms: 0,
             auth_code: false,
             auth_step_up_scope: None,
+            auth_code_confidential: false,
             startup_ms: 0,
             rss_ballast_mb: 0,
             stdout_banner: None,
@@ -819,6 +823,11 @@ impl ServeConfig {
         if (self.auth_code || self.auth_step_up_scope.is_some()) && !self.auth {
             return Err(ConfigError::Invalid(
                 "auth_code and auth_step_up_scope need auth".into(),
+            ));
+        }
+        if self.auth_code_confidential && !self.auth_code {
+            return Err(ConfigError::Invalid(
+                "auth_code_confidential needs auth_code".into(),
             ));
         }
         if self.auth_token_delay_ms > JOB_ITEM_MS_MAX {

@@ -43,6 +43,20 @@ pub struct Challenge {
 }
 
 impl Challenge {
+    /// Whether it asks for a wider scope (`error="insufficient_scope"`): a step-up.
+    pub fn insufficient_scope(&self) -> bool {
+        self.error.as_deref() == Some("insufficient_scope")
+    }
+
+    /// Whether a `WWW-Authenticate` value is a Bearer challenge asking for a wider scope,
+    /// read as [`Challenge::parse`] reads it (never a substring: an `error_description`
+    /// may name it).
+    pub fn asks_for_scope(value: Option<&str>) -> bool {
+        value
+            .and_then(Challenge::parse)
+            .is_some_and(|c| c.insufficient_scope())
+    }
+
     /// The `Bearer` challenge of a `WWW-Authenticate` value (several challenges may share
     /// one value; the others are skipped). `None` when there is none.
     pub fn parse(value: &str) -> Option<Challenge> {
@@ -239,7 +253,15 @@ impl std::fmt::Debug for Credentials {
 pub fn refresh_at(sent: Instant, lifetime: Duration) -> Instant {
     let eighty = lifetime.mul_f64(0.8);
     let before = lifetime.saturating_sub(Duration::from_secs(30));
-    sent + eighty.min(before).max(lifetime / 2)
+    later(sent, eighty.min(before).max(lifetime / 2))
+}
+
+/// `at + by`, or as late as an `Instant` goes near it (a lifetime no clock holds never
+/// panics the fetch task, whose waiters would then never wake).
+fn later(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by)
+        .or_else(|| at.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(at)
 }
 
 impl Credentials {
@@ -306,20 +328,15 @@ impl Credentials {
     }
 
     /// After a 403 `insufficient_scope` to a request sent with token `generation`: whether to
-    /// send it again. The first one starts a fetch for the challenge's scope (credentials
-    /// that can step up); later ones are not sent again, unless a newer token came since.
+    /// send it again. The first one that can starts a fetch for the challenge's scope
+    /// (credentials that can step up); once that fetch started, later ones are not sent
+    /// again, unless a newer token came since. One answered without a fetch (a newer token is
+    /// there, a refresh is under way) does not use the step-up up.
     pub fn step_up(&self, generation: u64, challenge: Option<Challenge>) -> Refusal {
         if !self.0.step_up {
             return Refusal::Fail;
         }
-        if self.0.stepped_up.swap(true, Relaxed) {
-            return if generation < self.lock().generation {
-                Refusal::Retry
-            } else {
-                Refusal::Fail
-            };
-        }
-        self.refused(generation, challenge)
+        self.refuse(generation, challenge, true)
     }
 
     /// Whether every virtual user has a token of its own.
@@ -432,12 +449,22 @@ impl Credentials {
     /// After a 401 to a request sent with token `generation` (0: none): whether to send it again.
     /// Starts the refresh it calls for, unless one is under way or a newer token is there.
     pub fn refused(&self, generation: u64, challenge: Option<Challenge>) -> Refusal {
+        self.refuse(generation, challenge, false)
+    }
+
+    /// A 401 (or, `step_up`, a 403 `insufficient_scope`) to a request sent with token
+    /// `generation`. The step-up is marked done, under the state's lock, only where its
+    /// fetch starts.
+    fn refuse(&self, generation: u64, challenge: Option<Challenge>, step_up: bool) -> Refusal {
         if self.0.fetch.is_none() {
             return Refusal::Fail;
         }
         let mut s = self.lock();
         if generation < s.generation {
             return Refusal::Retry;
+        }
+        if step_up && self.0.stepped_up.load(Relaxed) {
+            return Refusal::Fail;
         }
         if generation > 0 && s.reactive && self.0.accepted.load(Relaxed) < generation {
             return Refusal::Fail;
@@ -446,8 +473,8 @@ impl Credentials {
             s.refused = true;
             self.0.epoch.send_modify(|e| *e += 1);
         }
-        if !s.fetching {
-            self.start_fetch(&mut s, FetchWhy { challenge }, true);
+        if !s.fetching && self.start_fetch(&mut s, FetchWhy { challenge }, true) && step_up {
+            self.0.stepped_up.store(true, Relaxed);
         }
         Refusal::Retry
     }
@@ -518,9 +545,10 @@ impl Credentials {
         self.lock().generation
     }
 
-    fn start_fetch(&self, s: &mut State, why: FetchWhy, reactive: bool) {
+    /// Starts a fetch (the caller holds the state's lock): whether it did (not once stopped).
+    fn start_fetch(&self, s: &mut State, why: FetchWhy, reactive: bool) -> bool {
         let Some(fetch) = self.0.fetch.clone().filter(|_| !s.stopped) else {
-            return;
+            return false;
         };
         s.fetching = true;
         let weak = Arc::downgrade(&self.0);
@@ -531,6 +559,7 @@ impl Credentials {
                 Credentials(inner).store(fetched, sent, reactive);
             }
         });
+        true
     }
 
     fn store(&self, fetched: Fetched, sent: Instant, reactive: bool) {
@@ -560,7 +589,7 @@ impl Credentials {
                 }
                 s.generation += 1;
                 s.header = Some(header);
-                s.expires = lifetime.map(|l| sent + l);
+                s.expires = lifetime.map(|l| later(sent, l));
                 s.refused = false;
                 s.reactive = reactive;
                 s.failed = None;
@@ -680,6 +709,18 @@ mod tests {
             Some("mcp")
         );
         assert_eq!(Challenge::parse(r#"Basic realm="x""#), None);
+        // Only its error asks for a step-up, never a mention of it elsewhere.
+        assert!(Challenge::asks_for_scope(Some(
+            r#"Bearer error="insufficient_scope", scope="mcp write""#
+        )));
+        for not in [
+            r#"Bearer error="invalid_token", error_description="insufficient_scope? no""#,
+            r#"Basic realm="insufficient_scope""#,
+            r#"Bearer scope="insufficient_scope""#,
+        ] {
+            assert!(!Challenge::asks_for_scope(Some(not)), "{not}");
+        }
+        assert!(!Challenge::asks_for_scope(None));
         // Whatever a server writes, reading it ends.
         for odd in [
             "==",
@@ -824,5 +865,71 @@ mod tests {
             3,
             "no fetch after one failed for good"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_403_while_a_refresh_is_under_way_leaves_the_step_up_for_the_next_one() {
+        use std::sync::atomic::AtomicUsize;
+        let step_ups = Arc::new(AtomicUsize::new(0));
+        let f = step_ups.clone();
+        let fetch: Fetch = Arc::new(move |why: FetchWhy| {
+            if why.challenge.is_some() {
+                f.fetch_add(1, Relaxed);
+            }
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Fetched {
+                    token: Ok(Token {
+                        access: "t".into(),
+                        lifetime: None,
+                    }),
+                    token_request: Some(Duration::from_millis(20)),
+                    fatal: false,
+                }
+            })
+        });
+        let c = Credentials::fetched_with_step_up(fetch, true);
+        c.ready().await.unwrap();
+        c.accepted(1);
+        let scope = Some(Challenge {
+            error: Some("insufficient_scope".into()),
+            ..Challenge::default()
+        });
+        // A 401 starts a refresh; a 403 while it is under way is sent again with its token,
+        // no step-up started.
+        assert_eq!(c.refused(1, None), Refusal::Retry);
+        assert_eq!(c.step_up(1, scope.clone()), Refusal::Retry);
+        c.renew(1, None).await.unwrap();
+        assert_eq!((c.generation(), step_ups.load(Relaxed)), (2, 0));
+        // The refreshed token is refused 403 too: this one steps up.
+        c.accepted(2);
+        assert_eq!(c.step_up(2, scope.clone()), Refusal::Retry);
+        c.renew(2, None).await.unwrap();
+        assert_eq!((c.generation(), step_ups.load(Relaxed)), (3, 1));
+        c.accepted(3);
+        assert_eq!(c.step_up(3, scope), Refusal::Fail, "once");
+    }
+
+    #[tokio::test]
+    async fn a_lifetime_no_clock_holds_gives_a_token_not_a_panic() {
+        let fetch: Fetch = Arc::new(|_| {
+            Box::pin(async {
+                Fetched {
+                    token: Ok(Token {
+                        access: "t".into(),
+                        lifetime: Some(Duration::MAX),
+                    }),
+                    token_request: Some(Duration::from_millis(1)),
+                    fatal: false,
+                }
+            })
+        });
+        let c = Credentials::fetched(fetch, true);
+        // Bounded: a panic in the fetch task would leave the waiter asleep.
+        tokio::time::timeout(Duration::from_secs(10), c.ready())
+            .await
+            .expect("the token came")
+            .unwrap();
+        assert!(matches!(c.current(Instant::now()), Current::Ready { .. }));
     }
 }

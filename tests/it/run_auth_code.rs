@@ -3,7 +3,7 @@
 //! (`auth.code`). The flow's refusals on raw requests (PKCE, resource, code and refresh token
 //! reuse); `mcpload auth login --login-follow-redirects` by dynamic registration, by a client
 //! ID metadata document served on loopback, and as a pre-registered client, its token store
-//! (mode 0600, in the scratch `XDG_CONFIG_HOME`); `run --oauth-login` refreshing second-long
+//! (mode 0600 in a 0700 folder, in the scratch `XDG_CONFIG_HOME`); `run --oauth-login` refreshing 4 s
 //! tokens under load without one failed request, each rotated refresh token saved; a revoked
 //! refresh token stopping the run with exit code 2 and no 401; and no token, refresh token or
 //! code anywhere in the output, the run folder or its name.
@@ -66,6 +66,9 @@ fn store(config: &Path) -> Value {
     let path = config.join("mcpload/tokens.json");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{}", path.display());
+    let dir = config.join("mcpload");
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "{}", dir.display());
     serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
 }
 
@@ -171,6 +174,10 @@ fn the_authorization_server_refuses_what_the_flow_forbids_and_counts_it() {
         assert_eq!(r.json()["scope"], "mcp");
         // Rotation: the first refresh token works once; presented again it is refused.
         let refresh = |rt: &str| format!("grant_type=refresh_token&refresh_token={rt}&client_id={client}");
+        // For another resource it is refused, and not spent by that.
+        let elsewhere = format!("{}&resource={}", refresh(&first), enc("http://127.0.0.1:1/other"));
+        let r = c.send("POST", "/token", &form, elsewhere.into_bytes()).await;
+        assert_eq!((r.status, r.json()["error"].clone()), (400, "invalid_target".into()));
         let r = c.send("POST", "/token", &form, refresh(&first).into_bytes()).await;
         assert_eq!(r.status, 200);
         let second = r.json()["refresh_token"].as_str().unwrap().to_owned();
@@ -200,6 +207,7 @@ fn the_authorization_server_refuses_what_the_flow_forbids_and_counts_it() {
     assert_eq!(u(&n, "/refresh_revocations"), 1);
     let auth = &target_stats(&server.url)["auth"];
     assert_eq!(auth["token_refused"]["invalid_grant"], 4);
+    assert_eq!(auth["token_refused"]["invalid_target"], 1);
 }
 
 /// SHA-256 by the system's `sha256sum` (the test checks the server's PKCE with a tool of
@@ -219,15 +227,36 @@ fn ring_free_sha256(data: &[u8]) -> Vec<u8> {
         .collect()
 }
 
+/// Once the run against `server` has sent requests: every access token issued so far
+/// revoked (`POST /auth/revoke`), so the users sending then are all answered 401 at once.
+fn revoke_access_tokens_mid_run(server: &Server) -> std::thread::JoinHandle<()> {
+    let url = server.url.clone();
+    let addr = server.addr();
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while u(&target_stats(&url), "/requests_seen") < 200 {
+            assert!(std::time::Instant::now() < deadline, "the run sent nothing");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let mut c = Conn::open(addr).await;
+            let r = c.send("POST", "/auth/revoke", &[], Vec::new()).await;
+            assert_eq!(r.status, 200);
+        });
+    })
+}
+
 #[test]
 fn a_soak_on_second_long_tokens_never_fails_a_request_and_saves_each_rotated_refresh_token() {
     let _share = machine::loading();
-    let server = serve_code(&["--token-lifetime", "2", "--token-delay-ms", "50"]);
+    // 4 s tokens: each is refreshed 2 s before it expires, a margin a loaded machine keeps.
+    let server = serve_code(&["--token-lifetime", "4", "--token-delay-ms", "50"]);
     let dir = scratch("auth_code_soak");
     let config = dir.join("config");
     let url = server.url.clone();
     // Logged in by the profile that names the target.
-    let p = load_profile(&dir, &url, 11);
+    let p = load_profile(&dir, &url, 12);
     let login_out = login(&config, p.to_str().unwrap(), &[]);
     let entry = store(&config)["entries"][0].clone();
     let after_login = entry["refresh_token"].as_str().unwrap().to_owned();
@@ -236,6 +265,7 @@ fn a_soak_on_second_long_tokens_never_fails_a_request_and_saves_each_rotated_ref
     assert!(text(&status.output).contains("refresh token held"));
     assert_eq!(entry["url"], url.as_str());
     let out = dir.join("run");
+    let revoker = revoke_access_tokens_mid_run(&server);
     let run = mcpload(
         &config,
         &[
@@ -247,18 +277,20 @@ fn a_soak_on_second_long_tokens_never_fails_a_request_and_saves_each_rotated_ref
         ],
         Duration::from_secs(90),
     );
+    revoker.join().unwrap();
     assert!(run.output.status.success(), "{}", text(&run.output));
     let rows = steps(&out);
     let r = &rows[0];
-    for col in ["errors", "auth_failures", "http_401", "retries"] {
+    for col in ["errors", "auth_failures"] {
         assert_eq!(num(r, col), 0.0, "{col}: {r:?}");
     }
     assert!(num(r, "ok") > 0.0);
     let code = code_stats(&server);
     let auth = &summary(&out)["auth"];
-    // 11 s of 2 s tokens: at least five refreshes, every one a token request of the run,
-    // one at a time though each took 50 ms.
-    assert!(u(&code, "/refreshes") >= 5, "{code}");
+    // 12 s of 4 s tokens: refreshed every 2 s or so, and once for the revocation: every one a
+    // token request of the run, one at a time though each took 50 ms and every user sending
+    // at the revocation was refused at once.
+    assert!(u(&code, "/refreshes") >= 3, "{code}");
     assert_eq!(
         u(auth, "/token_requests"),
         u(&code, "/refreshes"),
@@ -267,11 +299,14 @@ fn a_soak_on_second_long_tokens_never_fails_a_request_and_saves_each_rotated_ref
     assert_eq!(u(&code, "/refresh_reused"), 0);
     let stats = target_stats(&server.url);
     assert_eq!(u(&stats, "/auth/token_requests_in_flight_max"), 1);
-    assert_eq!(
-        u(&stats, "/auth/unauthorized"),
-        1,
-        "the login's probe alone"
-    );
+    // Every 401 the target gave, but the login's probe, was the revocation's: each one sent
+    // again, none an error; no token expired unrefreshed.
+    let refused = u(&stats, "/auth/unauthorized") - 1;
+    assert!(refused >= 1, "{stats}");
+    assert_eq!(u(&stats, "/auth/unauthorized_revoked"), refused, "{stats}");
+    assert_eq!(u(&stats, "/auth/unauthorized_expired"), 0, "{stats}");
+    assert_eq!(num(r, "http_401") as u64, refused, "{r:?}");
+    assert_eq!(num(r, "retries") as u64, refused, "{r:?}");
     // The refresh token in the store is the last one issued: a new login's worth of it.
     let saved = store(&config)["entries"][0]["refresh_token"]
         .as_str()
@@ -320,7 +355,7 @@ fn a_revoked_refresh_token_stops_the_run_with_exit_code_2_and_no_401() {
     let server = serve_code(&["--token-lifetime", "10"]);
     let dir = scratch("auth_code_revoked");
     let config = dir.join("config");
-    login(&config, &server.url, &[]);
+    let login_out = login(&config, &server.url, &[]);
     // Revoked before the run: its stored access token works for 10 s (the run uses it while
     // it has 2 s left), then the refresh is refused (at half its remaining life).
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -371,6 +406,7 @@ fn a_revoked_refresh_token_stops_the_run_with_exit_code_2_and_no_401() {
         "the login's probe alone: {stats}"
     );
     assert_eq!(u(&stats, "/auth/code/refresh_revoked"), 1);
+    no_secrets(&[&login_out, &run], &[&out]);
 }
 
 /// A client ID metadata document, served on loopback by the test: every request gets it.
@@ -386,8 +422,21 @@ fn serve_document(redirect_prefix: &str) -> (String, std::thread::JoinHandle<()>
     })
     .to_string();
     let handle = std::thread::spawn(move || {
-        // One fetch is all the authorization server makes.
-        if let Ok((mut s, _)) = listener.accept() {
+        // One fetch is all the authorization server makes; none within 60 s ends the wait.
+        listener.set_nonblocking(true).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let accepted = loop {
+            match listener.accept() {
+                Ok((s, _)) => break Some(s),
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(_) => break None,
+            }
+        };
+        if let Some(mut s) = accepted {
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let mut buf = [0u8; 4096];
             let _ = s.read(&mut buf);
             let _ = write!(
@@ -413,7 +462,7 @@ fn a_client_id_metadata_document_and_a_pre_registered_client_log_in_without_regi
     let dir = scratch("auth_code_clients");
     let config = dir.join("config");
     let (doc, fetched) = serve_document("http://127.0.0.1:1/callback");
-    login(&config, &server.url, &["--oauth-client-id", &doc]);
+    let by_document = login(&config, &server.url, &["--oauth-client-id", &doc]);
     fetched.join().unwrap();
     let n = code_stats(&server);
     assert_eq!(
@@ -468,6 +517,7 @@ fn a_client_id_metadata_document_and_a_pre_registered_client_log_in_without_regi
     let run = watch(c, Duration::from_secs(60));
     assert!(run.output.status.success(), "{}", text(&run.output));
     assert!(num(&steps(&out)[0], "ok") > 0.0);
+    no_secrets(&[&by_document, &pre, &run], &[&out]);
     // Logging out forgets both.
     let out = mcpload(
         &config,
@@ -485,7 +535,7 @@ fn a_step_up_scope_is_refused_403_on_tools_call_and_stepped_up_once_where_allowe
     let server = serve_code(&["--auth-step-up-scope", "write"]);
     let dir = scratch("auth_code_step_up");
     let config = dir.join("config");
-    login(&config, &server.url, &[]);
+    let login_out = login(&config, &server.url, &[]);
     let run_mix = |name: &str, mix: &str| {
         let p = profile(
             &dir,
@@ -576,6 +626,10 @@ fn a_step_up_scope_is_refused_403_on_tools_call_and_stepped_up_once_where_allowe
     );
     let scope = store(&config)["entries"][0]["scope"].clone();
     assert_eq!(scope, "mcp offline_access write");
+    no_secrets(
+        &[&login_out, &list, &call, &run],
+        &[&list_out, &call_out, &out],
+    );
 }
 
 /// One `GET` over a plain socket: the status and the `Location` header.
@@ -602,9 +656,37 @@ fn get_location(url: &str) -> (u16, Option<String>) {
     (status, location)
 }
 
+/// The authorization URL `child` prints on stderr, and what it said up to it; within 60 s
+/// (a reader thread: a silent child never hangs the test).
+fn printed_url(child: &mut std::process::Child) -> (String, String) {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut said = String::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            said.push_str(&line);
+            said.push('\n');
+            if line.starts_with("http://") {
+                let _ = tx.send(Ok((line.trim().to_owned(), said)));
+                return;
+            }
+        }
+        let _ = tx.send(Err(said));
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(found)) => found,
+        Ok(Err(said)) => panic!("no URL printed: {said}"),
+        Err(_) => {
+            let _ = child.kill();
+            panic!("no URL printed within 60 s");
+        }
+    }
+}
+
 #[test]
 fn without_a_browser_the_url_is_printed_and_a_person_approving_it_completes_the_login() {
-    use std::io::BufRead;
     let server = serve_code(&[]);
     let dir = scratch("auth_code_no_browser");
     let config = dir.join("config");
@@ -616,19 +698,7 @@ fn without_a_browser_the_url_is_printed_and_a_person_approving_it_completes_the_
         .spawn()
         .unwrap();
     // The person: reads the URL mcpload printed, and the browser follows the redirect.
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    let url = loop {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "no URL printed: {said}"
-        );
-        said.push_str(&line);
-        if line.starts_with("http://") {
-            break line.trim().to_owned();
-        }
-    };
+    let (url, said) = printed_url(&mut child);
     assert!(
         url.contains("code_challenge_method=S256") && url.contains("state="),
         "{url}"
@@ -638,14 +708,144 @@ fn without_a_browser_the_url_is_printed_and_a_person_approving_it_completes_the_
     let (status, _) = get_location(&location.unwrap());
     assert_eq!(status, 200, "the loopback listener took the redirect");
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{said}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{said}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("refresh token held"));
     assert_eq!(store(&config)["entries"].as_array().unwrap().len(), 1);
     for s in SECRET_PREFIXES {
         assert!(!said.contains(s) && !String::from_utf8_lossy(&out.stdout).contains(s));
     }
+}
+
+/// `POST /register` with `token_endpoint_auth_method` `method`: the status and answer.
+fn register(server: &Server, method: &str) -> (u16, Value) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = Conn::open(server.addr()).await;
+        let body = serde_json::json!({
+            "redirect_uris": ["http://127.0.0.1:1/callback"],
+            "token_endpoint_auth_method": method,
+        });
+        let json = [("content-type".to_owned(), "application/json".to_owned())];
+        let r = c
+            .send("POST", "/register", &json, body.to_string().into_bytes())
+            .await;
+        (
+            r.status,
+            serde_json::from_slice(&r.body).unwrap_or(Value::Null),
+        )
+    })
+}
+
+#[test]
+fn a_step_up_keeps_the_registered_clients_secret_for_the_refreshes_after_it() {
+    let _share = machine::loading();
+    let server = serve_code(&[
+        "--auth-step-up-scope",
+        "write",
+        "--auth-code-confidential",
+        "--token-lifetime",
+        "4",
+    ]);
+    // The target gives a secret on registration when asked, and refuses a public client.
+    let (status, v) = register(&server, "client_secret_basic");
+    assert_eq!(status, 201, "{v}");
+    assert!(
+        v["client_secret"].as_str().is_some_and(|s| !s.is_empty()),
+        "{v}"
+    );
+    let (status, v) = register(&server, "none");
+    assert_eq!(
+        (status, &v["error"]),
+        (400, &Value::from("invalid_client_metadata"))
+    );
+    let dir = scratch("auth_code_step_up_secret");
+    let config = dir.join("config");
+    let login_out = login(&config, &server.url, &[]);
+    let entry = store(&config)["entries"][0].clone();
+    assert_eq!(entry["auth_method"], "client_secret_basic", "{entry}");
+    // Stepped up at the first tools/call, then refreshed (4 s tokens over 7 s) as the
+    // registered client, by its secret.
+    let out = dir.join("run");
+    let run = mcpload(
+        &config,
+        &[
+            "run",
+            "--quiet",
+            "--url",
+            &server.url,
+            "--oauth-login",
+            "--login-follow-redirects",
+            "--tool",
+            "echo",
+            "-c",
+            "1",
+            "-d",
+            "7s",
+            "--warmup",
+            "0s",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(run.output.status.success(), "{}", text(&run.output));
+    let code = code_stats(&server);
+    assert_eq!(u(&code, "/step_ups"), 1, "{code}");
+    assert!(u(&code, "/refreshes") >= 1, "{code}");
+    let r = &steps(&out)[0];
+    assert_eq!(num(r, "auth_failures"), 0.0, "{r:?}");
+    let after = store(&config)["entries"][0].clone();
+    assert_eq!(after["auth_method"], "client_secret_basic", "{after}");
+    assert_eq!(after["client_secret"], entry["client_secret"]);
+    assert_eq!(after["scope"], "mcp offline_access write");
+    no_secrets(&[&login_out, &run], &[&out]);
+}
+
+#[test]
+fn a_browser_that_shows_nothing_still_leaves_the_url_on_stderr() {
+    let server = serve_code(&[]);
+    let dir = scratch("auth_code_browser");
+    // An xdg-open that starts and shows nothing (no display, no browser set up).
+    let bin_dir = dir.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let opener = bin_dir.join("xdg-open");
+    std::fs::write(&opener, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpload"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("PATH", path)
+        .args(["auth", "login", &server.url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (url, said) = printed_url(&mut child);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(said.contains("browser was opened"), "{said}");
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
+}
+
+#[test]
+fn auth_status_never_shows_a_urls_userinfo_or_query_values() {
+    let dir = scratch("auth_code_status_redacted");
+    let config = dir.join("config");
+    std::fs::create_dir_all(config.join("mcpload")).unwrap();
+    let url = "http://user:pw-sekrit@127.0.0.1:1/mcp?key=key-sekrit";
+    let contents = serde_json::json!({"version": 1, "entries": [{
+        "url": url, "resource": url, "client_id": "c", "auth_method": "none",
+        "issuer": "http://127.0.0.1:1", "token_endpoint": "http://127.0.0.1:1/token",
+        "access_token": "mcpl_at_x", "saved_at": 1,
+    }]});
+    std::fs::write(
+        config.join("mcpload/tokens.json"),
+        serde_json::to_vec(&contents).unwrap(),
+    )
+    .unwrap();
+    let status = mcpload(&config, &["auth", "status"], Duration::from_secs(20));
+    let said = text(&status.output);
+    assert!(status.output.status.success(), "{said}");
+    assert!(said.contains("127.0.0.1:1/mcp"), "{said}");
+    assert!(!said.contains("sekrit"), "{said}");
 }

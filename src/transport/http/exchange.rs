@@ -18,6 +18,7 @@ use super::body::{BodyReader, Piece};
 use super::client::{Method, RequestHead};
 use super::connection::{Connection, Head};
 use crate::jsonrpc::{Id, response_id};
+use crate::transport::auth::Challenge;
 use crate::transport::budget::AnswerBudget;
 use crate::transport::{BodyKind, Event, ExchangeId, Outgoing, TransportError, Unreadable};
 use futures_util::StreamExt;
@@ -436,9 +437,7 @@ impl Exchange {
         // A 403 asking for a wider scope may be stepped up (once), as a 401 refreshed.
         self.unauthorized = self.token.is_some()
             && (status == 401
-                || status == 403
-                    && (self.challenge.as_deref())
-                        .is_some_and(|c| c.contains("insufficient_scope")));
+                || status == 403 && Challenge::asks_for_scope(self.challenge.as_deref()));
         self.sink.finish(status, retry_after_s, body);
     }
 

@@ -541,8 +541,9 @@ impl HttpTransport {
                     return Some(event);
                 };
                 let challenge = challenge.as_deref().and_then(Challenge::parse);
-                let scope = challenge.as_ref().and_then(|c| c.error.as_deref())
-                    == Some("insufficient_scope");
+                let scope = challenge
+                    .as_ref()
+                    .is_some_and(Challenge::insufficient_scope);
                 let bearer = auth.get(user);
                 let refusal = if scope {
                     bearer.creds.step_up(token, challenge)
