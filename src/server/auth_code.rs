@@ -157,15 +157,7 @@ impl CodeGrant {
         let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
             return bad("invalid_client_metadata");
         };
-        let uris: Vec<String> = v
-            .get("redirect_uris")
-            .and_then(|u| u.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|u| u.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let uris = redirect_uris(&v);
         if uris.is_empty() {
             return bad("invalid_redirect_uri");
         }
@@ -227,15 +219,7 @@ impl CodeGrant {
         if doc.get("client_id").and_then(|c| c.as_str()) != Some(id) {
             return Err("invalid_client");
         }
-        let uris = doc
-            .get("redirect_uris")
-            .and_then(|u| u.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|u| u.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let uris = redirect_uris(&doc);
         let mut s = self.lock();
         if s.clients.len() < MAX_CLIENTS {
             s.clients.insert(
@@ -480,6 +464,20 @@ fn loopback_parts(uri: &str) -> Option<String> {
 fn same_redirect(registered: &str, given: &str) -> bool {
     registered == given
         || loopback_parts(registered).is_some_and(|r| Some(r) == loopback_parts(given))
+}
+
+/// The `redirect_uris` of client metadata (a registration or a metadata document); the
+/// members that are not strings are passed over.
+fn redirect_uris(metadata: &serde_json::Value) -> Vec<String> {
+    metadata
+        .get("redirect_uris")
+        .and_then(|u| u.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|u| u.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
