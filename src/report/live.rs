@@ -167,10 +167,15 @@ impl LiveState {
         self.elapsed += s.length;
         self.in_flight = s.in_flight;
         self.counters += s.counters;
-        if self.rolling.len() == ROLLING_SECONDS {
-            self.rolling.pop_front();
-        }
-        self.rolling.push_back(s.latency.clone());
+        // The oldest second's histogram is reused for the newest: no allocation a second.
+        let mut newest = if self.rolling.len() == ROLLING_SECONDS {
+            self.rolling.pop_front().unwrap_or_default()
+        } else {
+            LatencyHistogram::default()
+        };
+        newest.reset();
+        newest += s.latency;
+        self.rolling.push_back(newest);
         if self.points.len() == CHART_SECONDS {
             self.points.pop_front();
         }
