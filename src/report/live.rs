@@ -271,7 +271,7 @@ impl LiveState {
             ms(r.p50_ms),
             ms(r.p99_ms),
             self.in_flight,
-            c.requests.saturating_sub(c.ok),
+            c.ended().saturating_sub(c.ok),
             c.anomalies()
         )
     }
@@ -442,7 +442,7 @@ impl LiveState {
             "requests {} · ok {} · not ok {}",
             c.requests,
             c.ok,
-            c.requests.saturating_sub(c.ok)
+            c.ended().saturating_sub(c.ok)
         ))];
         lines.extend(
             error_classes(c).filter(|(_, n)| *n > 0).map(|(name, n)| {
@@ -929,5 +929,12 @@ mod tests {
             "{line}"
         );
         assert!(line.chars().all(|c| !c.is_control()), "{line:?}");
+        // Requests still in flight are not "not ok": only those that ended otherwise are.
+        state.counters.requests += 4;
+        assert!(
+            state.plain_line().contains("· 1 not ok"),
+            "{}",
+            state.plain_line()
+        );
     }
 }
