@@ -219,6 +219,7 @@ pub async fn sweep(
         tasks: JoinSet::new(),
     };
     let task_ids = Arc::new(flow::TaskIds::default());
+    let (ready_tx, mut ready) = mpsc::channel(transports.len().max(1));
     for (i, transport) in transports.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         crew.orders.push(tx);
@@ -231,10 +232,14 @@ pub async fn sweep(
             cancel: cancel.clone(),
             down: None,
             task_ids: Arc::clone(&task_ids),
+            ready: Some(ready_tx.clone()),
         };
         crew.tasks.spawn(async move { (i, w.run(rx).await) });
     }
     drop(report_tx);
+    drop(ready_tx);
+    // Every worker ready (or gone) before the first step's clock starts.
+    while ready.recv().await.is_some() {}
     let mut judge = SweepJudge::new(plan.criteria.clone())
         .naming_ops(work.op_names.clone())
         .naming_scenarios(

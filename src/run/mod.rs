@@ -70,11 +70,55 @@ pub enum RunError {
 pub async fn execute(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
     let dir = plan.dir.clone();
     let secrets = plan.secrets();
-    let result = run_plan(plan, cancel).await;
+    let result = on_load_runtime(plan, cancel).await;
     if result.is_err() {
         let _ = std::fs::remove_dir(&dir); // only succeeds when empty
     }
     result.map_err(|e| e.scrubbed(&secrets))
+}
+
+/// Runs the plan on a runtime of its own, on a thread of its own, with one runtime thread per
+/// load worker. A worker woken on a runtime with a thread to spare wakes that idle thread
+/// too (a futex call and a context switch for most answers and sends: 1.6 futex calls a
+/// request at 5,000/s, and a fifth of the CPU per request, benches/README.md, issue #24), so
+/// a run with one worker (an open loop under 25,000/s, stdio) gets one thread. The run's
+/// tasks (connections, token refreshes) are spawned on it, and it drives the run's sockets
+/// and a child's pipes. A panic in the run is the caller's.
+async fn on_load_runtime(plan: Plan, cancel: CancellationToken) -> Result<Outcome, RunError> {
+    let threads = worker_count(&plan);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("mcpload-run".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .thread_name("mcpload-load")
+                .enable_all()
+                .build();
+            let result = match runtime {
+                Ok(rt) => {
+                    let result = rt.block_on(run_plan(plan, cancel));
+                    // A blocking task still running (a token store's write) is not waited for.
+                    rt.shutdown_background();
+                    result
+                }
+                Err(e) => Err(RunError::Failed(format!(
+                    "cannot start the run's runtime: {e}"
+                ))),
+            };
+            let _ = tx.send(result);
+        })
+        .map_err(|e| RunError::Failed(format!("cannot start the run's thread: {e}")))?;
+    match rx.await {
+        Ok(result) => result,
+        // The thread ended without a result: it panicked.
+        Err(_) => match thread.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => Err(RunError::Failed(
+                "the run's thread ended without a result".into(),
+            )),
+        },
+    }
 }
 
 impl RunError {
