@@ -688,6 +688,15 @@ impl Credentials {
 mod tests {
     use super::*;
 
+    /// A fetch that gave the token `access` (of `lifetime`) after `took`.
+    fn fetched(access: String, lifetime: Option<Duration>, took: Duration) -> Fetched {
+        Fetched {
+            token: Ok(Token { access, lifetime }),
+            token_request: Some(took),
+            fatal: false,
+        }
+    }
+
     #[test]
     fn a_bearer_challenge_is_read_among_others() {
         let c = Challenge::parse(
@@ -746,18 +755,8 @@ mod tests {
 
     #[tokio::test]
     async fn each_user_fetches_its_own_token_on_first_use_and_the_counts_add_up() {
-        let fetch: Fetch = Arc::new(|_| {
-            Box::pin(async {
-                Fetched {
-                    token: Ok(Token {
-                        access: "t".into(),
-                        lifetime: None,
-                    }),
-                    token_request: Some(Duration::from_millis(1)),
-                    fatal: false,
-                }
-            })
-        });
+        let fetch: Fetch =
+            Arc::new(|_| Box::pin(async { fetched("t".into(), None, Duration::from_millis(1)) }));
         let run = Credentials::fetched_per_user(fetch, true);
         run.ready().await.unwrap();
         assert!(
@@ -786,14 +785,7 @@ mod tests {
             Box::pin(async move {
                 let n = f.fetch_add(1, Relaxed);
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                Fetched {
-                    token: Ok(Token {
-                        access: format!("t{n}"),
-                        lifetime: None,
-                    }),
-                    token_request: Some(Duration::from_millis(20)),
-                    fatal: false,
-                }
+                fetched(format!("t{n}"), None, Duration::from_millis(20))
             })
         });
         let c = Credentials::fetched(fetch, true);
@@ -878,14 +870,7 @@ mod tests {
             }
             Box::pin(async move {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                Fetched {
-                    token: Ok(Token {
-                        access: "t".into(),
-                        lifetime: None,
-                    }),
-                    token_request: Some(Duration::from_millis(20)),
-                    fatal: false,
-                }
+                fetched("t".into(), None, Duration::from_millis(20))
             })
         });
         let c = Credentials::fetched_with_step_up(fetch, true);
@@ -913,16 +898,7 @@ mod tests {
     #[tokio::test]
     async fn a_lifetime_no_clock_holds_gives_a_token_not_a_panic() {
         let fetch: Fetch = Arc::new(|_| {
-            Box::pin(async {
-                Fetched {
-                    token: Ok(Token {
-                        access: "t".into(),
-                        lifetime: Some(Duration::MAX),
-                    }),
-                    token_request: Some(Duration::from_millis(1)),
-                    fatal: false,
-                }
-            })
+            Box::pin(async { fetched("t".into(), Some(Duration::MAX), Duration::from_millis(1)) })
         });
         let c = Credentials::fetched(fetch, true);
         // Bounded: a panic in the fetch task would leave the waiter asleep.

@@ -54,6 +54,34 @@ fn mcpload(config: &Path, args: &[&str], budget: Duration) -> Watched {
     watch(c, budget)
 }
 
+/// A closed loop of `users` calling echo for `secs` seconds with `--oauth-login
+/// --login-follow-redirects` (so a 403 asking for a wider scope is stepped up), into `out`.
+fn logged_in_echo_run(config: &Path, url: &str, users: u32, secs: u32, out: &Path) -> Watched {
+    let (users, secs) = (users.to_string(), format!("{secs}s"));
+    mcpload(
+        config,
+        &[
+            "run",
+            "--quiet",
+            "--url",
+            url,
+            "--oauth-login",
+            "--login-follow-redirects",
+            "--tool",
+            "echo",
+            "-c",
+            &users,
+            "-d",
+            &secs,
+            "--warmup",
+            "0s",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    )
+}
+
 fn login(config: &Path, url: &str, extra: &[&str]) -> Watched {
     let mut args = vec!["auth", "login", url, "--login-follow-redirects"];
     args.extend_from_slice(extra);
@@ -582,28 +610,7 @@ fn a_step_up_scope_is_refused_403_on_tools_call_and_stepped_up_once_where_allowe
     // With --login-follow-redirects: the first 403 is stepped up (a new authorization of the
     // same client for both scopes), its request sent again, and none fails after.
     let out = dir.join("stepped");
-    let run = mcpload(
-        &config,
-        &[
-            "run",
-            "--quiet",
-            "--url",
-            &server.url,
-            "--oauth-login",
-            "--login-follow-redirects",
-            "--tool",
-            "echo",
-            "-c",
-            "2",
-            "-d",
-            "2s",
-            "--warmup",
-            "0s",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
+    let run = logged_in_echo_run(&config, &server.url, 2, 2, &out);
     assert!(run.output.status.success(), "{}", text(&run.output));
     let r = &steps(&out)[0];
     let last = target_stats(&server.url);
@@ -766,28 +773,7 @@ fn a_step_up_keeps_the_registered_clients_secret_for_the_refreshes_after_it() {
     // Stepped up at the first tools/call, then refreshed (4 s tokens over 7 s) as the
     // registered client, by its secret.
     let out = dir.join("run");
-    let run = mcpload(
-        &config,
-        &[
-            "run",
-            "--quiet",
-            "--url",
-            &server.url,
-            "--oauth-login",
-            "--login-follow-redirects",
-            "--tool",
-            "echo",
-            "-c",
-            "1",
-            "-d",
-            "7s",
-            "--warmup",
-            "0s",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
+    let run = logged_in_echo_run(&config, &server.url, 1, 7, &out);
     assert!(run.output.status.success(), "{}", text(&run.output));
     let code = code_stats(&server);
     assert_eq!(u(&code, "/step_ups"), 1, "{code}");
