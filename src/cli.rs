@@ -1422,9 +1422,9 @@ pub(crate) struct RunArgs {
     /// Open loop: constant or poisson spacing of arrivals.
     #[arg(long, value_name = "SPACING", value_enum, hide_possible_values = true)]
     pub spacing: Option<Spacing>,
-    /// Open loop: wake to send at most once per this window, sending every arrival due by
-    /// then (e.g. 1ms: fewer wake-ups, up to that much schedule lag, which is recorded).
-    /// Default 0: each arrival at its own instant.
+    /// Open loop: each wake also sends the arrivals due within this window ahead (e.g. 1ms:
+    /// fewer wake-ups; arrivals leave up to that much early, their latency timed from the
+    /// departure). Default 0: each arrival at its own instant.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub send_window: Option<Duration>,
     /// Send JSON-RPC batches of N requests.

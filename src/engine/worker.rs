@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 /// How often timeouts are checked and the clock looked at between events (the loop sends
 /// what is due at these wakes too, so no send window can be longer).
-pub(super) const HOUSEKEEPING: Duration = Duration::from_millis(5);
+const HOUSEKEEPING: Duration = Duration::from_millis(5);
 /// Most events already received that a drain applies as it ends.
 const RECEIVED_MAX: usize = 1024;
 /// How long an interrupted step waits for the answers already asked for.
@@ -77,8 +77,6 @@ struct StepState {
     /// Closed loop with batches: the ids of each batch a client is waiting on.
     open_batches: VecDeque<Vec<Id>>,
     arrivals: Option<Arrivals>,
-    /// Open loop: when the worker last sent arrivals (its send window runs from there).
-    sent_at: Option<Instant>,
     lag: LatencyHistogram,
     dropped_arrivals: u64,
     /// Open loop: arrivals dropped because no slot was free for their unit.
@@ -164,7 +162,6 @@ impl Worker {
             ready: VecDeque::new(),
             open_batches: VecDeque::new(),
             arrivals: None,
-            sent_at: None,
             lag: LatencyHistogram::default(),
             dropped_arrivals: 0,
             dropped_no_worker: 0,
@@ -189,12 +186,9 @@ impl Worker {
         loop {
             let sending = matches!(st.phase, Phase::Warmup | Phase::Measure) && self.down.is_none();
             let next_start = match work.model {
-                // Within the send window after a send, the timer waits for the window's end
-                // and the arrivals due by then go out together.
-                Model::Open => st.arrivals.as_ref().map(|a| {
-                    let due = a.next_due();
-                    st.sent_at.map_or(due, |at| due.max(at + work.send_window))
-                }),
+                // Every wake sends the arrivals due within the send window ahead, so the
+                // timer waits for the first arrival past it.
+                Model::Open => st.arrivals.as_ref().map(|a| a.next_due()),
                 Model::Closed => st.ready.front().copied(),
             }
             .filter(|_| sending);
@@ -252,8 +246,11 @@ impl Worker {
             }
             // What fell due before the sending phase ended goes out even when the worker
             // woke after the end (late, its lag recorded): the step's schedule is its load.
+            // A timer wake also sends the window ahead; an answer's wake sends only what is
+            // due, so the timer stays armed for the first arrival past the window.
             if let Some(end) = st.sending_end(&work).filter(|_| self.down.is_none()) {
-                self.send_due(&mut st, s, units, end, now);
+                let ahead = woke.map_or(Duration::ZERO, |_| work.send_window);
+                self.send_due(&mut st, s, units, end, now + ahead, now);
             }
             if self.advance(&mut st, s, ledger, units, now) {
                 break;
@@ -448,15 +445,16 @@ impl Worker {
     }
 
     /// Starts what is due by `now` and before the phase's `end`: one unit per free virtual
-    /// user (closed loop), one per arrival (open loop; past `max_in_flight` units in flight
-    /// the arrival is dropped). A unit is a scenario iteration when the run has scenarios,
-    /// else a request or a batch.
+    /// user (closed loop), one per arrival due by `ahead` (open loop; past `max_in_flight`
+    /// units in flight the arrival is dropped). A unit is a scenario iteration when the run
+    /// has scenarios, else a request or a batch.
     fn send_due(
         &mut self,
         st: &mut StepState,
         s: &mut Sending<'_>,
         units: &mut Units,
         end: Instant,
+        ahead: Instant,
         now: Instant,
     ) {
         let w = Arc::clone(&self.work);
@@ -478,7 +476,10 @@ impl Worker {
                     .max_in_flight
                     .div_ceil(self.workers as usize)
                     .max(w.batch_size());
-                while arrivals.next_due() <= now && arrivals.next_due() < end {
+                // An arrival due by `ahead` leaves now, early: its lag is 0 and its latency
+                // runs from its departure (never from a later schedule, which would shorten
+                // it).
+                while arrivals.next_due() <= ahead && arrivals.next_due() < end {
                     let due = arrivals.advance();
                     let at_cap = match units {
                         Units::Requests(_) => s.corr.in_flight() + w.batch_size() > cap,
@@ -493,8 +494,7 @@ impl Worker {
                         continue;
                     }
                     st.lag.record(now.saturating_duration_since(due));
-                    st.sent_at = Some(now);
-                    self.start_one(s, units, due, now);
+                    self.start_one(s, units, due.min(now), now);
                 }
             }
         }

@@ -86,9 +86,6 @@ pub struct Observed<'a> {
     pub p50_us: Option<u64>,
     /// Open loop: arrivals dropped for want of a free slot.
     pub dropped_no_worker: Option<u64>,
-    /// Open loop: the `send_window` (µs), lateness the user chose, added to the allowance
-    /// of the sends (not of the loop's wakes, which the window does not delay).
-    pub send_window_us: u64,
     /// CPU and run-queue wait in percent of `cores`, when the platform tells them.
     pub cpu_pct: Option<f64>,
     pub wait_pct: Option<f64>,
@@ -132,14 +129,13 @@ pub fn judge(o: &Observed<'_>) -> GeneratorFacts {
             ));
         }
     }
-    let send_allowed = allowed + o.send_window_us;
-    let late_sends = o.lag.map(|h| late(h, send_allowed));
+    let late_sends = o.lag.map(|h| late(h, allowed));
     let lag_p99 = o.lag.and_then(p99);
-    if let Some(lag) = lag_p99.filter(|l| *l > send_allowed && late_sends >= Some(MIN_LATE)) {
+    if let Some(lag) = lag_p99.filter(|l| *l > allowed && late_sends >= Some(MIN_LATE)) {
         reasons.push(format!(
             "sends left late: schedule lag p99 {:.3} ms, over the {:.3} ms allowed",
             ms(lag),
-            ms(send_allowed)
+            ms(allowed)
         ));
     }
     let loop_p99 = p99(o.loop_delay);
@@ -196,7 +192,6 @@ mod tests {
             loop_delay: delay,
             p50_us: Some(20_000),
             dropped_no_worker: lag.map(|_| 0),
-            send_window_us: 0,
             cpu_pct: Some(10.0),
             wait_pct: Some(1.0),
             cores: Some(2),
@@ -234,25 +229,6 @@ mod tests {
             why.starts_with("sends left late: schedule lag p99 3.0"),
             "{why}"
         );
-    }
-
-    #[test]
-    fn a_send_window_widens_the_sends_allowance_by_itself_and_not_the_loops() {
-        // The same sends, 3 ms late at p99, under a 2 ms window: 4 ms allowed, nothing bound.
-        let mut lags = vec![100; 980];
-        lags.extend([3_000; 20]);
-        let lag = hist(&lags);
-        let quiet = hist(&[10]);
-        let mut o = observed(Some(&lag), &quiet);
-        o.send_window_us = 2_000;
-        let f = judge(&o);
-        assert!(!f.bound, "{f:?}");
-        assert_eq!(f.late_sends, Some(0));
-        // The loop's wakes are not delayed by the window: 3 ms late still binds.
-        let delay = hist(&lags);
-        o.loop_delay = &delay;
-        let why = judge(&o).bound_reason.unwrap();
-        assert!(why.starts_with("the event loop woke late"), "{why}");
     }
 
     #[test]

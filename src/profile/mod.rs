@@ -209,9 +209,10 @@ pub struct Load {
     /// Open loop: `constant` or `poisson` spacing of arrivals.
     #[serde(default)]
     pub spacing: Spacing,
-    /// Open loop: a worker wakes to send at most once per this window and sends every arrival
-    /// due by then (fewer wake-ups, at the cost of up to this much schedule lag, which is
-    /// recorded); zero (the default) sends each arrival at its own instant.
+    /// Open loop: each wake of a worker also sends the arrivals due within this window ahead
+    /// (fewer wake-ups; arrivals leave up to this much early, in bunches, and an early one's
+    /// latency runs from its departure); zero (the default) sends each arrival at its own
+    /// instant.
     #[serde(
         default,
         deserialize_with = "values::duration",

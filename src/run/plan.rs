@@ -575,8 +575,8 @@ fn levels(l: &Load) -> Result<(Model, Vec<f64>), PlanError> {
     };
     if l.send_window > crate::engine::MAX_SEND_WINDOW {
         return Err(PlanError::Usage(format!(
-            "load.send_window / --send-window {:?} is longer than {:?}: a worker wakes at \
-             least that often, so a longer window would not be kept (try 1ms)",
+            "load.send_window / --send-window {:?} is longer than {:?}: arrivals would leave \
+             up to that much early, in bunches, another load than the one asked for (try 1ms)",
             l.send_window,
             crate::engine::MAX_SEND_WINDOW
         )));
