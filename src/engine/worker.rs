@@ -186,8 +186,8 @@ impl Worker {
         loop {
             let sending = matches!(st.phase, Phase::Warmup | Phase::Measure) && self.down.is_none();
             let next_start = match work.model {
-                // Every wake sends the arrivals due within the send window ahead, so the
-                // timer waits for the first arrival past it.
+                // A timer wake sends the arrivals of a whole send window, so the timer waits
+                // for the first arrival past it.
                 Model::Open => st.arrivals.as_ref().map(|a| a.next_due()),
                 Model::Closed => st.ready.front().copied(),
             }
@@ -246,11 +246,11 @@ impl Worker {
             }
             // What fell due before the sending phase ended goes out even when the worker
             // woke after the end (late, its lag recorded): the step's schedule is its load.
-            // A timer wake also sends the window ahead; an answer's wake sends only what is
-            // due, so the timer stays armed for the first arrival past the window.
+            // A timer wake also sends a window ahead; an answer's wake sends only what is due,
+            // so the timer stays armed for the first arrival past the window.
             if let Some(end) = st.sending_end(&work).filter(|_| self.down.is_none()) {
-                let ahead = woke.map_or(Duration::ZERO, |_| work.send_window);
-                self.send_due(&mut st, s, units, end, now + ahead, now);
+                let window = woke.map_or(Duration::ZERO, |_| work.send_window);
+                self.send_due(&mut st, s, units, end, window, now);
             }
             if self.advance(&mut st, s, ledger, units, now) {
                 break;
@@ -445,7 +445,8 @@ impl Worker {
     }
 
     /// Starts what is due by `now` and before the phase's `end`: one unit per free virtual
-    /// user (closed loop), one per arrival due by `ahead` (open loop; past `max_in_flight`
+    /// user (closed loop), one per arrival (open loop: those due by `now`, and those due
+    /// within `window` of the first of them, so windows tile the schedule; past `max_in_flight`
     /// units in flight the arrival is dropped). A unit is a scenario iteration when the run
     /// has scenarios, else a request or a batch.
     fn send_due(
@@ -454,7 +455,7 @@ impl Worker {
         s: &mut Sending<'_>,
         units: &mut Units,
         end: Instant,
-        ahead: Instant,
+        window: Duration,
         now: Instant,
     ) {
         let w = Arc::clone(&self.work);
@@ -476,10 +477,15 @@ impl Worker {
                     .max_in_flight
                     .div_ceil(self.workers as usize)
                     .max(w.batch_size());
-                // An arrival due by `ahead` leaves now, early: its lag is 0 and its latency
-                // runs from its departure (never from a later schedule, which would shorten
-                // it).
-                while arrivals.next_due() <= ahead && arrivals.next_due() < end {
+                // An arrival due within the window leaves now, early: its lag is 0 and its
+                // latency runs from its departure (never from a later schedule, which would
+                // shorten it). The window opens at an arrival already due, on the schedule
+                // rather than at the wake, so it never takes in an arrival a whole window
+                // after the first: at rates up to one a window, each leaves at its own instant.
+                let first = arrivals.next_due();
+                let ahead = if first <= now { first + window } else { now };
+                let in_window = |t: Instant| t <= now || t < ahead;
+                while in_window(arrivals.next_due()) && arrivals.next_due() < end {
                     let due = arrivals.advance();
                     let at_cap = match units {
                         Units::Requests(_) => s.corr.in_flight() + w.batch_size() > cap,
