@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # CPU per request of the open loop (issue #24): mcpload at a fixed arrival rate beside oha at
 # the same rate (`-q R -c 64`) and beside the wire floor (benches/wire_floor.rs, the cheapest
-# honest HTTP/1.1 client for the same exchange), all three against one `mcpload serve`, echo,
+# honest HTTP/1.1 client for the same exchange), all against one `mcpload serve`, echo,
 # JSON answers, 2026-07-28 headers. For each rate in RATES (default "1000 5000 20000"; add
-# 50000 by hand), ROUNDS rounds (default 5) of SECS seconds (default 5), the three tools in an
+# 50000 by hand), ROUNDS rounds (default 5) of SECS seconds (default 5), the four runs in an
 # order that rotates each round so a drift in the machine's load hits all alike. A tool's CPU
 # is the user + sys time of its own process (wait4's rusage; the target is another process and
 # is not counted) over the requests it completed (oha: its 200s from --output-format json;
 # mcpload: steps.csv `responses`; the floor: its printed `requests=`). Prints each round, then
 # per rate the medians: CPU µs per request, mcpload/oha, oha/floor and mcpload/floor (medians
 # of the rounds' ratios), the achieved rate of each and mcpload's schedule lag p99.
-# MCPLOAD_ARGS: more options for mcpload's runs (say `--workers 1`).
+# mcpload runs twice a round: as users run it by default (each arrival at its own instant),
+# and as `mcpload_window`, with `--send-window WINDOW` (default 1ms: the arrivals of each
+# millisecond sent in one wake-up, as oha releases them on tokio's 1 ms ticks).
+# MCPLOAD_ARGS: more options for both mcpload runs (say `--workers 1`).
 # Needs oha (installed into benches/.tools on first use: `cargo install oha`).
 source "$(dirname "$0")/common.sh"
 oha="$(command -v oha || true)"
@@ -60,15 +63,19 @@ j = json.load(open(sys.argv[1]))
 ok = int(j["statusCodeDistribution"].get("200", 0))
 print(sys.argv[2], ok, round(ok / j["summary"]["total"], 1), "-")' "$work/out" "$cpu"
 }
-run_mcpload() { # RATE
-    local cpu
+run_mcpload() { # RATE [ARGS...]
+    local cpu rate="$1"
+    shift
     rm -rf "$work/run"
-    cpu="$(cpu_of "$mcpload" run -q --url "$url" --protocol 2026-07-28 --rate "$1" -d "${secs}s" \
-        --warmup 0s --tool echo --args '{"message":"hi"}' --out "$work/run" ${MCPLOAD_ARGS:-})"
+    cpu="$(cpu_of "$mcpload" run -q --url "$url" --protocol 2026-07-28 --rate "$rate" -d "${secs}s" \
+        --warmup 0s --tool echo --args '{"message":"hi"}' --out "$work/run" ${MCPLOAD_ARGS:-} "$@")"
     python3 -c 'import csv, sys
 r = next(csv.DictReader(open(sys.argv[1])))
 print(sys.argv[2], r["responses"], round(float(r["throughput_rps"]), 1), r["schedule_lag_p99_ms"])' \
         "$work/run/steps.csv" "$cpu"
+}
+run_mcpload_window() { # RATE
+    run_mcpload "$1" --send-window "${WINDOW:-1ms}"
 }
 run_floor() { # RATE
     local cpu
@@ -80,37 +87,44 @@ print(sys.argv[2], f["requests"], f["achieved_rps"], "-")' "$work/out" "$cpu"
 us_per() { python3 -c "import sys; print(round(1e6 * $1 / max(int($2), 1), 2))"; }
 ratio() { python3 -c "print(round($1 / $2, 3))"; }
 
-tools=(oha mcpload floor)
+tools=(oha mcpload mcpload_window floor)
+mcploads=(mcpload mcpload_window)
 # The median over the rounds of an array element named with $r, e.g. 'cpu[oha,$r]'.
 m() { local r; for r in $(seq "$rounds"); do eval "echo \"\${$1}\""; done | median; }
 for rate in $rates; do
     declare -A cpu=() got=() lag=()
     for round in $(seq "$rounds"); do
-        for k in 0 1 2; do
-            t="${tools[$(( (k + round - 1) % 3 ))]}"
-            line="$("run_$t" "$rate")"
-            read -r c n a l <<<"$line"
+        line="rate $rate round $round (first ${tools[$(( (round - 1) % 4 ))]}):"
+        for k in 0 1 2 3; do
+            t="${tools[$(( (k + round - 1) % 4 ))]}"
+            read -r c n a l <<<"$("run_$t" "$rate")"
             cpu[$t,$round]="$(us_per "$c" "$n")"
             got[$t,$round]="$a"
-            [[ "$t" == mcpload ]] && lag[$round]="$l"
+            lag[$t,$round]="$l"
         done
-        mo="$(ratio "${cpu[mcpload,$round]}" "${cpu[oha,$round]}")"
-        of="$(ratio "${cpu[oha,$round]}" "${cpu[floor,$round]}")"
-        mf="$(ratio "${cpu[mcpload,$round]}" "${cpu[floor,$round]}")"
-        cpu[mo,$round]="$mo"; cpu[of,$round]="$of"; cpu[mf,$round]="$mf"
-        echo "rate $rate round $round (first ${tools[$(( (round - 1) % 3 ))]}):" \
-            "oha ${cpu[oha,$round]} µs/req ${got[oha,$round]}/s," \
-            "mcpload ${cpu[mcpload,$round]} µs/req ${got[mcpload,$round]}/s lag p99 ${lag[$round]} ms," \
-            "floor ${cpu[floor,$round]} µs/req ${got[floor,$round]}/s;" \
-            "mcpload/oha $mo, oha/floor $of, mcpload/floor $mf"
+        for t in "${tools[@]}"; do
+            line+=" $t ${cpu[$t,$round]} µs/req ${got[$t,$round]}/s"
+            [[ "${lag[$t,$round]}" != - ]] && line+=" lag p99 ${lag[$t,$round]} ms"
+            line+=","
+        done
+        cpu[of,$round]="$(ratio "${cpu[oha,$round]}" "${cpu[floor,$round]}")"
+        line+=" oha/floor ${cpu[of,$round]}"
+        for t in "${mcploads[@]}"; do
+            cpu[$t/oha,$round]="$(ratio "${cpu[$t,$round]}" "${cpu[oha,$round]}")"
+            cpu[$t/floor,$round]="$(ratio "${cpu[$t,$round]}" "${cpu[floor,$round]}")"
+            line+=", $t/oha ${cpu[$t/oha,$round]}, $t/floor ${cpu[$t/floor,$round]}"
+        done
+        echo "$line"
     done
-    echo "rate $rate/s, medians of $rounds rounds of ${secs}s:"
-    printf '  %-8s %12s %11s %11s\n' tool 'CPU µs/req' achieved/s 'lag p99 ms'
+    echo "rate $rate/s, medians of $rounds rounds of ${secs}s (mcpload_window: --send-window ${WINDOW:-1ms}):"
+    printf '  %-15s %12s %11s %11s\n' tool 'CPU µs/req' achieved/s 'lag p99 ms'
     for t in "${tools[@]}"; do
-        l=-; [[ "$t" == mcpload ]] && l="$(m 'lag[$r]')"
-        printf '  %-8s %11s %11s %11s\n' "$t" "$(m "cpu[$t,\$r]")" "$(m "got[$t,\$r]")" "$l"
+        l=-; [[ "${lag[$t,1]}" != - ]] && l="$(m "lag[$t,\$r]")"
+        printf '  %-15s %11s %11s %11s\n' "$t" "$(m "cpu[$t,\$r]")" "$(m "got[$t,\$r]")" "$l"
     done
-    echo "  CPU per request, median of the rounds' ratios: mcpload/oha $(m 'cpu[mo,$r]')," \
-        "oha/floor $(m 'cpu[of,$r]'), mcpload/floor $(m 'cpu[mf,$r]')"
+    echo "  CPU per request, medians of the rounds' ratios: oha/floor $(m 'cpu[of,$r]')"
+    for t in "${mcploads[@]}"; do
+        echo "    $t/oha $(m "cpu[$t/oha,\$r]"), $t/floor $(m "cpu[$t/floor,\$r]")"
+    done
     unset cpu got lag
 done
