@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// How often timeouts are checked and the clock looked at between events (the loop sends
-/// what is due at these wakes too, so no send window can be longer).
+/// what is due at these wakes too).
 const HOUSEKEEPING: Duration = Duration::from_millis(5);
 /// Most events already received that a drain applies as it ends.
 const RECEIVED_MAX: usize = 1024;
