@@ -220,7 +220,8 @@ pub async fn sweep(
         tasks: JoinSet::new(),
     };
     let task_ids = Arc::new(flow::TaskIds::default());
-    let (ready_tx, mut ready) = mpsc::channel(transports.len().max(1));
+    // Each worker holds a sender and drops it once ready: the channel closes when all are.
+    let (ready_tx, mut ready) = mpsc::channel::<()>(1);
     for (i, transport) in transports.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         crew.orders.push(tx);
@@ -240,7 +241,7 @@ pub async fn sweep(
     drop(report_tx);
     drop(ready_tx);
     // Every worker ready (or gone) before the first step's clock starts.
-    while ready.recv().await.is_some() {}
+    let _ = ready.recv().await;
     let mut judge = SweepJudge::new(plan.criteria.clone())
         .naming_ops(work.op_names.clone())
         .naming_scenarios(

@@ -42,8 +42,8 @@ pub(super) struct Worker {
     pub down: Option<String>,
     /// The task ids the run's calls were given, shared by the workers.
     pub task_ids: Arc<TaskIds>,
-    /// Told (and dropped) once the worker has made its state: the first step's clock starts
-    /// after (a correlator's ring is megabytes touched for the first time, tens of
+    /// Dropped once the worker has made its state (nothing is ever sent): the first step's
+    /// clock starts after (a correlator's ring is megabytes touched for the first time, tens of
     /// milliseconds on a virtual machine, that would make the first sends late).
     pub ready: Option<mpsc::Sender<()>>,
 }
@@ -114,9 +114,7 @@ impl Worker {
         if self.work.mix.answers_server_requests() {
             corr.keep_server_requests();
         }
-        if let Some(ready) = self.ready.take() {
-            let _ = ready.try_send(());
-        }
+        drop(self.ready.take());
         while let Some(order) = orders.recv().await {
             let Order::Step(order) = order else { continue };
             let mut ctx = Sending {
