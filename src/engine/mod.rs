@@ -545,6 +545,7 @@ async fn collect_step(
         cpu_pct: cost.map(|c| c.cpu_pct),
         wait_pct: cost.map(|c| c.wait_pct),
         cores: cost.map(|c| c.cores),
+        load_thread_pct: cost.and_then(|c| c.load_thread_pct),
     });
     Ok(StepOutcome::Done(
         Box::new(MeasuredStep {

@@ -35,6 +35,9 @@ pub struct GeneratorFacts {
     pub wait_pct: Option<f64>,
     /// The cores the process may use (its affinity and quota).
     pub cores: Option<u32>,
+    /// The busiest load thread's time run plus time waiting for a core, in percent of the
+    /// wall time: a worker runs on one core at most, however many the process may use.
+    pub load_thread_pct: Option<f64>,
     /// The generator, not the server, limited the step.
     pub bound: bool,
     /// Why, in one sentence (reasons joined with "; ").
@@ -62,6 +65,7 @@ impl GeneratorFacts {
         worst(&mut self.loop_delay_p99_ms, o.loop_delay_p99_ms);
         worst(&mut self.cpu_pct, o.cpu_pct);
         worst(&mut self.wait_pct, o.wait_pct);
+        worst(&mut self.load_thread_pct, o.load_thread_pct);
         self.cores = self.cores.or(o.cores);
         if !self.bound && o.bound {
             self.bound_reason.clone_from(&o.bound_reason);
@@ -90,6 +94,8 @@ pub struct Observed<'a> {
     pub cpu_pct: Option<f64>,
     pub wait_pct: Option<f64>,
     pub cores: Option<u32>,
+    /// The busiest load thread's demand in percent of the wall time.
+    pub load_thread_pct: Option<f64>,
 }
 
 fn ms(us: u64) -> f64 {
@@ -114,6 +120,7 @@ fn p99(h: &LatencyHistogram) -> Option<u64> {
 pub fn judge(o: &Observed<'_>) -> GeneratorFacts {
     let allowed = late_allowance_us(o.p50_us);
     let mut reasons = Vec::new();
+    let mut process_bound = false;
     if let (Some(cpu), Some(wait), Some(cores)) = (o.cpu_pct, o.wait_pct, o.cores) {
         let of = if cores == 1 { "core" } else { "cores" };
         let demand = cpu + wait;
@@ -128,6 +135,16 @@ pub fn judge(o: &Observed<'_>) -> GeneratorFacts {
                  a core as long as it ran {cost}"
             ));
         }
+        process_bound = !reasons.is_empty();
+    }
+    if let Some(busy) = o
+        .load_thread_pct
+        .filter(|b| *b >= DEMAND_BOUND_PCT && !process_bound)
+    {
+        reasons.push(format!(
+            "a load worker's thread wanted {busy:.0}% of its core (ran, or waited for it): a \
+             worker runs on one core, whatever the others do"
+        ));
     }
     let late_sends = o.lag.map(|h| late(h, allowed));
     let lag_p99 = o.lag.and_then(p99);
@@ -157,6 +174,7 @@ pub fn judge(o: &Observed<'_>) -> GeneratorFacts {
         cpu_pct: o.cpu_pct.map(round1),
         wait_pct: o.wait_pct.map(round1),
         cores: o.cores,
+        load_thread_pct: o.load_thread_pct.map(round1),
         bound: !reasons.is_empty(),
         bound_reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
     }
@@ -195,6 +213,7 @@ mod tests {
             cpu_pct: Some(10.0),
             wait_pct: Some(1.0),
             cores: Some(2),
+            load_thread_pct: Some(8.0),
         }
     }
 
@@ -254,6 +273,34 @@ mod tests {
             f.bound_reason.as_deref(),
             Some("mcpload wanted 95% of its 1 core (ran 48%, waited for a core 47%)")
         );
+    }
+
+    /// One worker on two cores: the process wants half of them, its worker's thread all of
+    /// its one. Said once where the process's demand already binds.
+    #[test]
+    fn a_load_thread_that_wants_its_whole_core_binds_whatever_the_process_wants() {
+        let delay = hist(&[10]);
+        let mut o = observed(None, &delay);
+        (o.cpu_pct, o.wait_pct, o.load_thread_pct) = (Some(49.0), Some(2.0), Some(97.4));
+        let f = judge(&o);
+        assert!(f.bound);
+        assert_eq!(f.load_thread_pct, Some(97.4));
+        assert_eq!(
+            f.bound_reason.as_deref(),
+            Some(
+                "a load worker's thread wanted 97% of its core (ran, or waited for it): a \
+                 worker runs on one core, whatever the others do"
+            )
+        );
+        o.load_thread_pct = Some(85.0);
+        assert!(!judge(&o).bound, "a thread with time to spare");
+        (o.cpu_pct, o.wait_pct, o.load_thread_pct) = (Some(60.0), Some(35.0), Some(99.0));
+        let why = judge(&o).bound_reason.unwrap();
+        assert!(
+            why.starts_with("mcpload wanted 95% of its 2 cores"),
+            "{why}"
+        );
+        assert!(!why.contains("load worker"), "{why}");
     }
 
     #[test]

@@ -355,6 +355,10 @@ pub struct StepSummary {
     /// is `failed`).
     #[serde(default)]
     pub fleet_budget_refusals: u64,
+    /// The busiest load worker thread's time run plus time waiting for a core, in percent
+    /// of the measured wall time (docs/metrics.md, "The generator's own health").
+    #[serde(default)]
+    pub generator_load_thread_pct: Option<f64>,
 }
 
 /// Retries by cause (docs/metrics.md, "Retries"); steps.csv's `retries` is their sum.
@@ -755,6 +759,7 @@ impl StepSummary {
             stdout_pollution: c.stdout_pollution,
             process_exits: c.process_exits,
             fleet_budget_refusals: c.fleet_budget_refusals,
+            generator_load_thread_pct: f.generator.load_thread_pct,
         }
         .with_iterations(s)
         .with_flows(s)

@@ -92,7 +92,7 @@ async fn on_load_runtime(plan: Plan, cancel: CancellationToken) -> Result<Outcom
         .spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(threads)
-                .thread_name("mcpload-load")
+                .thread_name(crate::engine::health::LOAD_THREAD)
                 .enable_all()
                 .build();
             let result = match runtime {

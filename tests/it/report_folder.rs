@@ -50,7 +50,7 @@ tool_errors,output_schema_violations,tool_error,output_schema_violation,schedule
 schedule_lag_max_ms,late_sends,dropped_no_worker,loop_delay_p99_ms,generator_cpu_pct,\
 generator_wait_pct,generator_bound,generator_bound_reason,server_rss_max_bytes,server_cpu_max_pct,\
 spawn_p50_ms,spawn_p99_ms,connect_p50_ms,connect_p99_ms,processes_max,stdout_pollution,process_exits,\
-fleet_budget_refusals";
+fleet_budget_refusals,generator_load_thread_pct";
 
 /// timeseries.csv's columns, copied from docs/metrics.md.
 const TIMESERIES_HEADER: &str = "t_s,step,requests,ok,errors,anomalies,missing,timeouts,rejected,in_flight,p50_ms,p99_ms,\

@@ -361,6 +361,7 @@ impl StepSeries {
             let opt = [
                 ("mcpload_generator_cpu_percent", g.cpu_pct),
                 ("mcpload_generator_wait_percent", g.wait_pct),
+                ("mcpload_generator_load_thread_percent", g.load_thread_pct),
                 (
                     "mcpload_generator_loop_delay_p99_seconds",
                     g.loop_delay_p99_ms.map(|ms| ms / 1000.0),
@@ -476,7 +477,7 @@ fn metadata() -> Vec<MetricMetadata> {
     const COUNTER: i32 = 1;
     const GAUGE: i32 = 2;
     const HISTOGRAM: i32 = 3;
-    let families: [(&str, i32, &str); 22] = [
+    let families: [(&str, i32, &str); 23] = [
         (
             "mcpload_requests_total",
             COUNTER,
@@ -561,6 +562,11 @@ fn metadata() -> Vec<MetricMetadata> {
             "mcpload_generator_wait_percent",
             GAUGE,
             "The generator's run-queue wait, %.",
+        ),
+        (
+            "mcpload_generator_load_thread_percent",
+            GAUGE,
+            "The busiest load thread's run plus wait, % of one core.",
         ),
         (
             "mcpload_generator_loop_delay_p99_seconds",
