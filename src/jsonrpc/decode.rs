@@ -3,11 +3,13 @@
 //! is a [`DecodeError`], never a panic.
 
 use super::{Id, MAX_ID_LEN};
+use memchr::memmem::Finder;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::LazyLock;
 
 /// Why bytes could not be read as JSON-RPC.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -134,10 +136,10 @@ fn is_tool_error(result: &str) -> bool {
     if let Some(is_error) = is_error_last(result) {
         return is_error;
     }
+    static IS_ERROR: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"isError"));
+    static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
     let bytes = result.as_bytes();
-    if memchr::memmem::find(bytes, b"isError").is_none()
-        && memchr::memmem::find(bytes, b"\\u").is_none()
-    {
+    if IS_ERROR.find(bytes).is_none() && ESCAPE.find(bytes).is_none() {
         return false;
     }
     serde_json::from_str::<ToolResult>(result)
