@@ -22,6 +22,20 @@ stop_serve() {
     [[ -n "$serve_pid" ]] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
 }
 trap stop_serve EXIT
+# oha, the peer the scripts compare with: on the PATH, or installed into benches/.tools on
+# first use (`cargo install oha`). Sets $oha.
+need_oha() {
+    oha="$(command -v oha || true)"
+    if [[ -z "$oha" ]]; then
+        oha="$root/benches/.tools/bin/oha"
+        [[ -x "$oha" ]] || cargo install oha --locked --quiet --root "$root/benches/.tools"
+    fi
+}
+# The echo call as oha sends it, the same body and 2026-07-28 headers mcpload sends:
+# `"$oha" ... "${oha_call[@]}" "$url"`.
+oha_call=(-m POST -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"oha","version":"1"}}}}'
+    -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
+    -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo')
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 # Prints the throughput (req/s, steps.csv) of `BINARY run` calling echo on $url: 64 clients,

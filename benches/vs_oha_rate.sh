@@ -16,11 +16,7 @@
 # MCPLOAD_ARGS: more options for both mcpload runs (say `--workers 1`).
 # Needs oha (installed into benches/.tools on first use: `cargo install oha`).
 source "$(dirname "$0")/common.sh"
-oha="$(command -v oha || true)"
-if [[ -z "$oha" ]]; then
-    oha="$root/benches/.tools/bin/oha"
-    [[ -x "$oha" ]] || cargo install oha --locked --quiet --root "$root/benches/.tools"
-fi
+need_oha
 floor="$(cd "$root" && cargo bench --bench wire_floor --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json, sys
 for line in sys.stdin:
@@ -32,7 +28,6 @@ secs="${SECS:-5}"
 rounds="${ROUNDS:-5}"
 rates="${RATES:-1000 5000 20000}"
 start_serve
-body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"oha","version":"1"}}}}'
 work="$(mktemp -d)"
 trap 'stop_serve; rm -rf "$work"' EXIT
 
@@ -54,10 +49,7 @@ print(f"{ru.ru_utime + ru.ru_stime:.6f}")' "$work/out" "$@"
 # Each prints "CPU_SECONDS REQUESTS ACHIEVED_PER_S LAG_P99_MS" (lag "-" but for mcpload).
 run_oha() { # RATE
     local cpu
-    cpu="$(cpu_of "$oha" -z "${secs}s" -q "$1" -c 64 --no-tui --output-format json -m POST -d "$body" \
-        -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
-        -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' \
-        "$url")"
+    cpu="$(cpu_of "$oha" -z "${secs}s" -q "$1" -c 64 --no-tui --output-format json "${oha_call[@]}" "$url")"
     python3 -c 'import json, sys
 j = json.load(open(sys.argv[1]))
 ok = int(j["statusCodeDistribution"].get("200", 0))
