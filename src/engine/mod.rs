@@ -30,6 +30,7 @@ use crate::transport::{AnyTransport, Transport};
 use health::ProcessSample;
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc;
@@ -358,9 +359,8 @@ enum StepOutcome {
 }
 
 /// One second of a step, merged over the workers that reported it.
-#[derive(Default)]
 struct SecondSlot {
-    stats: Stats,
+    stats: Box<Stats>,
     in_flight: u64,
     /// Sum of each worker's in-flight peak in this second.
     peak_sum: u64,
@@ -449,14 +449,30 @@ async fn collect_step(
             } if step == order.step => {
                 total += &*stats;
                 step_start = Some(step_start.map_or(measure_start, |s| s.min(measure_start)));
-                let slot = seconds.entry(second).or_default();
-                slot.stats += &*stats;
-                slot.in_flight += in_flight;
-                slot.peak_sum += stats.counters.in_flight_max;
-                slot.task_peak_sum += stats
+                let peak = stats.counters.in_flight_max;
+                let task_peak = stats
                     .flows
                     .as_ref()
                     .map_or(0, |f| f.counters.tasks_live_max);
+                // The second's first report becomes its slot: a slot made empty and added to
+                // zeroes its histograms anew each second, and the coordinator's once-a-second
+                // work then held up a worker sharing its core (issue #24).
+                let slot = match seconds.entry(second) {
+                    Entry::Vacant(v) => v.insert(SecondSlot {
+                        stats,
+                        in_flight: 0,
+                        peak_sum: 0,
+                        task_peak_sum: 0,
+                    }),
+                    Entry::Occupied(o) => {
+                        let slot = o.into_mut();
+                        *slot.stats += &*stats;
+                        slot
+                    }
+                };
+                slot.in_flight += in_flight;
+                slot.peak_sum += peak;
+                slot.task_peak_sum += task_peak;
                 last_second_of[worker as usize] = Some(second);
             }
             Report::StepDone {
