@@ -4,6 +4,11 @@
 //! unknown-session answers exactly, every session the target opened is a handshake's or a
 //! re-initialization's, and the cost shows in the counts: refused attempts, retries, time
 //! spent re-initializing.
+//!
+//! Round-robin runs one worker, so that a session is lost for certain: its second connection
+//! goes to the other replica. With two workers whose connections happen to alternate (the
+//! first worker's all land on one replica, the second's on the other), no session is lost,
+//! and under a busy machine that interleaving came up.
 
 use crate::support::machine;
 use crate::support::run::*;
@@ -11,14 +16,12 @@ use crate::support::scratch::scratch;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-const WORKERS: u64 = 2;
-
-/// Runs the shipped profile for one short step at 8 virtual users (`extra` added); returns
-/// the run folder and the exit code.
-fn replicas(name: &str, extra: &[&str]) -> (PathBuf, Option<i32>) {
+/// Runs the shipped profile for one short step at 8 virtual users over `workers` workers
+/// (`extra` added); returns the run folder and the exit code.
+fn replicas(name: &str, workers: u64, extra: &[&str]) -> (PathBuf, Option<i32>) {
     let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/replicas.toml");
     let dir = scratch(name).join("run");
-    let workers = WORKERS.to_string();
+    let workers = workers.to_string();
     let mut args = vec![
         profile.to_str().unwrap(),
         "-c",
@@ -51,7 +54,7 @@ fn u(v: &Value, path: &str) -> u64 {
 /// What holds under any balance: the whole run's `session_lost` is the target's count of
 /// unknown-session answers, the replicas' counts add up to it, and every session the target
 /// opened was a handshake's (one per worker) or a re-initialization's.
-fn check_ground_truth(dir: &Path) -> (Value, Value) {
+fn check_ground_truth(dir: &Path, workers: u64) -> (Value, Value) {
     let summary = summary(dir);
     let target = target_stats(dir);
     let sessions = &summary["sessions"];
@@ -66,7 +69,7 @@ fn check_ground_truth(dir: &Path) -> (Value, Value) {
     assert_eq!(per_replica, u(&target, "/unknown_session"));
     assert_eq!(
         u(&target, "/sessions_opened"),
-        WORKERS + u(sessions, "/reinitializations") + u(sessions, "/reinit_failed"),
+        workers + u(sessions, "/reinitializations") + u(sessions, "/reinit_failed"),
         "{sessions} {target}"
     );
     for row in steps(dir) {
@@ -92,21 +95,20 @@ fn check_ground_truth(dir: &Path) -> (Value, Value) {
 #[test]
 fn round_robin_loses_sessions_and_mcpload_counts_every_loss_the_replicas_answered() {
     let _share = machine::loading();
-    let (dir, code) = replicas("sessions-round-robin", &[]);
+    let (dir, code) = replicas("sessions-round-robin", 1, &[]);
     // The profile's gate, session_lost==0, fails.
     assert_eq!(code, Some(1));
-    let (summary, target) = check_ground_truth(&dir);
+    let (summary, target) = check_ground_truth(&dir, 1);
     let sessions = &summary["sessions"];
     assert!(u(sessions, "/session_lost") > 0, "{sessions}");
     assert!(u(sessions, "/reinitializations") > 0, "{sessions}");
     assert!(sessions["reinit_ms"].as_f64().unwrap() > 0.0, "{sessions}");
-    let unknown: Vec<u64> = (target["replicas"].as_array().unwrap().iter())
-        .map(|r| u(r, "/unknown_session"))
-        .collect();
-    assert!(
-        unknown.iter().all(|n| *n > 0),
-        "both replicas refused: {unknown:?}"
-    );
+    // Which replicas refused turns on which connection each re-initialization took: at
+    // least the one the first session never saw did.
+    let refusing = (target["replicas"].as_array().unwrap().iter())
+        .filter(|r| u(r, "/unknown_session") > 0)
+        .count();
+    assert!(refusing >= 1, "{target}");
     // The cost: requests the server refused, each sent again as a new request.
     let step = &summary["steps"][0];
     assert!(u(step, "/session_lost") > 0, "{step}");
@@ -121,10 +123,11 @@ fn sticky_loses_no_session() {
     let _share = machine::loading();
     let (dir, code) = replicas(
         "sessions-sticky",
+        2,
         &["--builtin-knob", "balance=sticky", "--session-lost-on-400"],
     );
     assert_eq!(code, Some(0));
-    let (summary, target) = check_ground_truth(&dir);
+    let (summary, target) = check_ground_truth(&dir, 2);
     assert_eq!(
         summary["settings"]["target"]["builtin"]["balance"],
         "sticky"
