@@ -27,6 +27,10 @@ use tokio_util::sync::CancellationToken;
 const HOUSEKEEPING: Duration = Duration::from_millis(5);
 /// Most events already received that a drain applies as it ends.
 const RECEIVED_MAX: usize = 1024;
+/// Most events already received that one turn of the loop applies after the one it woke
+/// for: answers that came together pay for the loop's turn (the clock, the timeouts, the
+/// sends they free) once.
+const TURN_MAX: usize = 32;
 /// How long an interrupted step waits for the answers already asked for.
 const INTERRUPT_DRAIN: Duration = Duration::from_secs(2);
 
@@ -210,7 +214,10 @@ impl Worker {
                     }
                     st.phase = Phase::Drain;
                 }
-                ev = self.transport.next_event() => self.apply(&mut st, s, ledger, ev),
+                ev = self.transport.next_event() => {
+                    self.apply(&mut st, s, ledger, ev);
+                    self.apply_received(&mut st, s, ledger, TURN_MAX);
+                }
                 go = orders.recv(), if st.phase == Phase::WaitGo => match go {
                     Some(Order::Measure(at)) => self.start_measuring(&mut st, units, at),
                     // The coordinator is gone: end the step.
@@ -271,12 +278,18 @@ impl Worker {
         }
     }
 
-    /// Counts the events the transport has ready (read, not yet taken; at most
-    /// [`RECEIVED_MAX`], so a server that never stops talking cannot hold the step) before a
-    /// drain ends: a stdio line that came with the last answer (progress after it) belongs
-    /// to the phase that asked.
-    fn apply_received(&mut self, st: &mut StepState, s: &mut Sending<'_>, ledger: &mut Ledger) {
-        for _ in 0..RECEIVED_MAX {
+    /// Counts the events the transport has ready (read, not yet taken; at most `max`, so a
+    /// server that never stops talking cannot hold the loop). Before a drain ends
+    /// ([`RECEIVED_MAX`]): a stdio line that came with the last answer (progress after it)
+    /// belongs to the phase that asked.
+    fn apply_received(
+        &mut self,
+        st: &mut StepState,
+        s: &mut Sending<'_>,
+        ledger: &mut Ledger,
+        max: usize,
+    ) {
+        for _ in 0..max {
             let Some(ev) = self.transport.next_event().now_or_never() else {
                 return;
             };
@@ -338,7 +351,7 @@ impl Worker {
             }
             Phase::WarmupDrain if self.drained(st, s, iterations, now) => {
                 // Forget the warm-up: its requests have all ended, so the identity holds.
-                self.apply_received(st, s, ledger);
+                self.apply_received(st, s, ledger, RECEIVED_MAX);
                 s.corr.take_stats();
                 units.take_stats();
                 self.transport.take_counters(&mut Counters::default());
@@ -360,7 +373,7 @@ impl Worker {
             self.report_second(st, s, units);
         }
         if st.phase == Phase::Drain && self.drained(st, s, iterations, now) {
-            self.apply_received(st, s, ledger);
+            self.apply_received(st, s, ledger, RECEIVED_MAX);
             self.end_step(st, s, units);
             return true;
         }
