@@ -1,5 +1,5 @@
 # Sourced by the scripts in benches/: build the release binary once, start `mcpload serve`
-# on loopback, stop it on exit; measure echo throughput, compare two measurements in rounds.
+# on loopback, stop it on exit; oha and its call; compare two measurements in rounds.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mcpload="${CARGO_TARGET_DIR:-$root/target}/release/mcpload"
@@ -37,17 +37,6 @@ oha_call=(-m POST -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n
     -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
     -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo')
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-
-# Prints the throughput (req/s, steps.csv) of `BINARY run` calling echo on $url: 64 clients,
-# 2026-07-28 headers, $secs seconds after 1 s of warm-up.
-echo_throughput() { # BINARY
-    local out
-    out="$(mktemp -d)"
-    "$1" run -q --url "$url" --protocol 2026-07-28 -c 64 -d "${secs}s" --warmup 1s \
-        --tool echo --args '{"message":"hi"}' --out "$out/run" >/dev/null
-    python3 -c "import csv; print(next(csv.DictReader(open('$out/run/steps.csv')))['throughput_rps'])"
-    rm -rf "$out"
-}
 
 # $rounds rounds of two measurements A and B (functions that print req/s), the order
 # alternating (A first in odd rounds) so a drift in the machine's background load hits both
