@@ -1,8 +1,8 @@
 //! The generator's process as it measures itself between two instants: its CPU time (the
 //! whole process, as `/usr/bin/time` counts it, less the built-in target's threads), its
 //! threads' time waiting for a core on a run queue (`/proc/self/task/*/schedstat`), the
-//! busiest load thread's demand, and the cores it may use. Read at a step's measured start and end by the coordinator, never on
-//! the hot path.
+//! busiest load thread's demand, and the cores it may use. Read at a step's measured start
+//! and end by the coordinator, never on the hot path.
 
 use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant};

@@ -120,7 +120,6 @@ fn p99(h: &LatencyHistogram) -> Option<u64> {
 pub fn judge(o: &Observed<'_>) -> GeneratorFacts {
     let allowed = late_allowance_us(o.p50_us);
     let mut reasons = Vec::new();
-    let mut process_bound = false;
     if let (Some(cpu), Some(wait), Some(cores)) = (o.cpu_pct, o.wait_pct, o.cores) {
         let of = if cores == 1 { "core" } else { "cores" };
         let demand = cpu + wait;
@@ -135,11 +134,11 @@ pub fn judge(o: &Observed<'_>) -> GeneratorFacts {
                  a core as long as it ran {cost}"
             ));
         }
-        process_bound = !reasons.is_empty();
     }
+    // Said only where the process's own demand did not already bind (the reasons so far).
     if let Some(busy) = o
         .load_thread_pct
-        .filter(|b| *b >= DEMAND_BOUND_PCT && !process_bound)
+        .filter(|b| *b >= DEMAND_BOUND_PCT && reasons.is_empty())
     {
         reasons.push(format!(
             "a load worker's thread wanted {busy:.0}% of its core (ran, or waited for it): a \
