@@ -112,6 +112,12 @@ fn assert_every_step_bound(out_dir: &Path, terminal: &str) {
         );
         let cpu = num(row, "generator_cpu_pct");
         assert!(cpu > 0.0 && cpu <= 100.5, "generator_cpu_pct {cpu}");
+        // A thread runs, waits for a core or sleeps: at most the whole wall time.
+        let thread = num(row, "generator_load_thread_pct");
+        assert!(
+            thread > 0.0 && thread <= 101.0,
+            "generator_load_thread_pct {thread}"
+        );
         let line = format!(
             "the generator, not the server, limited step {}",
             row["step"]
@@ -204,6 +210,9 @@ fn a_slow_target_is_the_bottleneck_not_the_generator() {
             assert_eq!(row["generator_bound"], "false", "{name}: {row:?}");
             assert_eq!(row["generator_bound_reason"], "", "{name}");
             assert!(num(&row, "generator_cpu_pct") < 90.0, "{name}: {row:?}");
+            // 16 calls a second: the worker's thread sleeps nearly all the time.
+            let thread = num(&row, "generator_load_thread_pct");
+            assert!(thread > 0.0 && thread < 90.0, "{name}: {row:?}");
             assert!(num(&row, "loop_delay_p99_ms") < 50.0, "{name}: {row:?}");
         }
         assert!(
