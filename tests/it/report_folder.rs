@@ -440,6 +440,19 @@ fn resources_csv_has_results_md_columns_and_a_fleet_fills_its_own() {
     // Alive once spawned (spawn returns after the exec): the one sample, taken at once,
     // sees it.
     let child = Killed(Command::new("sleep").arg("600").spawn().unwrap());
+    // Just exec'd, it has touched no page until it first runs (late on a busy machine),
+    // and its RSS reads 0: wait for its first page.
+    let statm = format!("/proc/{}/statm", child.0.id());
+    let resident = || {
+        fs::read_to_string(&statm)
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while resident() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let pids = ChildPids::default();
     pids.add(child.0.id());
     let origin = Instant::now();
