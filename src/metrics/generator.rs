@@ -183,9 +183,19 @@ fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
-/// What a user can do about a generator-bound step.
-pub const BOUND_HINT: &str =
-    "lower the rate, give mcpload more cores, or split the load with --segment";
+/// What a user can do about a generator-bound step. An open loop that sends each arrival at
+/// its own instant (no `--send-window`) pays a wake-up per arrival; sending a millisecond's
+/// arrivals in one wake-up costs a quarter to a third of its CPU per request (benches/README.md,
+/// "Where issue #24's goals stand"), at the price of a load in bunches.
+pub fn bound_hint(exact_open_loop: bool) -> &'static str {
+    if exact_open_loop {
+        "lower the rate, give mcpload more cores, split the load with --segment, or send each \
+         millisecond's arrivals in one wake-up with --send-window 1ms (a third of the CPU per \
+         request or less; the server gets them in bunches)"
+    } else {
+        "lower the rate, give mcpload more cores, or split the load with --segment"
+    }
+}
 
 #[cfg(test)]
 mod tests {

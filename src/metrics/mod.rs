@@ -36,7 +36,7 @@ mod tags;
 
 pub use correctness::{Defect, FINDINGS_KEPT, Finding, IDS_KEPT, Tallies};
 pub use flow::{FlowCounters, FlowStats, FlowSummary};
-pub use generator::{BOUND_HINT, GeneratorFacts, Observed, judge, late_allowance_us};
+pub use generator::{GeneratorFacts, Observed, bound_hint, judge, late_allowance_us};
 pub use input::{AskedKind, ByKind};
 pub use tags::Slot;
 

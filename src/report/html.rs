@@ -5,9 +5,9 @@
 use super::ci::{Outcome, run_verdict};
 use super::plots::count;
 use super::terminal::{
-    by_operation, callouts, error_codes, failures_line, generator_lines, iteration_rows,
-    knee_facts, knee_sentence, load_phrase, ms, num, polls, rate_unit, rps, scenarios,
-    shown_op_rows, status_phrase, step_list, usl_line, worst_callout,
+    by_operation, callouts, error_codes, failures_line, generator_hint, generator_lines,
+    iteration_rows, knee_facts, knee_sentence, load_phrase, ms, num, polls, rate_unit, rps,
+    scenarios, shown_op_rows, status_phrase, step_list, usl_line, worst_callout,
 };
 use super::{ReportError, RunSummary, plots, read_timeseries, step_histograms};
 use crate::analysis::checks::{Check, CheckStatus};
@@ -512,7 +512,7 @@ fn page(run: &RunSummary, plots: &[plots::Plot]) -> Markup {
                     h2 { "Generator" }
                     ul {
                         @for line in &limited { li class="saturated" { (line) } }
-                        li { (crate::metrics::BOUND_HINT) "." }
+                        li { (generator_hint(run)) "." }
                     }
                 }
                 @if by_operation(run) {

@@ -360,6 +360,14 @@ pub(super) fn generator_lines(run: &RunSummary) -> Vec<String> {
         .collect()
 }
 
+/// What the user can do about the generator-bound steps of `run` (after [`generator_lines`]).
+/// An open loop that sent each arrival at its own instant can also send them in bunches.
+pub(super) fn generator_hint(run: &RunSummary) -> &'static str {
+    let load = &run.settings["load"];
+    let exact_open_loop = load["model"] == "open" && load["send_window_s"].as_f64() == Some(0.0);
+    metrics::bound_hint(exact_open_loop)
+}
+
 /// The knee's supporting facts: max sustainable load, peak throughput.
 pub(super) fn knee_facts(run: &RunSummary) -> Vec<String> {
     let k = &run.knee;
@@ -883,7 +891,7 @@ pub(super) fn render_terminal(run: &RunSummary, color: bool) -> String {
         for line in limited {
             let _ = writeln!(out, "  {}", paint(&line, YELLOW, color));
         }
-        let _ = writeln!(out, "  {}.", metrics::BOUND_HINT);
+        let _ = writeln!(out, "  {}.", generator_hint(run));
     }
 
     checks_block(run, &mut out, color);

@@ -128,6 +128,12 @@ fn assert_every_step_bound(out_dir: &Path, terminal: &str) {
         terminal.contains("split the load with --segment"),
         "{terminal}"
     );
+    // An open loop that sends each arrival at its own instant is also told of the window
+    // (a closed loop has no schedule to bunch), in the terminal and in report.html.
+    let open = record["settings"]["load"]["model"] == "open";
+    assert_eq!(terminal.contains("--send-window 1ms"), open, "{terminal}");
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert_eq!(html.contains("--send-window 1ms"), open);
 }
 
 /// Runs `load` over HTTP starved of CPU, asserts every step is marked, and returns the run
