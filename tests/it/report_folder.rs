@@ -441,14 +441,9 @@ fn resources_csv_has_results_md_columns_and_a_fleet_fills_its_own() {
     // sees it.
     let child = Killed(Command::new("sleep").arg("600").spawn().unwrap());
     // Just exec'd, it has touched no page until it first runs (late on a busy machine),
-    // and its RSS reads 0: wait for its first page.
-    let statm = format!("/proc/{}/statm", child.0.id());
-    let resident = || {
-        fs::read_to_string(&statm)
-            .ok()
-            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    // and its RSS reads 0: wait for its first page, read as the watcher reads it.
+    let process = procfs::process::Process::new(child.0.id() as i32).unwrap();
+    let resident = || process.stat().map_or(0, |stat| stat.rss);
     let deadline = Instant::now() + Duration::from_secs(30);
     while resident() == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
