@@ -183,18 +183,29 @@ fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
-/// What a user can do about a generator-bound step. An open loop that sends each arrival at
-/// its own instant (no `--send-window`) pays a wake-up per arrival; sending a millisecond's
-/// arrivals in one wake-up costs a quarter to under half of its CPU per request at 5,000 to
-/// 20,000/s (0.26 to 0.43 in benches/README.md's rounds), at the price of a load in bunches.
-pub fn bound_hint(exact_open_loop: bool) -> &'static str {
+/// What a user can do about any generator-bound step.
+const REMEDIES: [&str; 3] = [
+    "lower the rate",
+    "give mcpload more cores",
+    "split the load with --segment",
+];
+
+/// What an open loop that sends each arrival at its own instant (no `--send-window`) can do
+/// too: it pays a wake-up per arrival, and sending a millisecond's arrivals in one wake-up
+/// costs a quarter to under half of its CPU per request at 5,000 to 20,000/s (0.26 to 0.43 in
+/// benches/README.md's rounds), at the price of a load in bunches.
+const WINDOW_REMEDY: &str = "send each millisecond's arrivals in one wake-up with \
+     --send-window 1ms (under half the CPU per request; the server gets them in bunches)";
+
+/// The hint under generator-bound steps: the remedies, the window's last for an open loop of
+/// exact instants.
+pub fn bound_hint(exact_open_loop: bool) -> String {
+    let mut remedies = REMEDIES.to_vec();
     if exact_open_loop {
-        "lower the rate, give mcpload more cores, split the load with --segment, or send each \
-         millisecond's arrivals in one wake-up with --send-window 1ms (under half the CPU \
-         per request; the server gets them in bunches)"
-    } else {
-        "lower the rate, give mcpload more cores, or split the load with --segment"
+        remedies.push(WINDOW_REMEDY);
     }
+    let (last, first) = remedies.split_last().expect("there are remedies");
+    format!("{}, or {last}", first.join(", "))
 }
 
 #[cfg(test)]
@@ -224,6 +235,22 @@ mod tests {
             cores: Some(2),
             load_thread_pct: Some(8.0),
         }
+    }
+
+    #[test]
+    fn the_hint_lists_the_remedies_and_offers_the_window_to_exact_open_loops_only() {
+        assert_eq!(
+            bound_hint(false),
+            "lower the rate, give mcpload more cores, or split the load with --segment"
+        );
+        let open = bound_hint(true);
+        assert!(
+            open.starts_with(
+                "lower the rate, give mcpload more cores, split the load with --segment, or \
+                 send each millisecond's arrivals in one wake-up with --send-window 1ms ("
+            ),
+            "{open}"
+        );
     }
 
     #[test]

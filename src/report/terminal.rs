@@ -362,7 +362,7 @@ pub(super) fn generator_lines(run: &RunSummary) -> Vec<String> {
 
 /// What the user can do about the generator-bound steps of `run` (after [`generator_lines`]).
 /// An open loop that sent each arrival at its own instant can also send them in bunches.
-pub(super) fn generator_hint(run: &RunSummary) -> &'static str {
+pub(super) fn generator_hint(run: &RunSummary) -> String {
     let load = &run.settings["load"];
     let exact_open_loop = load["model"] == "open" && load["send_window_s"].as_f64() == Some(0.0);
     metrics::bound_hint(exact_open_loop)
